@@ -1,0 +1,36 @@
+"""Thin CLI: each module registers its commands on the shared typer app and calls the library."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+import kbench
+from kbench.cli.app import app, err_console
+from kbench.errors import KbenchError
+
+# Importing a command module registers its commands.
+from kbench.cli import problems as _problems  # noqa: E402,F401
+from kbench.cli import system as _system  # noqa: E402,F401
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kbench {kbench.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """kbench: is this kernel correct, and faster than PyTorch eager and torch.compile?"""
+
+
+def main() -> None:
+    try:
+        app()
+    except KbenchError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,117 @@
+"""One run configuration: defaults < config file (TOML or JSON) < KBENCH_* environment < CLI flags.
+
+The resolved config is stored with every run record, so a result always says how it was produced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbench.errors import ConfigError
+
+ENV_PREFIX = "KBENCH_"
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kbench"
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # problems
+    source: str = "kbench"
+    level: int | None = None
+    problems: list[str] = Field(default_factory=list)  # addresses; empty = all of the level/source
+    tags: list[str] = Field(default_factory=list)
+    limit: int | None = None  # the first N selected problems
+    preset: str = "full"
+    dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+
+    # candidates
+    backend: Literal["cuda", "triton", "cpp"] = "cuda"
+    static_checks: bool = True
+
+    # generation
+    model: str = ""  # PROVIDER/MODEL, e.g. openai/gpt-4o, anthropic/claude-..., replay/PATH
+    base_url: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 8192
+    reasoning_effort: str | None = None
+    samples: int = 1
+    turns: int = 1
+    concurrency: int = 8
+    shots: Literal["zero", "one", "few"] = "one"
+    hardware_facts: str | None = None  # GPU name for the prompt's hardware facts
+    chain_of_thought: bool = False
+
+    # evaluation
+    seeds: int = 3  # fixed seeds; one more per-run secret seed is added
+    timeout_s: float = 300.0  # wall-clock limit of one candidate worker
+    memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
+    timing_budget_s: float = 5.0
+    baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
+    executor: str = "local"
+    builders: int = 0  # CPU build workers; 0 = one per core
+    ray_address: str | None = None
+
+    # storage
+    store: Path = Path("kbench-runs/kbench.db")
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    run_id: str | None = None
+
+
+def _coerce_env(name: str, raw: str) -> Any:
+    field = RunConfig.model_fields[name]
+    if "list" in str(field.annotation):
+        return [x for x in raw.split(",") if x]
+    return raw
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    environ = dict(os.environ if environ is None else environ)
+    out: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX) :].lower()
+        if name in RunConfig.model_fields:
+            out[name] = _coerce_env(name, raw)
+    return out
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from None
+    return dict(data.get("kbench", data))
+
+
+def resolve(
+    file: Path | None = None, flags: dict[str, Any] | None = None, environ: dict[str, str] | None = None
+) -> RunConfig:
+    """Merge defaults, file, KBENCH_* environment and flags (flags set to None are ignored)."""
+    merged: dict[str, Any] = {}
+    if file is not None:
+        merged.update(read_file(file))
+    merged.update(env_overrides(environ))
+    merged.update({k: v for k, v in (flags or {}).items() if v is not None})
+    try:
+        return RunConfig(**merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"bad config value for '{where}': {first['msg']}") from None

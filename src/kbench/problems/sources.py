@@ -1,0 +1,166 @@
+"""Problem sources as a registry: the embedded suite, a KernelBench-layout folder, one file, Hugging Face.
+
+A source spec names where problems come from: `kbench` (the embedded suite), `hf` or `hf=PATH_OR_NAME`
+(the Hugging Face dataset, or a local copy saved with `save_to_disk`), or a path to a folder in
+KernelBench's layout (`level1/1_Name.py` ...) or to one problem file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kbench.errors import ProblemError, require
+from kbench.problems.format import parse_problem
+from kbench.types import Problem
+
+_FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
+_LEVEL_RE = re.compile(r"^level_?(\d+)$")
+HF_DATASET = "ScalingIntelligence/KernelBench"
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: str
+    arg: str = ""
+
+
+Loader = Callable[[str], list[Problem]]
+_REGISTRY: dict[str, Loader] = {}
+
+
+def register_source(kind: str) -> Callable[[Loader], Loader]:
+    def deco(fn: Loader) -> Loader:
+        _REGISTRY[kind] = fn
+        return fn
+
+    return deco
+
+
+def source_kinds() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def parse_spec(spec: str) -> SourceSpec:
+    """`kbench` | `hf` | `hf=NAME_OR_PATH` | a folder | a file."""
+    if spec in ("", "kbench"):
+        return SourceSpec("kbench")
+    if spec == "hf" or spec.startswith("hf="):
+        return SourceSpec("hf", spec[3:] or os.environ.get("KBENCH_HF_DATASET", HF_DATASET))
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return SourceSpec("dir", str(path))
+    if path.is_file():
+        return SourceSpec("file", str(path))
+    raise ProblemError(
+        f"{spec}: no such problem source (use 'kbench', 'hf', 'hf=PATH', or an existing folder or file)"
+    )
+
+
+def load_source(spec: str) -> list[Problem]:
+    parsed = parse_spec(spec)
+    if parsed.kind not in _REGISTRY:
+        raise ProblemError(f"unknown source kind {parsed.kind!r}; known: {', '.join(source_kinds())}")
+    problems = _REGISTRY[parsed.kind](parsed.arg)
+    _check_unique(problems)
+    return sorted(problems, key=lambda p: (p.level, p.number))
+
+
+def _check_unique(problems: Iterable[Problem]) -> None:
+    seen: dict[tuple[int, int], Problem] = {}
+    for p in problems:
+        other = seen.get((p.level, p.number))
+        if other is not None:
+            raise ProblemError(
+                f"duplicate problem id {p.level}/{p.number}: {other.path or other.name} and {p.path or p.name}"
+            )
+        seen[(p.level, p.number)] = p
+
+
+def make_problem(source: str, level: int, number: int, name: str, code: str, path: str | None) -> Problem:
+    parsed = parse_problem(code, path or f"{source}:{level}/{number} ({name})")
+    return Problem(
+        source=source,
+        level=level,
+        number=number,
+        name=name,
+        code=code,
+        path=path,
+        tags=parsed.tags,
+        presets=tuple(["full", *[p for p in parsed.presets if p != "full"]]),
+        tolerance=tuple(sorted(parsed.tolerance.items())),
+        description=parsed.docstring.strip().splitlines()[0] if parsed.docstring.strip() else "",
+    )
+
+
+def _from_file(source: str, level: int, path: Path) -> Problem:
+    m = _FILE_RE.match(path.name)
+    number, name = (int(m.group(1)), m.group(2)) if m else (0, path.stem)
+    return make_problem(source, level, number, name, path.read_text(), str(path))
+
+
+def _level_dirs(root: Path) -> list[tuple[int, Path]]:
+    found = []
+    for child in sorted(root.iterdir()):
+        m = _LEVEL_RE.match(child.name)
+        if child.is_dir() and m:
+            found.append((int(m.group(1)), child))
+    return found
+
+
+def load_tree(source: str, root: Path) -> list[Problem]:
+    levels = _level_dirs(root)
+    if not levels and (root / "KernelBench").is_dir():  # the upstream repository root
+        levels = _level_dirs(root / "KernelBench")
+    if not levels:
+        raise ProblemError(f"{root}: no level folders (expected level1/, level2/, ... with ID_Name.py files)")
+    problems = []
+    for level, folder in levels:
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            if not _FILE_RE.match(path.name):
+                raise ProblemError(f"{path}: file name must be ID_Name.py (e.g. 1_Square_matmul.py)")
+            problems.append(_from_file(source, level, path))
+    return problems
+
+
+@register_source("kbench")
+def _embedded(_: str) -> list[Problem]:
+    root = resources.files("kbench") / "suite"
+    return load_tree("kbench", Path(str(root)))
+
+
+@register_source("dir")
+def _directory(arg: str) -> list[Problem]:
+    return load_tree(arg, Path(arg))
+
+
+@register_source("file")
+def _single_file(arg: str) -> list[Problem]:
+    path = Path(arg)
+    m = _LEVEL_RE.match(path.parent.name)
+    return [_from_file(arg, int(m.group(1)) if m else 0, path)]
+
+
+@register_source("hf")
+def _huggingface(arg: str) -> list[Problem]:
+    datasets = require("datasets", "hf")
+    data = datasets.load_from_disk(arg) if Path(arg).exists() else datasets.load_dataset(arg)
+    problems = []
+    for split in data:
+        m = re.match(r"^level_(\d+)$", split)
+        if not m:
+            continue
+        for row in data[split]:
+            level = int(row.get("level") or m.group(1))
+            path = f"hf:{split}/{row['problem_id']}_{row['name']}"
+            name = re.sub(r"^\d+_", "", str(row["name"])).removesuffix(".py")
+            problems.append(make_problem("hf", level, int(row["problem_id"]), name, row["code"], path))
+    if not problems:
+        raise ProblemError(f"{arg}: dataset has no level_N splits with problem_id/name/code/level columns")
+    return problems

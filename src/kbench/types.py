@@ -1,0 +1,206 @@
+"""The contract between stages: frozen dataclasses that cross a stage boundary.
+
+problem -> prompt -> completion -> candidate -> check report -> build -> correctness/timing -> verdict.
+Pydantic lives only where data touches disk or the wire (config.py, store.py); these are plain values.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+DTYPES = ("fp32", "fp16", "bf16")
+# Default correctness tolerance per dtype, used as both atol and rtol (|a-b| <= atol + rtol*|b|).
+DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reference problem in KernelBench's file format, as found in a source.
+
+    `key` is the canonical address `SOURCE:LEVEL/NUMBER`. `code` is the file's text exactly as found;
+    presets are applied when the problem is instantiated (problems/loader.py), never to `code`.
+    """
+
+    source: str
+    level: int
+    number: int
+    name: str
+    code: str
+    path: str | None = None
+    tags: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()
+    tolerance: tuple[tuple[str, float], ...] = ()
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}:{self.level}/{self.number}"
+
+    @property
+    def code_hash(self) -> str:
+        return hashlib.sha256(self.code.encode()).hexdigest()[:16]
+
+    def tol(self, dtype: str) -> float:
+        return dict(self.tolerance).get(dtype, DEFAULT_TOLERANCE[dtype])
+
+
+@dataclass(frozen=True)
+class Prompt:
+    problem_key: str
+    backend: str
+    text: str
+    system: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256((self.system + "\x00" + self.text).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Completion:
+    model: str
+    text: str
+    sample: int = 0
+    turn: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """Untrusted source defining `ModelNew`. The host treats `source` as text only."""
+
+    problem_key: str
+    backend: str
+    source: str
+    origin: str = ""  # file path, model name, or replay path the source came from
+    sample: int = 0
+    turn: int = 0
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+
+class Severity(str, enum.Enum):
+    REJECT = "reject"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: Severity
+    message: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def rejected(self) -> bool:
+        return any(f.severity is Severity.REJECT for f in self.findings)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    backend: str
+    seconds: float = 0.0
+    cache_hit: bool = False
+    log: str = ""
+    kernels: tuple[str, ...] = ()  # kernel names the candidate's own source defines
+
+
+class Status(str, enum.Enum):
+    OK = "ok"
+    STATIC_REJECT = "static_reject"
+    BUILD_ERROR = "build_error"
+    LOAD_ERROR = "load_error"
+    RUNTIME_ERROR = "runtime_error"
+    MISMATCH = "mismatch"
+    CHEAT = "cheat"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    OOM = "oom"
+    NO_CODE = "no_code"  # the completion held no usable candidate (extraction stage)
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Statistics of one timed callable, in milliseconds. `meaningful` is False for interpreter runs."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    iqr_ms: float
+    min_ms: float
+    n: int
+    rse: float  # relative standard error of the mean
+    device: str = "cpu"
+    method: str = "events"  # events | graph | perf_counter
+    meaningful: bool = True
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def ci95_ms(self) -> tuple[float, float]:
+        half = 1.96 * self.rse * self.mean_ms
+        return (self.mean_ms - half, self.mean_ms + half)
+
+
+@dataclass(frozen=True)
+class Correctness:
+    passed: bool
+    seeds: tuple[int, ...] = ()
+    max_abs_err: float = 0.0
+    mean_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    report: str = ""  # mismatch report: first differing indices and values
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The one outcome of evaluating one candidate. Every evaluation ends in exactly one status."""
+
+    status: Status
+    problem_key: str
+    backend: str
+    preset: str
+    dtype: str
+    device: str
+    message: str = ""
+    rule: str = ""  # the protocol or static rule that fired, for cheat/static_reject
+    log_tail: str = ""
+    candidate_digest: str = ""
+    checks: CheckReport = field(default_factory=CheckReport)
+    build: BuildResult | None = None
+    correctness: Correctness | None = None
+    timing: TimingStats | None = None
+    baselines: tuple[tuple[str, TimingStats], ...] = ()  # mode -> stats (eager, compile, ...)
+    kernel_share: float | None = None  # share of device time in the candidate's own kernels
+    sol_ms: float | None = None
+    warnings: tuple[str, ...] = ()
+    seconds: float = 0.0  # wall time of the whole evaluation
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def baseline(self, mode: str) -> TimingStats | None:
+        return dict(self.baselines).get(mode)
+
+    def speedup(self, mode: str = "eager") -> float | None:
+        base = self.baseline(mode)
+        if not self.ok or base is None or self.timing is None or self.timing.median_ms <= 0:
+            return None
+        return base.median_ms / self.timing.median_ms
