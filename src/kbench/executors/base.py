@@ -1,0 +1,29 @@
+"""The executor contract: jobs in, verdicts out through a callback, in any order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kbench.types import BuildResult, Candidate, Problem, Verdict
+
+
+@dataclass(frozen=True)
+class Job:
+    problem: Problem
+    candidate: Candidate
+    tag: Any = field(default=None, compare=False)  # the caller's key for the result (e.g. a store key)
+
+
+# build(job) -> BuildResult or None (nothing to prebuild); runs on a CPU builder, no GPU visible.
+BuildFn = Callable[[Job], BuildResult | None]
+# evaluate(job, device, build) -> Verdict; runs on one device lane, one job at a time per lane.
+EvalFn = Callable[[Job, str, BuildResult | None], Verdict]
+ResultFn = Callable[[Job, Verdict], None]
+
+
+class Executor(Protocol):
+    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+        """Run every job; call on_result once per job (from the calling thread or a lock-held section)."""
+        ...

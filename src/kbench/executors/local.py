@@ -1,0 +1,97 @@
+"""The local executor: one timed job per device lane, CPU builders ahead of the queue.
+
+Timing is only meaningful when a GPU runs one job at a time, so each device gets exactly one lane
+(a thread that launches one sandboxed worker process after another). Compilation is the expensive part
+(tens of seconds per load_inline extension), so builders compile candidates in parallel and hand them
+over in completion order; a lane never waits for a build that another job could skip ahead of.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+from kbench.executors import register_executor
+from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
+from kbench.types import BuildResult
+
+_DONE = object()
+
+
+def local_devices(device: str = "auto") -> list[str]:
+    """Lanes for a device spec: `auto` = every visible GPU (else one cpu lane), `cuda` = all GPUs."""
+    if device not in ("auto", "cuda"):
+        return [device]
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        if device == "cuda":
+            from kbench.errors import ConfigError
+
+            raise ConfigError("device 'cuda' requested but torch sees no GPU; use --device cpu")
+        return ["cpu"]
+    return [f"cuda:{i}" for i in range(count)]
+
+
+class LocalExecutor:
+    def __init__(self, devices: list[str] | None = None, builders: int = 0, device: str = "auto") -> None:
+        self.devices = devices or local_devices(device)
+        self.builders = builders or max(1, (os.cpu_count() or 2) - len(self.devices))
+
+    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+        ready: queue.Queue[object] = queue.Queue()
+        lock = threading.Lock()
+        errors: list[BaseException] = []
+
+        def lane(device: str) -> None:
+            while True:
+                item = ready.get()
+                if item is _DONE:
+                    return
+                job, built = item  # type: ignore[misc]
+                try:
+                    verdict = evaluate(job, device, built)
+                except BaseException as exc:  # our own failure: stop cleanly, re-raise on the caller
+                    errors.append(exc)
+                    continue
+                with lock:
+                    on_result(job, verdict)
+
+        lanes = [threading.Thread(target=lane, args=(d,), name=f"lane-{d}") for d in self.devices]
+        for t in lanes:
+            t.start()
+        try:
+            self._build_all(jobs, build, ready, errors)
+        finally:
+            for _ in lanes:
+                ready.put(_DONE)
+            for t in lanes:
+                t.join()
+        if errors:
+            raise errors[0]
+
+    def _build_all(
+        self, jobs: Iterable[Job], build: BuildFn, ready: queue.Queue[object], errors: list
+    ) -> None:
+        def one(job: Job) -> None:
+            try:
+                built: BuildResult | None = build(job)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            ready.put((job, built))
+
+        with ThreadPoolExecutor(max_workers=self.builders, thread_name_prefix="builder") as pool:
+            for job in jobs:
+                if errors:
+                    break
+                pool.submit(one, job)
+
+
+@register_executor("local")
+def _make_local(**options: object) -> LocalExecutor:
+    return LocalExecutor(**options)  # type: ignore[arg-type]

@@ -1,0 +1,77 @@
+"""The local executor's scheduling, with fake devices and fake build/evaluate functions."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from kbench.executors import Job, get_executor
+from kbench.executors.local import LocalExecutor
+from kbench.types import BuildResult, Candidate, Problem, Status, Verdict
+
+PROBLEM = Problem(source="t", level=2, number=1, name="p", code="")
+
+
+def _jobs(n: int) -> list[Job]:
+    return [Job(PROBLEM, Candidate(PROBLEM.key, "cpp", f"src{i}"), tag=i) for i in range(n)]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: Counter[str] = Counter()
+        self.max_active: Counter[str] = Counter()
+        self.builds_active = 0
+        self.max_builds = 0
+        self.devices_used: Counter[str] = Counter()
+
+    def build(self, job: Job) -> BuildResult:
+        with self.lock:
+            self.builds_active += 1
+            self.max_builds = max(self.max_builds, self.builds_active)
+        time.sleep(0.02)
+        with self.lock:
+            self.builds_active -= 1
+        return BuildResult(ok=True, backend="cpp", log=job.candidate.source)
+
+    def evaluate(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        assert built is not None and built.log == job.candidate.source  # the job's own build
+        with self.lock:
+            self.active[device] += 1
+            self.max_active[device] = max(self.max_active[device], self.active[device])
+            self.devices_used[device] += 1
+        time.sleep(0.01)
+        with self.lock:
+            self.active[device] -= 1
+        return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device)
+
+
+def test_one_timed_job_per_device_and_parallel_builders() -> None:
+    rec = Recorder()
+    results: list[tuple[int, str]] = []
+    ex = LocalExecutor(devices=["cuda:0", "cuda:1", "cuda:2"], builders=4)
+    ex.run(_jobs(30), rec.build, rec.evaluate, lambda j, v: results.append((j.tag, v.device)))
+    assert sorted(tag for tag, _ in results) == list(range(30))  # every job once
+    assert set(rec.max_active.values()) == {1}  # never two timed jobs on one device
+    assert set(rec.devices_used) == {"cuda:0", "cuda:1", "cuda:2"}  # all devices used
+    assert rec.max_builds > 1  # builders overlap
+
+
+def test_evaluation_error_propagates_after_draining() -> None:
+    def evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
+        raise RuntimeError("our bug")
+
+    ex = LocalExecutor(devices=["cpu"], builders=1)
+    with pytest.raises(RuntimeError, match="our bug"):
+        ex.run(_jobs(3), lambda j: None, evaluate, lambda j, v: None)
+
+
+def test_registry_and_unknown_name() -> None:
+    assert isinstance(get_executor("local", devices=["cpu"]), LocalExecutor)
+    from kbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="local"):
+        get_executor("nonesuch")
