@@ -1,0 +1,26 @@
+"""C = tril(A @ B) for lower-triangular A and B: only half the products are non-zero."""
+
+import torch
+import torch.nn as nn
+
+N = 4096
+
+KBENCH_PRESETS = {"small": {"N": 71}}
+KBENCH_TAGS = ["matmul"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.tril(torch.matmul(A, B))
+
+
+def get_inputs():
+    return [torch.tril(torch.randn(N, N)), torch.tril(torch.randn(N, N))]
+
+
+def get_init_inputs():
+    return []
