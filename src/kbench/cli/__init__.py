@@ -13,6 +13,7 @@ from kbench.errors import KbenchError
 # Importing a command module registers its commands.
 from kbench.cli import problems as _problems  # noqa: E402,F401
 from kbench.cli import system as _system  # noqa: E402,F401
+from kbench.cli import verify as _verify  # noqa: E402,F401
 
 
 def _version(value: bool) -> None:
