@@ -1,0 +1,40 @@
+"""2D convolution, minimum over channels, then tanh applied twice."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 64
+in_channels = 32
+out_channels = 128
+height = 128
+width = 128
+kernel_size = 3
+
+KBENCH_PRESETS = {
+    "small": {
+        "batch_size": 4,
+        "in_channels": 3,
+        "out_channels": 16,
+        "height": 33,
+        "width": 31,
+        "kernel_size": 3,
+    }
+}
+KBENCH_TAGS = ["conv-epilogue", "reduction-chain"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(torch.tanh(torch.min(self.conv(x), dim=1, keepdim=True)[0]))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,31 @@
+"""Linear layer, LayerNorm over the features, then exact (erf) GELU."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 2048
+in_features = 4096
+out_features = 4096
+
+KBENCH_PRESETS = {"small": {"batch_size": 16, "in_features": 64, "out_features": 96}}
+KBENCH_TAGS = ["gemm-epilogue", "norm-act"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.layer_norm = nn.LayerNorm(out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.layer_norm(self.linear(x)))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
