@@ -1,0 +1,194 @@
+"""Metrics over verdicts: pure functions, no I/O.
+
+Speedup and its uncertainty. speedup = baseline median / candidate median. Both medians carry a relative
+standard error (TimingStats.rse); the ratio's relative error is taken as sqrt(rse_b^2 + rse_c^2) and the
+95 % interval is speedup * exp(+-1.96 * that), symmetric in log space because a ratio is.
+
+fast_p rule (stated once, used everywhere): a verdict is *fast at p* when it is correct, both timings
+are meaningful, and the lower end of its 95 % speedup interval is strictly above p (`>`, so a speedup of
+exactly p is not fast). A correct verdict whose interval contains p (low <= p < high) is *uncertain*: it
+counts as not fast, and fast_p reports how many there were, so a threshold that sits inside the noise is
+visible instead of silently flipping verdicts. Correct verdicts without a usable speedup (no baseline for
+that mode, or interpreter timings) are *untimed* and never fast, so fast_0 equals the correctness rate
+exactly when every correct verdict was timed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kbench.types import TimingStats, Verdict
+
+Z95 = 1.96
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Speedup:
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class FastP:
+    p: float
+    against: str
+    n: int
+    fast: int
+    uncertain: int
+    untimed: int
+
+    @property
+    def rate(self) -> float:
+        return self.fast / self.n if self.n else 0.0
+
+
+@dataclass(frozen=True)
+class Record:
+    """One verdict with the facts metrics group by."""
+
+    problem_key: str
+    verdict: Verdict
+    model: str = ""
+    sample: int = 0
+    turn: int = 0
+    level: int = 0
+    tags: tuple[str, ...] = ()
+
+
+def _usable(stats: TimingStats | None) -> bool:
+    return stats is not None and stats.meaningful and stats.median_ms > 0
+
+
+def speedup(verdict: Verdict, against: str = "eager") -> Speedup | None:
+    """Speedup over baseline `against` with its 95 % interval; None unless correct and timed."""
+    base, cand = verdict.baseline(against), verdict.timing
+    if not verdict.ok or base is None or cand is None or not (_usable(base) and _usable(cand)):
+        return None
+    value = base.median_ms / cand.median_ms
+    half = Z95 * math.hypot(max(base.rse, 0.0), max(cand.rse, 0.0))
+    return Speedup(value, value * math.exp(-half), value * math.exp(half))
+
+
+def classify(verdict: Verdict, p: float, against: str = "eager") -> str:
+    """'fast', 'uncertain', 'slow', 'untimed' or 'incorrect' at threshold p (the rule in the module doc)."""
+    if not verdict.ok:
+        return "incorrect"
+    s = speedup(verdict, against)
+    if s is None:
+        return "untimed"
+    if s.low > p:
+        return "fast"
+    return "uncertain" if s.low <= p < s.high else "slow"
+
+
+def fast_p(verdicts: Sequence[Verdict], p: float, against: str = "eager") -> FastP:
+    """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
+    kinds = [classify(v, p, against) for v in verdicts]
+    return FastP(
+        p, against, len(kinds), kinds.count("fast"), kinds.count("uncertain"), kinds.count("untimed")
+    )
+
+
+def fast_p_curve(verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager") -> list[FastP]:
+    return [fast_p(verdicts, p, against) for p in ps]
+
+
+def correctness_rate(verdicts: Sequence[Verdict]) -> float:
+    return sum(v.ok for v in verdicts) / len(verdicts) if verdicts else 0.0
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    logs = [math.log(x) for x in values]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def geomean_speedup(
+    verdicts: Sequence[Verdict], against: str = "eager", only_fast: bool = False
+) -> float | None:
+    """Geometric-mean speedup over correct, timed verdicts; with only_fast, over those fast at p=1."""
+    values = []
+    for v in verdicts:
+        s = speedup(v, against)
+        if s is not None and (not only_fast or classify(v, 1.0, against) == "fast"):
+            values.append(s.value)
+    return geomean(values)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n, got n={n}, c={c}")
+    if k < 1 or k > n:
+        raise ValueError(f"pass@{k} is undefined with {n} samples (need 1 <= k <= n)")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mean_pass_at_k(counts: Mapping[str, tuple[int, int]], k: int) -> float | None:
+    """Mean pass@k over problems {key: (n, c)}; problems with fewer than k samples are left out."""
+    values = [pass_at_k(n, c, k) for n, c in counts.values() if n >= k]
+    return sum(values) / len(values) if values else None
+
+
+def sample_counts(
+    records: Iterable[Record], passed: Callable[[Verdict], bool] = lambda v: v.ok
+) -> dict[str, tuple[int, int]]:
+    """{problem: (samples, passing samples)} for pass@k; one sample is its best turn."""
+    best: dict[tuple[str, str, int], bool] = defaultdict(bool)
+    for r in records:
+        key = (r.problem_key, r.model, r.sample)
+        best[key] = best[key] or passed(r.verdict)
+    out: dict[str, tuple[int, int]] = {}
+    for (problem, _, _), ok in best.items():
+        n, c = out.get(problem, (0, 0))
+        out[problem] = (n + 1, c + int(ok))
+    return out
+
+
+def sol_fraction(verdict: Verdict) -> float | None:
+    """Speed-of-light time / measured time: 1.0 is the roofline; above 1 is impossible and flagged."""
+    if not verdict.ok or verdict.sol_ms is None or not _usable(verdict.timing) or verdict.sol_ms <= 0:
+        return None
+    assert verdict.timing is not None
+    return verdict.sol_ms / verdict.timing.median_ms
+
+
+def mean_sol_fraction(verdicts: Sequence[Verdict]) -> float | None:
+    values = [f for f in map(sol_fraction, verdicts) if f is not None]
+    return sum(values) / len(values) if values else None
+
+
+def breakdown(
+    records: Iterable[Record],
+    by: Callable[[Record], Iterable[str]],
+    metric: Callable[[list[Verdict]], T],
+) -> dict[str, T]:
+    """metric() per group, groups in sorted order; a record may sit in several groups (tags)."""
+    groups: dict[str, list[Verdict]] = defaultdict(list)
+    for r in records:
+        for g in by(r):
+            groups[g].append(r.verdict)
+    return {g: metric(groups[g]) for g in sorted(groups)}
+
+
+def by_level(r: Record) -> list[str]:
+    return [f"level {r.level}"]
+
+
+def by_tag(r: Record) -> list[str]:
+    return list(r.tags) or ["(untagged)"]
+
+
+def by_model(r: Record) -> list[str]:
+    return [r.model or "(none)"]
+
+
+def by_turn(r: Record) -> list[str]:
+    return [f"turn {r.turn}"]

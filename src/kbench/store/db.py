@@ -1,0 +1,292 @@
+"""The results database: runs, verdicts, problem metadata, baselines and speed-of-light values.
+
+SQLite in WAL mode: readers (a report) never block the writer (a run), and every verdict is written in
+its own transaction, so a run killed with SIGKILL keeps every verdict it finished. The verdict key is
+unique per run, so resuming a run (skipping `done_keys`) can never duplicate a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kbench
+from kbench.store.codec import dumps, from_dict, verdict_from_json
+from kbench.store.schema import StoreError, migrate
+from kbench.types import Problem, TimingStats, Verdict
+
+# A second writer (e.g. `kbench baseline` during a run) waits this long for the lock before failing.
+BUSY_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True, order=True)
+class VerdictKey:
+    """What one verdict is about; unique within a run."""
+
+    problem_key: str
+    sample: int = 0
+    turn: int = 0
+    backend: str = ""
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    created_at: str
+    config: dict[str, Any]
+    hardware: dict[str, Any]
+    fingerprint: str
+    kbench_version: str
+    git_commit: str | None
+    verdicts: int = 0
+    ok: int = 0
+
+
+@dataclass(frozen=True)
+class ProblemMeta:
+    key: str
+    source: str
+    level: int
+    number: int
+    name: str
+    tags: tuple[str, ...] = ()
+    code_hash: str = ""
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    """A verdict with everything stored beside it (what reports and exports read)."""
+
+    run_id: str
+    key: VerdictKey
+    verdict: Verdict
+    candidate_source: str
+    completion_text: str
+    created_at: str
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique without coordination: 20250131-142501-3fa2."""
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def git_commit() -> str | None:
+    """The commit of the kbench checkout when kbench runs from one (None for an installed wheel)."""
+    where = Path(kbench.__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class Store:
+    """One SQLite file. Safe to share between threads; several processes may open the same file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per write.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode survives a killed process (only a power loss can drop the last commits).
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self.schema_version = migrate(self._db)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # runs --------------------------------------------------------------------------------------------
+
+    def start_run(self, config: dict[str, Any], hardware: dict[str, Any], run_id: str | None = None) -> str:
+        """Create a run, or return `run_id` unchanged when it exists already (resume)."""
+        from kbench.hardware import fingerprint
+
+        run_id = run_id or new_run_id()
+        row = (
+            run_id,
+            _now(),
+            json.dumps(config, sort_keys=True, default=str),
+            json.dumps(hardware, sort_keys=True, default=str),
+            fingerprint(hardware),
+            kbench.__version__,
+            git_commit(),
+        )
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        return run_id
+
+    def run(self, run_id: str) -> RunInfo:
+        for info in self.runs():
+            if info.run_id == run_id:
+                return info
+        known = ", ".join(i.run_id for i in self.runs()[-5:]) or "none"
+        raise StoreError(f"no run {run_id!r} in {self.path} (latest runs: {known}; see `kbench runs`)")
+
+    def runs(self) -> list[RunInfo]:
+        rows = self._rows(
+            "SELECT r.*, COUNT(v.id), COALESCE(SUM(v.status = 'ok'), 0) FROM runs r "
+            "LEFT JOIN verdicts v ON v.run_id = r.run_id GROUP BY r.run_id ORDER BY r.created_at, r.run_id"
+        )
+        return [
+            RunInfo(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4], r[5], r[6], int(r[7]), int(r[8]))
+            for r in rows
+        ]
+
+    # verdicts ----------------------------------------------------------------------------------------
+
+    def record(
+        self, run_id: str, key: VerdictKey, verdict: Verdict, candidate_source: str, completion_text: str = ""
+    ) -> bool:
+        """Store one verdict atomically. Returns False (and changes nothing) if the key is already stored."""
+        row = (
+            run_id,
+            key.problem_key,
+            key.sample,
+            key.turn,
+            key.backend,
+            key.model,
+            verdict.status.value,
+            verdict.rule,
+            dumps(verdict),
+            candidate_source,
+            _now(),
+            completion_text,
+        )
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise StoreError(f"no run {run_id!r} in {self.path}: call start_run first")
+            cur = db.execute(
+                "INSERT OR IGNORE INTO verdicts (run_id, problem_key, sample, turn, backend, model, status, "
+                "rule, verdict, candidate_source, created_at, completion_text) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            return cur.rowcount == 1
+
+    def done_keys(self, run_id: str) -> set[VerdictKey]:
+        rows = self._rows(
+            "SELECT problem_key, sample, turn, backend, model FROM verdicts WHERE run_id = ?", (run_id,)
+        )
+        return {VerdictKey(*r) for r in rows}
+
+    def verdicts(self, run_id: str) -> list[tuple[VerdictKey, Verdict]]:
+        return [(s.key, s.verdict) for s in self.records(run_id)]
+
+    def records(self, run_id: str) -> list[StoredVerdict]:
+        """Every verdict of a run with its candidate source and completion, in recording order."""
+        rows = self._rows(
+            "SELECT problem_key, sample, turn, backend, model, verdict, candidate_source, completion_text, "
+            "created_at FROM verdicts WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        out = []
+        for r in rows:
+            key = VerdictKey(*r[:5])
+            verdict = verdict_from_json(r[5], f"run {run_id} {key.problem_key}")
+            out.append(StoredVerdict(run_id, key, verdict, r[6], r[7], r[8]))
+        return out
+
+    # problem metadata --------------------------------------------------------------------------------
+
+    def put_problems(self, problems: Iterable[Problem]) -> None:
+        rows = [
+            (p.key, p.source, p.level, p.number, p.name, json.dumps(list(p.tags)), p.code_hash)
+            for p in problems
+        ]
+        with self._tx() as db:
+            db.executemany("INSERT OR REPLACE INTO problems VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def problems(self) -> dict[str, ProblemMeta]:
+        rows = self._rows("SELECT * FROM problems")
+        return {r[0]: ProblemMeta(r[0], r[1], r[2], r[3], r[4], tuple(json.loads(r[5])), r[6]) for r in rows}
+
+    # baselines and speed of light --------------------------------------------------------------------
+
+    def put_baseline(
+        self,
+        problem_key: str,
+        preset: str,
+        dtype: str,
+        mode: str,
+        fingerprint: str,
+        torch_version: str,
+        stats: TimingStats,
+    ) -> None:
+        """Store (or replace: a newer measurement wins) one reference timing."""
+        row = (problem_key, preset, dtype, mode, fingerprint, torch_version, dumps(stats), _now())
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+    def get_baseline(
+        self, problem_key: str, preset: str, dtype: str, mode: str, fingerprint: str, torch_version: str
+    ) -> TimingStats | None:
+        rows = self._rows(
+            "SELECT stats FROM baselines WHERE problem_key = ? AND preset = ? AND dtype = ? AND mode = ? "
+            "AND fingerprint = ? AND torch_version = ?",
+            (problem_key, preset, dtype, mode, fingerprint, torch_version),
+        )
+        if not rows:
+            return None
+        return from_dict(TimingStats, json.loads(rows[0][0]), f"baseline {problem_key} {mode}")  # type: ignore[no-any-return]
+
+    def baselines(self, fingerprint: str | None = None) -> list[tuple[tuple[str, ...], TimingStats]]:
+        """All stored baselines as ((problem_key, preset, dtype, mode, fingerprint, torch_version), stats)."""
+        rows = self._rows("SELECT * FROM baselines ORDER BY problem_key, mode")
+        return [
+            (tuple(r[:6]), from_dict(TimingStats, json.loads(r[6]), f"baseline {r[0]}"))
+            for r in rows
+            if fingerprint is None or r[4] == fingerprint
+        ]
+
+    def put_sol(self, problem_key: str, preset: str, gpu: str, sol_ms: float) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO sol VALUES (?, ?, ?, ?)", (problem_key, preset, gpu, sol_ms))
+
+    def get_sol(self, problem_key: str, preset: str, gpu: str) -> float | None:
+        rows = self._rows(
+            "SELECT sol_ms FROM sol WHERE problem_key = ? AND preset = ? AND gpu = ?",
+            (problem_key, preset, gpu),
+        )
+        return float(rows[0][0]) if rows else None

@@ -1,0 +1,130 @@
+"""The SQLite schema as an ordered list of migrations; `schema_version` records which ones ran.
+
+A database is brought up to date when it is opened: every migration above its version runs, each in its
+own transaction together with the version bump, so an interrupted upgrade leaves a consistent database.
+Never edit a released migration; append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from kbench.errors import KbenchError
+
+
+class StoreError(KbenchError):
+    """The results database is missing something asked for, or is newer than this kbench."""
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    # Not executescript: it commits first, which would split a migration from its version bump.
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    """Runs, verdicts (one row per key; the unique index makes resume idempotent), baselines."""
+    _script(
+        db,
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            config TEXT NOT NULL,
+            hardware TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            kbench_version TEXT NOT NULL,
+            git_commit TEXT
+        );
+        CREATE TABLE verdicts (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            problem_key TEXT NOT NULL,
+            sample INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            backend TEXT NOT NULL,
+            model TEXT NOT NULL,
+            status TEXT NOT NULL,
+            rule TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            candidate_source TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (run_id, problem_key, sample, turn, backend, model)
+        );
+        CREATE TABLE baselines (
+            problem_key TEXT NOT NULL,
+            preset TEXT NOT NULL,
+            dtype TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            torch_version TEXT NOT NULL,
+            stats TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (problem_key, preset, dtype, mode, fingerprint, torch_version)
+        );
+        """,
+    )
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Problem metadata (reports break down by tag without reloading problems), SOL, completions."""
+    _script(
+        db,
+        """
+        CREATE TABLE problems (
+            problem_key TEXT PRIMARY KEY,
+            source TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            number INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            tags TEXT NOT NULL,
+            code_hash TEXT NOT NULL
+        );
+        CREATE TABLE sol (
+            problem_key TEXT NOT NULL,
+            preset TEXT NOT NULL,
+            gpu TEXT NOT NULL,
+            sol_ms REAL NOT NULL,
+            PRIMARY KEY (problem_key, preset, gpu)
+        );
+        ALTER TABLE verdicts ADD COLUMN completion_text TEXT NOT NULL DEFAULT '';
+        CREATE INDEX verdicts_status ON verdicts (run_id, status);
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def current_version(db: sqlite3.Connection) -> int:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Apply migrations up to `target`; returns the version reached. `db` must be in autocommit mode."""
+    version = current_version(db)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the results database has schema v{version} but this kbench knows v{SCHEMA_VERSION}; "
+            "upgrade kbench to read it"
+        )
+    for number in range(version + 1, target + 1):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if current_version(db) >= number:  # another process migrated while we waited for the lock
+                db.execute("ROLLBACK")
+                continue
+            MIGRATIONS[number - 1](db)
+            db.execute("INSERT INTO schema_version VALUES (?, datetime('now'))", (number,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return max(version, target)

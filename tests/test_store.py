@@ -1,0 +1,175 @@
+"""The results store: verdict round trip, idempotent record, baselines, SOL, problems, migrations."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kbench.store import SCHEMA_VERSION, Store, StoreError, VerdictKey, from_dict, to_dict
+from kbench.store.schema import migrate
+from kbench.types import (
+    BuildResult,
+    CheckReport,
+    Correctness,
+    Finding,
+    Problem,
+    Severity,
+    Status,
+    TimingStats,
+    Verdict,
+)
+
+HW = {"gpu": "NVIDIA H200", "driver": "570.1", "cuda": "12.8", "torch": "2.13.0", "device": "cuda"}
+
+
+def full_verdict() -> Verdict:
+    t = TimingStats(0.5, 0.51, 0.01, 0.02, 0.49, 200, 0.002, device="cuda", extra=(("clock_mhz", 1980),))
+    return Verdict(
+        status=Status.CHEAT,
+        problem_key="kbench:2/1",
+        backend="cuda",
+        preset="full",
+        dtype="bf16",
+        device="cuda",
+        message="outputs alias the inputs",
+        rule="output-aliasing",
+        log_tail="line1\nline2",
+        candidate_digest="abc",
+        checks=CheckReport((Finding("no-torch-fallback", Severity.WARN, "uses torch.matmul", 12),)),
+        build=BuildResult(True, "cuda", 41.5, False, "ok", ("fused_kernel",)),
+        correctness=Correctness(True, (1, 2, 99), 1e-6, 1e-7, 1e-5, ""),
+        timing=t,
+        baselines=(("eager", t), ("compile", t)),
+        kernel_share=0.93,
+        sol_ms=0.1,
+        warnings=("clocks moved 7 %",),
+        seconds=12.5,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "runs" / "kbench.db")
+
+
+def test_verdict_round_trips_with_every_nested_field(store: Store) -> None:
+    run = store.start_run({"model": "x", "store": Path("a")}, HW)
+    v = full_verdict()
+    key = VerdictKey("kbench:2/1", 0, 0, "cuda", "openai/x")
+    assert store.record(run, key, v, "class ModelNew: ...", "```python ...```") is True
+    [stored] = store.records(run)
+    assert stored.verdict == v
+    assert stored.key == key
+    assert (stored.candidate_source, stored.completion_text) == ("class ModelNew: ...", "```python ...```")
+    assert store.verdicts(run) == [(key, v)]
+
+
+def test_reading_is_tolerant_of_unknown_and_missing_keys() -> None:
+    data = to_dict(full_verdict())
+    data["added_in_a_later_version"] = 1
+    data["timing"]["another_new_stat"] = 2.0
+    del data["warnings"], data["kernel_share"]
+    back = from_dict(Verdict, data)
+    assert back.warnings == () and back.kernel_share is None
+    assert back.timing == full_verdict().timing
+
+
+def test_record_is_idempotent_per_key(store: Store) -> None:
+    run = store.start_run({}, HW, "r1")
+    key = VerdictKey("kbench:2/1", 1, 0, "cuda", "m")
+    assert store.record(run, key, full_verdict(), "src")
+    assert not store.record(run, key, full_verdict(), "other src")
+    assert store.done_keys(run) == {key}
+    assert store.records(run)[0].candidate_source == "src"
+    assert store.run(run).verdicts == 1 and store.run(run).ok == 0
+
+
+def test_start_run_resumes_an_existing_id(store: Store) -> None:
+    run = store.start_run({"a": 1}, HW)
+    assert store.start_run({"a": 2}, HW, run) == run
+    info = store.run(run)
+    assert info.config == {"a": 1} and info.hardware["gpu"] == "NVIDIA H200"
+    assert info.fingerprint and info.kbench_version
+    assert [r.run_id for r in store.runs()] == [run]
+
+
+def test_unknown_run_is_a_clear_error(store: Store) -> None:
+    with pytest.raises(StoreError, match="no run 'nope'"):
+        store.run("nope")
+    with pytest.raises(StoreError, match="start_run"):
+        store.record("nope", VerdictKey("k"), full_verdict(), "")
+
+
+def test_baselines_are_keyed_by_hardware_and_torch(store: Store) -> None:
+    t = TimingStats(2.0, 2.1, 0.1, 0.1, 1.9, 100, 0.004)
+    store.put_baseline("kbench:2/1", "full", "fp32", "eager", "fp1", "2.13.0", t)
+    assert store.get_baseline("kbench:2/1", "full", "fp32", "eager", "fp1", "2.13.0") == t
+    assert store.get_baseline("kbench:2/1", "full", "fp32", "eager", "fp2", "2.13.0") is None
+    assert store.get_baseline("kbench:2/1", "full", "fp32", "compile", "fp1", "2.13.0") is None
+    newer = TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 50, 0.001)
+    store.put_baseline("kbench:2/1", "full", "fp32", "eager", "fp1", "2.13.0", newer)
+    assert store.get_baseline("kbench:2/1", "full", "fp32", "eager", "fp1", "2.13.0") == newer
+    assert len(store.baselines("fp1")) == 1 and store.baselines("fp2") == []
+
+
+def test_sol_and_problem_metadata(store: Store) -> None:
+    store.put_sol("kbench:2/1", "full", "NVIDIA H200", 0.125)
+    assert store.get_sol("kbench:2/1", "full", "NVIDIA H200") == 0.125
+    assert store.get_sol("kbench:2/1", "small", "NVIDIA H200") is None
+    p = Problem("kbench", 2, 1, "Gemm_ReLU", "code", tags=("gemm-epilogue", "activation"))
+    store.put_problems([p])
+    meta = store.problems()["kbench:2/1"]
+    assert (meta.level, meta.name, meta.tags, meta.code_hash) == (2, "Gemm_ReLU", p.tags, p.code_hash)
+
+
+def test_wal_mode(store: Store) -> None:
+    assert store._rows("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_a_v1_database_is_migrated_and_keeps_its_verdicts(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    assert migrate(db, target=1) == 1
+    db.execute("INSERT INTO runs VALUES ('old', '2025-01-01', '{}', '{}', 'fp', '0.0.1', NULL)")
+    row = (
+        "old",
+        "kbench:2/1",
+        0,
+        0,
+        "cuda",
+        "m",
+        "cheat",
+        "output-aliasing",
+        json.dumps(to_dict(full_verdict())),
+    )
+    db.execute(
+        "INSERT INTO verdicts (run_id, problem_key, sample, turn, backend, model, status, rule, verdict, "
+        "candidate_source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'src', '2025-01-01')",
+        row,
+    )
+    with pytest.raises(sqlite3.OperationalError):
+        db.execute("SELECT * FROM sol")
+    db.close()
+
+    store = Store(path)
+    assert store.schema_version == SCHEMA_VERSION == 2
+    [rec] = store.records("old")
+    assert rec.verdict == full_verdict() and rec.completion_text == ""
+    store.put_sol("kbench:2/1", "full", "g", 1.0)  # v2 tables exist
+    versions = [r[0] for r in store._rows("SELECT version FROM schema_version ORDER BY version")]
+    assert versions == [1, 2]
+    store.close()
+    assert Store(path).schema_version == 2  # reopening does not migrate twice
+
+
+def test_a_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    Store(path).close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("INSERT INTO schema_version VALUES (99, 'later')")
+    db.close()
+    with pytest.raises(StoreError, match="upgrade kbench"):
+        Store(path)
