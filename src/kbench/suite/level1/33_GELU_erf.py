@@ -1,0 +1,28 @@
+"""Exact GELU (erf form): x * Phi(x)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 64
+seq_len = 4096
+hidden = 1024
+
+KBENCH_PRESETS = {"small": {"batch_size": 3, "seq_len": 37, "hidden": 48}}
+KBENCH_TAGS = ["activation"]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, seq_len, hidden)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""SiLU (swish): x * sigmoid(x)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 4096
+dim = 65536
+
+KBENCH_PRESETS = {"small": {"batch_size": 16, "dim": 257}}
+KBENCH_TAGS = ["activation"]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,26 @@
+"""Softmax over the last dimension of a (batch, dim) matrix with long rows."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 65536
+
+KBENCH_PRESETS = {"small": {"batch_size": 16, "dim": 263}}
+KBENCH_TAGS = ["softmax"]
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
