@@ -1,0 +1,29 @@
+"""Euclidean (L2) norm of each row along the last dimension."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 128
+dim1 = 4096
+dim2 = 512
+reduce_dim = 2
+
+KBENCH_PRESETS = {"small": {"batch_size": 4, "dim1": 1030, "dim2": 61}}
+KBENCH_TAGS = ["reduction"]
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.vector_norm(x, ord=2, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2)]
+
+
+def get_init_inputs():
+    return [reduce_dim]
