@@ -1,0 +1,29 @@
+"""Triplet margin loss: mean of max(d(a, p) - d(a, n) + margin, 0) with Euclidean distances."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 65536
+dim = 2048
+margin = 1.0
+
+KBENCH_PRESETS = {"small": {"batch_size": 64, "dim": 67}}
+KBENCH_TAGS = ["loss", "reduction"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self, margin: float):
+        super().__init__()
+        self.loss = nn.TripletMarginLoss(margin=margin)
+
+    def forward(self, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
+        return self.loss(anchor, positive, negative)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [margin]
