@@ -1,0 +1,22 @@
+"""Reports read records only: a terminal summary and one self-contained HTML file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kbench.report.data import Series, Summary, load_series, summarize
+from kbench.report.html import render
+from kbench.report.terminal import print_summary
+from kbench.store import Store
+
+__all__ = ["Series", "Summary", "load_series", "print_summary", "render", "summarize", "write_html"]
+
+
+def write_html(store: Store, run_ids: Sequence[str], path: Path) -> Path:
+    """Render runs `run_ids` of `store` into one HTML file at `path`."""
+    series = load_series(store, run_ids)
+    names = {key: meta.name for key, meta in store.problems().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(series, names), encoding="utf-8")
+    return path

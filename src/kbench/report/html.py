@@ -1,0 +1,236 @@
+"""One self-contained HTML page: inline CSS and SVG, no script, nothing fetched from the network."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from html import escape
+
+import kbench
+from kbench import metrics as m
+from kbench.report import svg
+from kbench.report.data import MODES, Row, Series, fmt_fast, fmt_speedup, fmt_x, summarize
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
+table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+table.problems td{white-space:nowrap}
+th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.warn{color:#9a6700}
+pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:480px;font-size:12px}
+svg.chart text{font:12px system-ui,sans-serif}section.verdict{border-top:1px solid #ddd;padding-top:6px}
+.note{color:#555;max-width:900px}
+"""
+RULE = (
+    "fast_p counts a verdict as fast at p when it is correct and the lower end of its 95 % speedup "
+    "interval is above p (a speedup of exactly p is not fast). A correct verdict whose interval contains "
+    "p is <em>uncertain</em>: counted as not fast and shown as “+N?”."
+)
+
+
+def _table(cls: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Cells are HTML already (escaped by the caller)."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join(f'<tr class="{cls}-row">' + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _runs(series: Sequence[Series]) -> str:
+    rows = []
+    for s in series:
+        hw, r = s.run.hardware, s.run
+        gpu = hw.get("gpu") or f"CPU: {hw.get('cpu', '?')}"
+        rows.append(
+            [
+                escape(s.label),
+                escape(r.run_id),
+                escape(r.created_at),
+                escape(str(gpu)),
+                escape(str(hw.get("torch"))),
+            ]
+            + [escape(r.fingerprint), escape(r.kbench_version), escape((r.git_commit or "–")[:10])]
+        )
+    header = ["series", "run", "started", "hardware", "torch", "fingerprint", "kbench", "commit"]
+    return _table("runs", header, rows)
+
+
+def _headline(series: Sequence[Series]) -> str:
+    rows = []
+    for s in series:
+        sm = summarize(s)
+        cells = [escape(s.label), str(sm.n), f"{sm.correct} ({sm.correct / sm.n:.0%})" if sm.n else "0"]
+        for mode in MODES:
+            cells += [fmt_fast(sm.fast[(mode, p)]) for p in (0.0, 1.0, 2.0)]
+            cells.append(fmt_x(sm.geomean[mode]))
+        cells.append("–" if sm.sol_fraction is None else f"{sm.sol_fraction:.0%}")
+        rows.append(cells)
+    header = ["series", "verdicts", "correct"]
+    for mode in MODES:
+        header += [f"fast<sub>{p:g}</sub> vs {mode}" for p in (0, 1, 2)] + [f"geomean vs {mode}"]
+    return _table("headline", [*header, "mean SOL fraction"], rows)
+
+
+def _fast_p_chart(series: Sequence[Series], p_max: float = 3.0) -> str:
+    ps = [i * 0.05 for i in range(int(p_max / 0.05) + 1)]
+    lines = []
+    for i, s in enumerate(series):
+        for mode, dashed in zip(MODES, (False, True), strict=True):
+            curve = m.fast_p_curve(s.verdicts, ps, mode)
+            lines.append(
+                svg.Line(f"{s.label} vs {mode}", [(f.p, f.rate) for f in curve], svg.color(i), dashed)
+            )
+    return svg.line_chart("fast_p over p", lines, p_max, "speedup threshold p", "fast_p")
+
+
+# Speedup histogram bins on a log2 scale: (<1/8), [1/8, 1/4) ... [4, 8), (>=8).
+EDGES = [2.0**k for k in range(-3, 4)]
+
+
+def _bin(value: float) -> int:
+    return sum(value >= e for e in EDGES)
+
+
+def _bin_names() -> list[str]:
+    names = [f"<{EDGES[0]:g}"]
+    names += [f"{a:g}–{b:g}" for a, b in zip(EDGES, EDGES[1:], strict=False)]
+    return [*names, f"≥{EDGES[-1]:g}"]
+
+
+def _histogram(series: Sequence[Series], mode: str = "eager") -> str:
+    groups = []
+    for i, s in enumerate(series):
+        counts = [0] * (len(EDGES) + 1)
+        for v in s.verdicts:
+            sp = m.speedup(v, mode)
+            if sp is not None:
+                counts[_bin(sp.value)] += 1
+        groups.append((s.label, counts, svg.color(i)))
+    return svg.histogram(f"speedup vs {mode}", _bin_names(), groups, f"speedup vs {mode} (correct, timed)")
+
+
+def _group_table(cls: str, series: Sequence[Series], by: Callable[[m.Record], list[str]]) -> str:
+    def cell(vs: list[m.Verdict]) -> str:
+        return f"{sum(v.ok for v in vs)}/{len(vs)} correct, fast<sub>1</sub> {fmt_fast(m.fast_p(vs, 1.0))}"
+
+    tables = [m.breakdown(s.records, by, cell) for s in series]
+    groups = sorted({g for t in tables for g in t})
+    rows = [[escape(g)] + [t.get(g, "–") for t in tables] for g in groups]
+    return _table(cls, ["group", *(escape(s.label) for s in series)], rows)
+
+
+RowKey = tuple[str, int, int, str]
+
+
+def _row_key(r: Row) -> RowKey:
+    k = r.stored.key
+    return (k.problem_key, k.sample, k.turn, k.backend)
+
+
+def _natural(key: RowKey) -> tuple[object, ...]:
+    problem = key[0]
+    source, _, rest = problem.rpartition(":")
+    parts = tuple(int(x) if x.isdigit() else math.inf for x in rest.split("/"))
+    return (source, parts, problem, *key[1:])
+
+
+def _status_cell(r: Row) -> str:
+    v = r.stored.verdict
+    cls = "ok" if v.ok else "bad"
+    rule = f" ({escape(v.rule)})" if v.rule else ""
+    return f'<a class="{cls}" href="#{r.anchor}">{escape(v.status.value)}</a>{rule}'
+
+
+def _problem_cells(r: Row | None) -> list[str]:
+    if r is None:
+        return ["–"] * 4
+    v = r.stored.verdict
+    frac = m.sol_fraction(v)
+    sol = "–" if frac is None else f'<span class="{"bad" if frac > 1 else ""}">{frac:.0%}</span>'
+    return [_status_cell(r), fmt_speedup(m.speedup(v, "eager")), fmt_speedup(m.speedup(v, "compile")), sol]
+
+
+def _problems(series: Sequence[Series], names: dict[str, str]) -> str:
+    by_series = [{_row_key(r): r for r in s.rows} for s in series]
+    keys = sorted({k for t in by_series for k in t}, key=_natural)
+    rows = []
+    for key in keys:
+        any_row = next(t[key] for t in by_series if key in t)
+        label = escape(key[0]) + (f" <small>{escape(names[key[0]])}</small>" if key[0] in names else "")
+        cells = [label, f"{key[1]}/{key[2]}", escape(", ".join(any_row.record.tags))]
+        for table in by_series:
+            cells += _problem_cells(table.get(key))
+        rows.append(cells)
+    header = ["problem", "sample/turn", "tags"]
+    for s in series:
+        lab = escape(s.label)
+        header += [f"{lab}: status", "speedup vs eager [95 % CI]", "vs compile [95 % CI]", "SOL fraction"]
+    return _table("problems", header, rows)
+
+
+def _stats(name: str, t: m.TimingStats | None) -> list[str]:
+    if t is None:
+        return []
+    flag = "" if t.meaningful else " (not meaningful: interpreter)"
+    return [
+        f"{escape(name)}: median {t.median_ms:.4g} ms, mean {t.mean_ms:.4g} ± {t.std_ms:.2g} ms, "
+        f"rse {t.rse:.2%}, n={t.n}, {escape(t.method)} on {escape(t.device)}{flag}"
+    ]
+
+
+def _details(r: Row) -> str:
+    s, v = r.stored, r.stored.verdict
+    k = s.key
+    facts = [
+        f"<b>{escape(v.status.value)}</b>{' · rule ' + escape(v.rule) if v.rule else ''} · {escape(v.message)}",
+        f"model {escape(k.model)} · sample {k.sample} · turn {k.turn} · backend {escape(k.backend)} · "
+        f"preset {escape(v.preset)} · {escape(v.dtype)} on {escape(v.device)} · {v.seconds:.1f} s",
+    ]
+    facts += _stats("candidate", v.timing)
+    for mode, stats in v.baselines:
+        facts += _stats(f"baseline {mode}", stats)
+    if v.correctness is not None:
+        c = v.correctness
+        facts.append(
+            f"correctness: seeds {list(c.seeds)}, max abs err {c.max_abs_err:.3g}, max rel {c.max_rel_err:.3g}"
+        )
+    facts += [f'<span class="warn">warning: {escape(w)}</span>' for w in v.warnings]
+    facts += [f"check {escape(f.rule)} ({f.severity.value}): {escape(f.message)}" for f in v.checks.findings]
+    blocks = [("mismatch report", v.correctness.report if v.correctness else ""), ("log tail", v.log_tail)]
+    blocks += [("candidate source", s.candidate_source), ("completion", s.completion_text)]
+    pres = "".join(
+        f"<details{' open' if name == 'candidate source' else ''}><summary>{name}</summary>"
+        f"<pre>{escape(text)}</pre></details>"
+        for name, text in blocks
+        if text
+    )
+    title = f"{escape(k.problem_key)} · {escape(k.model)} · s{k.sample} t{k.turn}"
+    return f'<section class="verdict" id="{r.anchor}"><h3>{title}</h3><p>{"<br>".join(facts)}</p>{pres}</section>'
+
+
+def render(series: Sequence[Series], names: dict[str, str] | None = None) -> str:
+    """The whole page. `names` maps problem keys to problem names for the per-problem table."""
+    names = names or {}
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        f"<h1>kbench report</h1><p class='note'>kbench {escape(kbench.__version__)} · generated {stamp} · "
+        f"{sum(len(s.rows) for s in series)} verdicts in {len(series)} series</p>",
+        "<h2 id='runs'>Runs</h2>" + _runs(series),
+        f"<h2 id='headline'>Headline</h2><p class='note'>{RULE}</p>" + _headline(series),
+        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>solid: vs eager; dashed: vs torch.compile</p>",
+        _fast_p_chart(series),
+        "<h2 id='distribution'>Speedup distribution</h2>" + _histogram(series),
+        "<h2 id='tags'>Per fusion pattern</h2>" + _group_table("tags", series, m.by_tag),
+        "<h2 id='levels'>Per level</h2>" + _group_table("levels", series, m.by_level),
+    ]
+    if any(r.stored.key.turn for s in series for r in s.rows):
+        parts.append("<h2 id='turns'>Per turn</h2>" + _group_table("turns", series, m.by_turn))
+    parts.append("<h2 id='problems'>Per problem</h2>" + _problems(series, names))
+    parts.append(
+        "<h2 id='details'>Verdict details</h2>" + "".join(_details(r) for s in series for r in s.rows)
+    )
+    body = "\n".join(parts)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>kbench report</title><style>{CSS}</style></head><body>{body}</body></html>"
+    )

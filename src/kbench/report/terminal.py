@@ -1,0 +1,52 @@
+"""The terminal summary: the headline per series and the per-fusion-pattern breakdown (rich tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from kbench import metrics as m
+from kbench.report.data import MODES, Series, fmt_fast, fmt_x, summarize
+
+
+def headline_table(series: Sequence[Series]) -> Table:
+    table = Table(
+        title="kbench results (fast_p: lower end of the 95 % speedup interval > p; +N? = uncertain)"
+    )
+    for col in ("series", "verdicts", "correct"):
+        table.add_column(col)
+    for mode in MODES:
+        for p in (0, 1, 2):
+            table.add_column(f"fast_{p} {mode}", justify="right")
+        table.add_column(f"geomean {mode}", justify="right")
+    for s in series:
+        sm = summarize(s)
+        row = [s.label, str(sm.n), f"{sm.correct}"]
+        for mode in MODES:
+            row += [fmt_fast(sm.fast[(mode, p)]) for p in (0.0, 1.0, 2.0)] + [fmt_x(sm.geomean[mode])]
+        table.add_row(*row)
+    return table
+
+
+def tag_table(series: Sequence[Series]) -> Table:
+    table = Table(title="per fusion pattern: correct/total, fast_1 vs eager")
+    table.add_column("tag")
+    per = [m.breakdown(s.records, m.by_tag, lambda vs: vs) for s in series]
+    for s in series:
+        table.add_column(s.label)
+    for tag in sorted({t for p in per for t in p}):
+        cells = []
+        for p in per:
+            vs = p.get(tag)
+            cells.append(
+                "–" if vs is None else f"{sum(v.ok for v in vs)}/{len(vs)}, {fmt_fast(m.fast_p(vs, 1.0))}"
+            )
+        table.add_row(tag, *cells)
+    return table
+
+
+def print_summary(series: Sequence[Series], console: Console) -> None:
+    console.print(headline_table(series))
+    console.print(tag_table(series))
