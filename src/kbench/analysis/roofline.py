@@ -1,0 +1,158 @@
+"""Roofline and speed-of-light (SOL): the fastest a problem could possibly run on a GPU.
+
+FLOPs: matmul/conv/attention through torch.utils.flop_counter (2 FLOPs per multiply-add), plus one FLOP per
+output element of every other computing operator (elementwise, reductions, norms): that term is a formula,
+not a measurement, and never dominates a problem that has a matmul. Bytes: the minimum any kernel must move
+-- every input, parameter and buffer read once, every output written once.
+
+SOL time = max(compute time, memory time), compute time = matmul FLOPs at the tensor rate for the dtype
+(fp32 uses the non-tensor rate unless TF32 is on) + other FLOPs at the fp32 CUDA-core rate.
+The counting runs on the meta device, so the `full` preset costs nothing on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kbench.analysis.gpus import GPUSpec
+from kbench.problems.lint import flat_tensors
+from kbench.problems.loader import build_model, load
+from kbench.types import Problem
+
+TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+# Operators that move or allocate data but compute nothing.
+_NO_FLOP_OPS = {
+    "clone", "copy_", "_to_copy", "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "fill_", "cat", "stack", "contiguous", "detach", "lift_fresh",
+    "index_select", "gather", "embedding", "constant_pad_nd", "reflection_pad2d", "scalar_tensor",
+    "randn", "rand", "randint", "arange", "new_empty", "new_zeros", "new_ones", "_unsafe_view",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    matmul_flops: int  # matmul, conv, attention (tensor-core work)
+    other_flops: int  # elementwise/reduction estimate: 1 FLOP per output element
+    bytes: int  # minimum bytes moved
+    by_op: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def flops(self) -> int:
+        return self.matmul_flops + self.other_flops
+
+
+@dataclass(frozen=True)
+class SOL:
+    flops: int
+    bytes: int
+    intensity: float  # FLOPs per byte
+    sol_ms: float
+    bound: str  # compute | memory
+    compute_ms: float = 0.0
+    memory_ms: float = 0.0
+    gpu: str = ""
+    dtype: str = "fp32"
+    tf32: bool = False
+
+
+def _sdpa_cpu_flops(args: tuple[Any, ...]) -> int:
+    """The CPU flash-attention kernel has no flop_counter entry: QK^T and PV, 2 FLOPs per multiply-add."""
+    q, k, v = args[:3]
+    *batch, length, head_dim = q.shape
+    batch_size = 1
+    for b in batch:
+        batch_size *= b
+    return 2 * batch_size * length * k.shape[-2] * (head_dim + v.shape[-1])
+
+
+def _counting_mode() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class OtherOps(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.other: dict[str, int] = {}
+            self.extra_matmul = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            if name == "_scaled_dot_product_flash_attention_for_cpu":
+                self.extra_matmul += _sdpa_cpu_flops(args)
+            elif func.overloadpacket not in flop_registry and not func.is_view and name not in _NO_FLOP_OPS:
+                n = sum(t.numel() for t in flat_tensors(out))
+                if n:
+                    self.other[name] = self.other.get(name, 0) + n
+            return out
+
+    return OtherOps()
+
+
+def count_flops(model: Any, inputs: list[Any]) -> FlopCount:
+    """FLOPs and minimum bytes of one forward of `model` on `inputs` (any device, meta included)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    other = _counting_mode()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, other:
+        out = model(*inputs)
+    state = list(model.parameters()) + list(model.buffers())
+    nbytes = sum(t.numel() * t.element_size() for t in [*state, *flat_tensors(inputs), *flat_tensors(out)])
+    by_op = {str(k).split(".")[-1]: int(v) for k, v in counter.get_flop_counts().get("Global", {}).items()}
+    matmul = int(counter.get_total_flops()) + other.extra_matmul
+    if other.extra_matmul:
+        by_op["sdpa"] = other.extra_matmul
+    by_op |= other.other
+    return FlopCount(matmul, sum(other.other.values()), nbytes, tuple(sorted(by_op.items())))
+
+
+def _cast(value: Any, dtype: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(dtype)
+    return value
+
+
+def problem_flops(problem: Problem, preset: str, dtype: str = "fp32") -> FlopCount:
+    """Count a problem's FLOPs and bytes under a preset and dtype, on the meta device (no memory used)."""
+    import torch
+
+    torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
+    loaded = load(problem, preset)
+    with torch.device("meta"):
+        model = build_model(loaded).to(torch_dtype)
+        torch.manual_seed(0)
+        inputs = [_cast(x, torch_dtype) for x in loaded.get_inputs()]
+        return count_flops(model, inputs)
+
+
+def sol_from_counts(counts: FlopCount, gpu: GPUSpec, dtype: str = "fp32", tf32: bool = False) -> SOL:
+    heavy_rate = gpu.tflops(dtype, tf32=tf32) * 1e12
+    compute_s = counts.matmul_flops / heavy_rate + counts.other_flops / (gpu.fp32_tflops * 1e12)
+    memory_s = counts.bytes / (gpu.memory_bandwidth_gbs * 1e9)
+    return SOL(
+        flops=counts.flops,
+        bytes=counts.bytes,
+        intensity=counts.flops / counts.bytes if counts.bytes else float("inf"),
+        sol_ms=max(compute_s, memory_s) * 1e3,
+        bound="compute" if compute_s > memory_s else "memory",
+        compute_ms=compute_s * 1e3,
+        memory_ms=memory_s * 1e3,
+        gpu=gpu.name,
+        dtype=dtype,
+        tf32=tf32,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
+    return problem_flops(problem, preset, dtype)
+
+
+def speed_of_light(problem: Problem, preset: str, dtype: str, gpu: GPUSpec, tf32: bool = False) -> SOL:
+    """The SOL of (problem, preset, dtype) on `gpu`; counts are cached per problem/preset/dtype."""
+    return sol_from_counts(_cached_counts(problem, preset, dtype), gpu, dtype, tf32)
