@@ -1,0 +1,87 @@
+"""`anthropic/MODEL`: the official anthropic SDK (messages API), retries by the SDK's own backoff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbench.errors import ConfigError, require
+from kbench.llm.base import GenParams, Request, api_key, register_provider
+from kbench.types import Completion
+
+# Extended-thinking budgets for --reasoning-effort; the API's minimum budget is 1,024 tokens.
+THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 16384}
+# The SDK refuses non-streaming calls it expects to run past 10 minutes (~21k output tokens); stream
+# well before that.
+STREAM_ABOVE_TOKENS = 16384
+
+
+class AnthropicProvider:
+    name = "anthropic"
+    cacheable = True
+    errors_are_final = False
+
+    def __init__(self, model: str, params: GenParams) -> None:
+        self.sdk = require("anthropic", "llm")
+        self.model = model
+        self.client = self.sdk.AsyncAnthropic(
+            api_key=api_key("ANTHROPIC_API_KEY", params),
+            base_url=params.base_url,
+            max_retries=params.max_retries,
+            timeout=params.timeout_s,
+        )
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        p = request.params
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": p.max_tokens,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        }
+        if request.system:
+            body["system"] = request.system
+        if p.reasoning_effort:
+            if p.reasoning_effort not in THINKING_BUDGET:
+                raise ConfigError(
+                    f"reasoning effort {p.reasoning_effort!r} unknown for anthropic; use {', '.join(THINKING_BUDGET)}"
+                )
+            budget = THINKING_BUDGET[p.reasoning_effort]
+            if p.max_tokens <= budget:
+                raise ConfigError(
+                    f"--max-tokens must exceed the thinking budget {budget} of '{p.reasoning_effort}'"
+                )
+            body["thinking"] = {
+                "type": "enabled",
+                "budget_tokens": budget,
+            }  # thinking needs the default temperature
+        else:
+            body["temperature"] = p.temperature
+        return body
+
+    async def complete(self, request: Request) -> Completion:
+        sdk = self.sdk
+        body = self._body(request)
+        try:
+            if request.params.stream or request.params.max_tokens > STREAM_ABOVE_TOKENS:
+                async with self.client.messages.stream(**body) as stream:
+                    message = await stream.get_final_message()
+            else:
+                message = await self.client.messages.create(**body)
+        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
+            raise ConfigError(
+                f"{request.model}: the server refused the request ({exc}); check key and model"
+            ) from exc
+        except (sdk.APIError, ValueError, AttributeError, TypeError, KeyError) as exc:
+            return Completion(model=request.model, text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+        text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+        usage = message.usage
+        return Completion(
+            model=request.model, text=text, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+@register_provider("anthropic")
+def _make(model: str, params: GenParams) -> AnthropicProvider:
+    return AnthropicProvider(model, params)

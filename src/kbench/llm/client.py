@@ -1,0 +1,66 @@
+"""What every provider gets: a concurrency limit, the response cache, latency, cost and usage.
+
+The limit covers the whole call including the SDK's retries and backoff sleeps, so at most `concurrency`
+requests are ever in flight against the server, however many 429s come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from kbench.llm.base import GenParams, Provider, Request, get_provider
+from kbench.llm.cache import ResponseCache
+from kbench.llm.pricing import Usage, cost_usd
+from kbench.types import Completion
+
+
+class LLMClient:
+    def __init__(self, provider: Provider, concurrency: int = 8, cache: ResponseCache | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.provider = provider
+        self.cache = cache if provider.cacheable else None
+        self.concurrency = concurrency
+        self.usage = Usage()
+        self._sem: asyncio.Semaphore | None = None
+
+    @classmethod
+    def create(
+        cls, model: str, params: GenParams, concurrency: int = 8, cache_dir: Path | None = None
+    ) -> LLMClient:
+        cache = ResponseCache(cache_dir / "llm") if cache_dir is not None else None
+        return cls(get_provider(model, params), concurrency, cache)
+
+    @property
+    def errors_are_final(self) -> bool:
+        return self.provider.errors_are_final
+
+    async def complete(self, request: Request) -> Completion:
+        if self.cache is not None:
+            hit = self.cache.get(request)
+            if hit is not None:
+                self.usage.add(hit)
+                return hit
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        async with self._sem:
+            start = time.perf_counter()
+            completion = await self.provider.complete(request)
+            latency = time.perf_counter() - start
+        completion = replace(
+            completion,
+            sample=request.sample,
+            turn=request.turn,
+            latency_s=latency,
+            cost_usd=cost_usd(request.model, completion.input_tokens, completion.output_tokens),
+        )
+        if self.cache is not None:
+            self.cache.put(request, completion)
+        self.usage.add(completion)
+        return completion
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()

@@ -1,0 +1,81 @@
+"""`openai/MODEL`: the official openai SDK against OpenAI or any compatible server (`--base-url`).
+
+vLLM, SGLang, Ollama, DeepSeek, Together, OpenRouter and Gemini's compatible endpoint all speak this wire
+format. Retries on 429/5xx/timeouts are the SDK's (exponential backoff that honours retry-after).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbench.errors import ConfigError, require
+from kbench.llm.base import GenParams, Request, api_key, register_provider
+from kbench.types import Completion
+
+
+class OpenAIProvider:
+    name = "openai"
+    cacheable = True
+    errors_are_final = False
+
+    def __init__(self, model: str, params: GenParams) -> None:
+        self.sdk = require("openai", "llm")
+        self.model = model
+        self.client = self.sdk.AsyncOpenAI(
+            api_key=api_key("OPENAI_API_KEY", params),
+            base_url=params.base_url,
+            max_retries=params.max_retries,
+            timeout=params.timeout_s,
+        )
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        p = request.params
+        messages = [{"role": "system", "content": request.system}] if request.system else []
+        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": p.temperature}
+        # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens); compatible
+        # servers such as Ollama know only max_tokens.
+        body["max_completion_tokens" if p.base_url is None else "max_tokens"] = p.max_tokens
+        if p.reasoning_effort:
+            body["reasoning_effort"] = p.reasoning_effort
+        return body
+
+    async def complete(self, request: Request) -> Completion:
+        sdk = self.sdk
+        try:
+            if request.params.stream:
+                text, tin, tout = await self._stream(request)
+            else:
+                resp = await self.client.chat.completions.create(**self._body(request))
+                text = (resp.choices[0].message.content or "") if resp.choices else ""
+                usage = resp.usage
+                tin, tout = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
+            raise ConfigError(
+                f"{request.model}: the server refused the request ({exc}); check key and model"
+            ) from exc
+        except (sdk.APIError, ValueError, AttributeError, TypeError) as exc:
+            # After the SDK's retries: the completion is an error, recorded and asked again on re-run.
+            return Completion(model=request.model, text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+        return Completion(model=request.model, text=text, input_tokens=tin, output_tokens=tout)
+
+    async def _stream(self, request: Request) -> tuple[str, int, int]:
+        body = self._body(request) | {"stream": True, "stream_options": {"include_usage": True}}
+        stream = await self.client.chat.completions.create(**body)
+        parts: list[str] = []
+        tin = tout = 0
+        async for chunk in stream:
+            if chunk.usage:
+                tin, tout = chunk.usage.prompt_tokens, chunk.usage.completion_tokens
+            for choice in chunk.choices or []:
+                if choice.delta and choice.delta.content:
+                    parts.append(choice.delta.content)
+        return "".join(parts), tin, tout
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+@register_provider("openai")
+def _make(model: str, params: GenParams) -> OpenAIProvider:
+    return OpenAIProvider(model, params)

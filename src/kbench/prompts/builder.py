@@ -1,0 +1,153 @@
+"""Problem -> Prompt. The words live in templates/*.md and the examples in examples/; this file only
+assembles them, so a prompt change is a text diff, and `kbench prompt PROBLEM` prints the exact result.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from string import Template
+
+from kbench.config import RunConfig
+from kbench.errors import ConfigError
+from kbench.types import Problem, Prompt
+
+# (file stem, title) of the examples in order; one-shot uses the first, few-shot all of them.
+EXAMPLES = (
+    ("add", "elementwise addition"),
+    ("gelu", "GELU (tanh form), six elementwise operators fused into one kernel"),
+    ("gemm_leaky_relu", "GEMM with a bias + LeakyReLU epilogue"),
+)
+SHOTS = {"zero": 0, "one": 1, "few": len(EXAMPLES)}
+BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton", "cpp": "C++ (CPU)"}
+DTYPE_TEXT = {
+    "fp32": "float32 (torch.float32).",
+    "fp16": "float16: the inputs and parameters are cast to torch.float16; accumulate in float32 inside your kernels.",
+    "bf16": "bfloat16: the inputs and parameters are cast to torch.bfloat16; accumulate in float32 inside your kernels.",
+}
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    backend: str = "cuda"
+    dtype: str = "fp32"
+    shots: str = "one"  # zero | one | few
+    hardware: str | None = None  # GPU name for the hardware facts, e.g. "H100"
+    chain_of_thought: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> PromptOptions:
+        return cls(cfg.backend, cfg.dtype, cfg.shots, cfg.hardware_facts, cfg.chain_of_thought)
+
+    def items(self) -> tuple[tuple[str, str], ...]:
+        return tuple((k, str(v)) for k, v in vars(self).items())
+
+
+@lru_cache(maxsize=64)
+def read_resource(*parts: str) -> str:
+    node = resources.files("kbench.prompts")
+    for part in parts:
+        node = node / part
+    try:
+        return node.read_text().strip("\n")
+    except FileNotFoundError:
+        raise ConfigError(f"prompt resource {'/'.join(parts)} is missing from the kbench package") from None
+
+
+def template(template_name: str, **values: str) -> str:
+    return Template(read_resource("templates", template_name)).substitute(values)
+
+
+def strip_kbench_metadata(code: str) -> str:
+    """Drop module-level KBENCH_* assignments: kbench's own metadata, not part of the problem."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    drop: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id.startswith("KBENCH_") for t in node.targets
+        ):
+            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    lines = [line for i, line in enumerate(code.splitlines(), 1) if i not in drop]
+    text = "\n".join(lines)
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return text.strip("\n")
+
+
+def example_section(backend: str, shots: str) -> str:
+    parts = []
+    for number, (stem, title) in enumerate(EXAMPLES[: SHOTS[shots]], 1):
+        parts.append(
+            template(
+                "example.md",
+                number=str(number),
+                title=title,
+                backend_name=BACKEND_NAMES[backend],
+                reference=strip_kbench_metadata(read_resource("examples", "reference", f"{stem}.py")),
+                solution=read_resource("examples", backend, f"{stem}.py"),
+            )
+        )
+    return "".join(f"\n{p}\n" for p in parts)
+
+
+def hardware_section(gpu: str | None) -> str:
+    if not gpu:
+        return ""
+    from kbench.analysis.gpus import get_gpu  # the one GPU specs table, shared with `kbench inspect`
+
+    s = get_gpu(gpu)
+    facts = template(
+        "hardware.md",
+        name=s.name,
+        bandwidth=f"{s.memory_bandwidth_gbs:,.0f}",
+        fp32=f"{s.fp32_tflops:g}",
+        tf32=f"{s.tf32_tflops:g}",
+        fp16=f"{s.fp16_tflops:g}",
+        bf16=f"{s.bf16_tflops:g}",
+        sm_count=str(s.sm_count),
+        smem=str(s.smem_per_sm_kb),
+        l2=f"{s.l2_mb:g}",
+        memory=f"{s.memory_gb:g}",
+    )
+    return f"\n{facts}\n"
+
+
+def _check(options: PromptOptions) -> None:
+    for value, known, what in (
+        (options.backend, BACKEND_NAMES, "backend"),
+        (options.shots, SHOTS, "shots"),
+        (options.dtype, DTYPE_TEXT, "dtype"),
+    ):
+        if value not in known:
+            raise ConfigError(f"unknown {what} {value!r}; use one of: {', '.join(known)}")
+
+
+def build_prompt(problem: Problem, options: PromptOptions | None = None) -> Prompt:
+    """The full first-turn prompt for one problem."""
+    options = options or PromptOptions()
+    _check(options)
+    name = BACKEND_NAMES[options.backend]
+    text = template(
+        "task.md",
+        backend=read_resource("templates", "backends", f"{options.backend}.md"),
+        fusion=read_resource("templates", "fusion.md"),
+        examples=example_section(options.backend, options.shots),
+        hardware=hardware_section(options.hardware),
+        backend_name=name,
+        dtype_text=DTYPE_TEXT[options.dtype],
+        problem=strip_kbench_metadata(problem.code),
+        contract=template("contract.md", backend_name=name),
+        reasoning=read_resource("templates", "cot.md" if options.chain_of_thought else "direct.md"),
+    )
+    return Prompt(
+        problem_key=problem.key,
+        backend=options.backend,
+        text=text.strip() + "\n",
+        system=read_resource("templates", "system.md"),
+        options=options.items(),
+    )
