@@ -43,6 +43,7 @@ class RunConfig(BaseModel):
     # generation
     model: str = ""  # PROVIDER/MODEL, e.g. openai/gpt-4o, anthropic/claude-..., replay/PATH
     base_url: str | None = None
+    api_key_env: str | None = None  # environment variable holding the API key (default: the provider's)
     temperature: float = 0.0
     max_tokens: int = 8192
     reasoning_effort: str | None = None
