@@ -1,0 +1,33 @@
+"""2D convolution, logsumexp over channels, shift, then sigmoid."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 32
+in_channels = 64
+out_channels = 128
+height = 128
+width = 128
+kernel_size = 3
+shift = 5.0
+
+KBENCH_PRESETS = {"small": {"batch_size": 4, "in_channels": 3, "out_channels": 16, "height": 31, "width": 33}}
+KBENCH_TAGS = ["conv-epilogue", "reduction-chain"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, shift: float):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+        self.shift = shift
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(torch.logsumexp(self.conv(x), dim=1, keepdim=True) - self.shift)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, shift]

@@ -1,0 +1,31 @@
+"""2D convolution, softmax over channels, then the maximum over space."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 32
+in_channels = 64
+out_channels = 128
+height = 128
+width = 128
+kernel_size = 3
+
+KBENCH_PRESETS = {"small": {"batch_size": 8, "in_channels": 3, "out_channels": 32, "height": 15, "width": 15}}
+KBENCH_TAGS = ["conv-epilogue", "softmax", "reduction-chain"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.amax(torch.softmax(self.conv(x), dim=1), dim=(2, 3))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,35 @@
+"""3D convolution (same padding), Mish, then tanh."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 32
+in_channels = 16
+out_channels = 32
+depth = 16
+height = 64
+width = 64
+kernel_size = 3
+
+KBENCH_PRESETS = {
+    "small": {"batch_size": 2, "in_channels": 3, "out_channels": 8, "depth": 5, "height": 9, "width": 10}
+}
+KBENCH_TAGS = ["conv-epilogue", "activation"]
+
+
+class Model(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv3d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(F.mish(self.conv(x)))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, depth, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
