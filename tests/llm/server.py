@@ -31,7 +31,7 @@ class ServedRequest:
     messages: list[dict[str, Any]]
     stream: bool
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
 
     @property
     def last_user(self) -> str:
@@ -129,7 +129,7 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
             api = "anthropic" if self.path.rstrip("/").endswith("/messages") else "openai"
-            req = _parse(api, body, dict(self.headers))
+            req = _parse(api, body, {k.lower(): v for k, v in self.headers.items()})
             stats = server.stats
             with stats.lock:
                 stats.requests += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from kbench.errors import ConfigError, require
@@ -29,6 +30,7 @@ class AnthropicProvider:
             max_retries=params.max_retries,
             timeout=params.timeout_s,
         )
+        self._accepted = set(inspect.signature(self.client.messages.create).parameters)
 
     def _body(self, request: Request) -> dict[str, Any]:
         p = request.params
@@ -39,23 +41,29 @@ class AnthropicProvider:
         }
         if request.system:
             body["system"] = request.system
-        if p.reasoning_effort:
-            if p.reasoning_effort not in THINKING_BUDGET:
-                raise ConfigError(
-                    f"reasoning effort {p.reasoning_effort!r} unknown for anthropic; use {', '.join(THINKING_BUDGET)}"
-                )
-            budget = THINKING_BUDGET[p.reasoning_effort]
-            if p.max_tokens <= budget:
-                raise ConfigError(
-                    f"--max-tokens must exceed the thinking budget {budget} of '{p.reasoning_effort}'"
-                )
-            body["thinking"] = {
-                "type": "enabled",
-                "budget_tokens": budget,
-            }  # thinking needs the default temperature
-        else:
+        # SDK releases differ: newer ones take `output_config.effort` and no `temperature`, older ones
+        # take `temperature` and manual `thinking` budgets. Send what this SDK accepts.
+        accepted = self._accepted
+        if p.reasoning_effort and "output_config" in accepted:
+            body["output_config"] = {"effort": p.reasoning_effort}
+        elif p.reasoning_effort:
+            body["thinking"] = self._thinking(p)  # thinking needs the default temperature
+        elif "temperature" in accepted:
             body["temperature"] = p.temperature
         return body
+
+    @staticmethod
+    def _thinking(p: GenParams) -> dict[str, Any]:
+        if p.reasoning_effort not in THINKING_BUDGET:
+            raise ConfigError(
+                f"reasoning effort {p.reasoning_effort!r} unknown for anthropic; use {', '.join(THINKING_BUDGET)}"
+            )
+        budget = THINKING_BUDGET[p.reasoning_effort]
+        if p.max_tokens <= budget:
+            raise ConfigError(
+                f"--max-tokens must exceed the thinking budget {budget} of '{p.reasoning_effort}'"
+            )
+        return {"type": "enabled", "budget_tokens": budget}
 
     async def complete(self, request: Request) -> Completion:
         sdk = self.sdk
