@@ -116,6 +116,13 @@ def _node_bytes(node: Any) -> int:
     return numel * torch.empty((), dtype=meta.dtype).element_size()
 
 
+def _holds_tensor(meta: Any) -> bool:
+    """A tensor's metadata, or a tuple holding one (torch.min(x, dim) returns values and indices)."""
+    if hasattr(meta, "shape"):
+        return True
+    return isinstance(meta, list | tuple) and any(_holds_tensor(m) for m in meta)
+
+
 def _assign_groups(gm: Any) -> tuple[dict[Any, int], list[list[Any]]]:
     modules = dict(gm.named_modules())
     group_of: dict[Any, int] = {}
@@ -123,7 +130,7 @@ def _assign_groups(gm: Any) -> tuple[dict[Any, int], list[list[Any]]]:
     data = set()  # tensors computed from the inputs; the rest (masks, shape arithmetic) are constants
     has_meta = any("tensor_meta" in n.meta or "val" in n.meta for n in gm.graph.nodes)
     for node in gm.graph.nodes:
-        tensor = not has_meta or hasattr(node.meta.get("tensor_meta", node.meta.get("val")), "shape")
+        tensor = not has_meta or _holds_tensor(node.meta.get("tensor_meta", node.meta.get("val")))
         if tensor and (node.op == "placeholder" or any(n in data for n in node.all_input_nodes)):
             data.add(node)
         if node.op not in ("call_module", "call_function", "call_method") or node not in data:

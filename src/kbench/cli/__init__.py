@@ -7,13 +7,15 @@ import sys
 import typer
 
 import kbench
-from kbench.cli.app import app, err_console
-from kbench.errors import KbenchError
+from kbench.cli import inspect as _inspect  # noqa: E402,F401
 
 # Importing a command module registers its commands.
 from kbench.cli import problems as _problems  # noqa: E402,F401
+from kbench.cli import results as _results  # noqa: E402,F401
 from kbench.cli import system as _system  # noqa: E402,F401
 from kbench.cli import verify as _verify  # noqa: E402,F401
+from kbench.cli.app import app, err_console
+from kbench.errors import KbenchError
 
 
 def _version(value: bool) -> None:
@@ -24,7 +26,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """kbench: is this kernel correct, and faster than PyTorch eager and torch.compile?"""
 
