@@ -1,0 +1,30 @@
+"""Linear classifier followed by the mean cross-entropy loss against integer targets."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 4096
+in_features = 4096
+num_classes = 4096
+
+KBENCH_PRESETS = {"small": {"batch_size": 64, "in_features": 64, "num_classes": 100}}
+KBENCH_TAGS = ["gemm-epilogue", "softmax", "reduction-chain", "loss"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, num_classes: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, num_classes)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.linear(x), targets)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features), torch.randint(0, num_classes, (batch_size,))]
+
+
+def get_init_inputs():
+    return [in_features, num_classes]

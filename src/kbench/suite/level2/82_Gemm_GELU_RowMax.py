@@ -1,0 +1,30 @@
+"""Linear layer, GELU, then the maximum over the output features."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 4096
+in_features = 4096
+out_features = 2048
+
+KBENCH_PRESETS = {"small": {"batch_size": 128, "in_features": 64, "out_features": 50}}
+KBENCH_TAGS = ["gemm-epilogue", "reduction-chain"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.amax(F.gelu(self.linear(x)), dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

@@ -1,0 +1,29 @@
+"""Linear layer, softmax, then the top probability per row (prediction confidence)."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 4096
+in_features = 4096
+out_features = 4096
+
+KBENCH_PRESETS = {"small": {"batch_size": 256, "in_features": 64, "out_features": 40}}
+KBENCH_TAGS = ["gemm-epilogue", "softmax", "reduction-chain"]
+KBENCH_TOLERANCE = {"fp32": 1e-3}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.linear(x), dim=1).amax(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
