@@ -1,0 +1,198 @@
+"""`kbench runs`, `kbench report`, `kbench export` and `kbench baseline`: results and reference timings."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+from kbench.cli.app import Format, app, console, print_json
+from kbench.errors import ConfigError
+from kbench.store import Store
+
+if TYPE_CHECKING:
+    from kbench.baselines import BaselineOutcome, Timer, Where
+
+
+def open_store(path: Path | None) -> Store:
+    from kbench.config import resolve
+
+    return Store(resolve(flags={"store": path}).store)
+
+
+def resolve_runs(store: Store, runs: list[str]) -> list[str]:
+    """Run ids as given; `latest` names the most recent run."""
+    known = store.runs()
+    if not known:
+        raise ConfigError(f"{store.path} holds no runs yet; start one with `kbench run`")
+    return [known[-1].run_id if r == "latest" else store.run(r).run_id for r in runs]
+
+
+STORE_OPT = typer.Option(None, "--store", help="results database (default: config `store`)")
+
+
+@app.command("runs")
+def runs_cmd(
+    store_path: Path | None = STORE_OPT, fmt: Format = typer.Option(Format.table, "--format")
+) -> None:
+    """List the runs in the results database."""
+    store = open_store(store_path)
+    runs = store.runs()
+    if fmt is Format.json:
+        print_json(
+            [
+                {k: getattr(r, k) for k in ("run_id", "created_at", "fingerprint", "verdicts", "ok")}
+                for r in runs
+            ]
+        )
+        return
+    table = Table(title=f"{len(runs)} runs in {store.path}")
+    for col in ("run", "started", "model", "backend", "hardware", "verdicts", "ok"):
+        table.add_column(col)
+    for r in runs:
+        hw = r.hardware.get("gpu") or r.hardware.get("cpu") or "?"
+        model, backend = str(r.config.get("model", "")), str(r.config.get("backend", ""))
+        table.add_row(r.run_id, r.created_at, model, backend, str(hw), str(r.verdicts), str(r.ok))
+    console.print(table)
+
+
+@app.command("report")
+def report_cmd(
+    runs: list[str] = typer.Argument(
+        ..., help="run ids (or `latest`); several runs are compared side by side"
+    ),
+    store_path: Path | None = STORE_OPT,
+    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file (default: next to the database)"),
+    html: bool = typer.Option(True, "--html/--no-html", help="also write the self-contained HTML report"),
+) -> None:
+    """Summarise runs in the terminal and write one self-contained HTML report."""
+    from kbench.report import load_series, print_summary, write_html
+
+    store = open_store(store_path)
+    ids = resolve_runs(store, runs)
+    print_summary(load_series(store, ids), console)
+    if html:
+        name = f"report-{ids[0]}" + (f"-and-{len(ids) - 1}-more" if len(ids) > 1 else "") + ".html"
+        path = write_html(store, ids, out or store.path.parent / name)
+        console.print(f"HTML report: {path}")
+
+
+@app.command("export")
+def export_cmd(
+    run: str = typer.Argument(..., help="run id (or `latest`)"),
+    fmt: str = typer.Option(
+        "jsonl", "--format", help="jsonl (full records) | csv (one flat row per verdict)"
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="file to write (default: stdout)"),
+    store_path: Path | None = STORE_OPT,
+) -> None:
+    """Export a run's verdicts as JSON Lines or CSV."""
+    from kbench.store.export import to_csv, to_jsonl
+
+    writers = {"jsonl": to_jsonl, "csv": to_csv}
+    if fmt not in writers:
+        raise ConfigError(f"unknown export format {fmt!r}; use one of: {', '.join(writers)}")
+    store = open_store(store_path)
+    [run_id] = resolve_runs(store, [run])
+    text = writers[fmt](store.records(run_id))
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        console.print(f"wrote {out}")
+
+
+def reference_timer() -> Timer:
+    """The evaluator's reference timer, looked up when `kbench baseline` needs it."""
+    try:
+        module = importlib.import_module("kbench.reference")
+    except ImportError:
+        module = None
+    timer = getattr(module, "time_baselines", None)
+    if timer is None:
+        raise ConfigError(
+            "this kbench has no reference timer (kbench.reference.time_baselines); use --import"
+        )
+    return timer  # type: ignore[no-any-return]
+
+
+def _where(
+    preset: str, dtype: str, fingerprint: str | None, torch_version: str | None, upstream: str = ""
+) -> Where:
+    from kbench.baselines import Where
+
+    if upstream:  # imported timings come from another machine unless the user says otherwise
+        return Where(preset, dtype, fingerprint or f"upstream:{upstream}", torch_version or "upstream")
+    from kbench.hardware import environment
+    from kbench.hardware import fingerprint as this_fingerprint
+
+    return Where(
+        preset, dtype, fingerprint or this_fingerprint(), torch_version or str(environment()["torch"])
+    )
+
+
+def _print_outcomes(outcomes: Sequence[BaselineOutcome]) -> None:
+    table = Table(title="baselines")
+    for col in ("problem", "mode", "median ms", "rse", "n", "method", ""):
+        table.add_column(col)
+    for o in outcomes:
+        s = o.stats
+        table.add_row(
+            o.problem_key,
+            o.mode,
+            f"{s.median_ms:.4g}",
+            f"{s.rse:.2%}",
+            str(s.n),
+            s.method,
+            "stored" if o.reused else "measured",
+        )
+    console.print(table)
+
+
+@app.command("baseline")
+def baseline_cmd(
+    problems: list[str] = typer.Argument(None, help="problem addresses (default: the whole source/level)"),
+    source: str = typer.Option("kbench", "--source", "-s"),
+    level: int | None = typer.Option(None, "--level", "-l"),
+    modes: str = typer.Option("eager,compile", "--modes", help="eager,compile,compile-max-autotune,..."),
+    preset: str = typer.Option("full", "--preset", "-p"),
+    dtype: str = typer.Option("fp32", "--dtype"),
+    force: bool = typer.Option(False, "--force", help="re-time even where a baseline is stored"),
+    import_json: Path | None = typer.Option(None, "--import", help="upstream baseline_time_*.json to import"),
+    import_source: str = typer.Option("hf", "--import-source", help="problem source the imported keys name"),
+    export_dir: Path | None = typer.Option(
+        None, "--export", help="folder to write upstream-shaped JSON into"
+    ),
+    hardware: str = typer.Option("", "--hardware", help="hardware name written into exported JSON"),
+    fingerprint: str | None = typer.Option(None, "--fingerprint", help="store/read under this fingerprint"),
+    torch_version: str | None = typer.Option(None, "--torch-version", help="store/read under this torch"),
+    store_path: Path | None = STORE_OPT,
+) -> None:
+    """Time reference problems (eager, torch.compile modes) and store the baselines; import/export upstream JSON.
+
+    Imported timings are stored under fingerprint `upstream:<folder>` and torch `upstream` unless
+    --fingerprint/--torch-version say they match this machine (`kbench env` shows its fingerprint).
+    """
+    from kbench import baselines as b
+    from kbench.problems import select
+
+    store = open_store(store_path)
+    mode_list = b.check_modes([m.strip() for m in modes.split(",") if m.strip()])
+    if import_json is not None:
+        where = _where(preset, dtype, fingerprint, torch_version, upstream=import_json.resolve().parent.name)
+        mode = b.mode_of(import_json) if import_json.name in b.UPSTREAM_FILES.values() else mode_list[0]
+        count = b.import_upstream(store, import_json, where, source=import_source, mode=mode)
+        console.print(f"imported {count} {mode} baselines under fingerprint {where.fingerprint}")
+        return
+    where = _where(preset, dtype, fingerprint, torch_version)
+    if export_dir is not None:
+        paths = b.export_upstream(store, export_dir, where, hardware or where.fingerprint, mode_list)
+        console.print("\n".join(f"wrote {p}" for p in paths) or "no stored baselines match")
+        return
+    chosen = select(source, level=level, ids=problems or None)
+    store.put_problems(chosen)
+    _print_outcomes(b.measure(store, chosen, mode_list, reference_timer(), where, force=force))
