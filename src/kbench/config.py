@@ -60,6 +60,10 @@ class RunConfig(BaseModel):
     memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
     timing_budget_s: float = 5.0
     baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
+    measure: bool = True  # time the candidate and the baselines (False: correctness and protocol only)
+    timing_batch: int = 1  # launches between one pair of CUDA events (>1 for calls of a few us)
+    timing_graph: bool = False  # time CUDA-graph replays instead of eager calls
+    init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
     executor: str = "local"
     builders: int = 0  # CPU build workers; 0 = one per core
     ray_address: str | None = None

@@ -1,0 +1,97 @@
+"""Candidate backends as a registry: how each one builds/loads, names its kernels and compile-checks.
+
+backend = get_backend("cuda")
+backend.check_environment("cuda:0")          # host: ConfigError with the fix when tools are missing
+backend.worker_env("cpu")                     # host: environment for the candidate worker
+backend.install_hooks(recorder, cache_root)   # worker: before the candidate is imported
+backend.compile_check(source, "sm_90")        # anywhere: compile without running
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kbench.errors import ConfigError
+
+
+@dataclass
+class KernelRecorder:
+    """Worker-side record of what the candidate built and called (cpp functions, interpreted Triton)."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    exported: set[str] = field(default_factory=set)  # functions of extensions the candidate loaded
+    defined: set[str] = field(default_factory=set)  # kernel names read from the sources it compiled
+    build_seconds: float = 0.0
+    cache_hit: bool = True
+    build_failed: bool = False
+    build_log: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # backend-specific records (Triton launches)
+
+    def hit(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+
+@dataclass(frozen=True)
+class CompileCheck:
+    ok: bool
+    log: str = ""
+    kernels: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+class Backend:
+    """Base class: the cpp backend's behaviour is the default (load_inline, no device tools needed)."""
+
+    name = ""
+
+    def check_environment(self, device: str) -> None:
+        """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""
+
+    def worker_env(self, device: str) -> dict[str, str]:
+        return {}
+
+    def install_hooks(self, recorder: KernelRecorder, cache_root: Path) -> None:
+        from kbench.backends.buildcache import install
+
+        install(recorder, cache_root)
+
+    def kernel_names(self, source: str) -> tuple[str, ...]:
+        from kbench.checks.kernels import kernel_names
+
+        return kernel_names(source, self.name)
+
+    def compile_check(self, source: str, arch: str = "sm_90") -> CompileCheck:
+        raise ConfigError(f"backend {self.name!r} has no compile check")
+
+
+B = TypeVar("B", bound=type[Backend])
+_REGISTRY: dict[str, Backend] = {}
+
+
+def register_backend(name: str) -> Callable[[B], B]:
+    def deco(cls: B) -> B:
+        instance = cls()
+        instance.name = name
+        _REGISTRY[name] = instance
+        return cls
+
+    return deco
+
+
+def backend_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_backend(name: str) -> Backend:
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def _load_builtin() -> None:
+    from kbench.backends import cpp, cuda, triton  # noqa: F401  (registration side effects)

@@ -1,0 +1,157 @@
+"""Content-addressed cache for `load_inline` builds, safe under concurrent builders (worker side).
+
+The worker replaces `torch.utils.cpp_extension.load_inline` before importing the candidate with a
+wrapper that changes nothing about what is compiled, only where:
+- the key is a hash of every argument that affects the binary (name, sources, functions, flags, include
+  paths, CUDA/PCH switches) plus the toolchain (torch, Python, compiler, nvcc, CUDA arch list);
+- a hit (`ROOT/KEY/DONE` exists) imports the finished `.so` directly, without torch's lock file or a
+  ninja run, so a worker killed mid-load can never leave a stale lock behind (upstream's hang);
+- a miss builds in a private staging folder `ROOT/.staging/KEY-PID-RAND`, then renames it to
+  `ROOT/KEY` (atomic on one filesystem). When two builders race, the first rename wins and the loser
+  deletes its copy; both loaded identical binaries.
+
+The wrapper also records the exported functions and wraps them to count calls, which is how the
+`no-custom-kernel` rule sees a CPU extension run. Not protected: a hostile candidate can write into the
+cache folder (the sandbox shares the user's filesystem).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kbench.backends import KernelRecorder
+
+DONE = "DONE"
+_GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
+_IGNORED_ARGS = ("verbose", "build_directory")
+
+
+@functools.lru_cache(maxsize=4)
+def _tool_version(cmd: str) -> str:
+    try:
+        out = subprocess.run([cmd, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def toolchain(with_cuda: bool) -> dict[str, str]:
+    import torch
+
+    info = {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "cxx": _tool_version(os.environ.get("CXX", "c++")),
+    }
+    if with_cuda:
+        info["nvcc"] = _tool_version("nvcc")
+        info["arch"] = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+        if not info["arch"] and torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            info["arch"] = f"{major}.{minor}"
+    return info
+
+
+def build_key(arguments: dict[str, Any]) -> str:
+    relevant = {k: v for k, v in arguments.items() if k not in _IGNORED_ARGS}
+    with_cuda = bool(relevant.get("cuda_sources")) or bool(relevant.get("with_cuda"))
+    blob = json.dumps({"args": relevant, "toolchain": toolchain(with_cuda)}, sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _count_calls(module: Any, recorder: KernelRecorder) -> None:
+    for attr in dir(module):
+        fn = getattr(module, attr)
+        if attr.startswith("_") or not callable(fn):
+            continue
+        recorder.exported.add(attr)
+
+        def counted(*args: Any, _fn: Callable[..., Any] = fn, _name: str = attr, **kwargs: Any) -> Any:
+            recorder.hit(_name)
+            return _fn(*args, **kwargs)
+
+        setattr(module, attr, counted)
+
+
+def _build(original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str) -> Any:
+    staging = root / ".staging" / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
+    staging.mkdir(parents=True)
+    arguments = dict(arguments, build_directory=str(staging))
+    try:
+        module = original(**arguments)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    (staging / DONE).write_text(key)
+    try:
+        os.rename(staging, root / key)
+    except OSError:  # another builder finished first; its binary is identical
+        shutil.rmtree(staging, ignore_errors=True)
+    return module
+
+
+def cached_load_inline(
+    original: Callable[..., Any], recorder: KernelRecorder, root: Path
+) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def load_inline(*args: Any, **kwargs: Any) -> Any:
+        from torch.utils.cpp_extension import _import_module_from_library
+
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        for src in _as_list(arguments.get("cuda_sources")):
+            recorder.defined.update(_GLOBAL_RE.findall(src))
+        t0 = time.perf_counter()
+        try:
+            if not arguments.get("is_python_module", True) or arguments.get("build_directory"):
+                module = original(*args, **kwargs)  # unusual forms: torch's own behaviour, uncached
+                recorder.cache_hit = False
+            else:
+                key = build_key(arguments)
+                done = root / key / DONE
+                if done.exists():
+                    module = _import_module_from_library(arguments["name"], str(root / key), True)
+                else:
+                    recorder.cache_hit = False
+                    module = _build(original, arguments, root, key)
+        except Exception as exc:
+            recorder.build_failed = True
+            recorder.build_log = str(exc)[-8000:]
+            raise
+        finally:
+            recorder.build_seconds += time.perf_counter() - t0
+        if module is not None and not isinstance(module, str):
+            _count_calls(module, recorder)
+        return module
+
+    return load_inline
+
+
+def install(recorder: KernelRecorder, root: Path) -> None:
+    """Replace `load_inline` in torch.utils.cpp_extension (before the candidate imports it)."""
+    import torch.utils.cpp_extension as ext
+
+    root.mkdir(parents=True, exist_ok=True)
+    ext.load_inline = cached_load_inline(ext.load_inline, recorder, root)  # type: ignore[assignment]

@@ -1,0 +1,137 @@
+"""`triton`: candidates with `@triton.jit` kernels.
+
+On a CPU-only machine the worker runs them under `TRITON_INTERPRET=1` (numpy emulation): results are
+real, timings are marked not meaningful. Each interpreted launch is recorded (name, argument types,
+constexpr values); afterwards the worker compiles every launched kernel ahead of time for sm_90 with
+`triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, so a kernel the interpreter
+tolerates but the compiler rejects is a `build_error`. Limits: only kernels that actually launched are
+compiled, with the specialisations seen in the dry run; launch options (num_warps, num_stages) are not
+replayed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench.backends import Backend, CompileCheck, KernelRecorder, register_backend
+from kbench.errors import ConfigError, require
+
+_TYPES = {
+    "torch.float32": "fp32",
+    "torch.float16": "fp16",
+    "torch.bfloat16": "bf16",
+    "torch.float64": "fp64",
+    "torch.int64": "i64",
+    "torch.int32": "i32",
+    "torch.int16": "i16",
+    "torch.int8": "i8",
+    "torch.uint8": "u8",
+    "torch.bool": "i1",
+}
+
+
+@dataclass
+class Launch:
+    fn: Any  # the raw Python function
+    signature: dict[str, str] = field(default_factory=dict)
+    constexprs: dict[str, Any] = field(default_factory=dict)
+
+
+def _arg_type(value: Any) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return "*" + _TYPES.get(str(value.dtype), "fp32")
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    return "constexpr"
+
+
+def describe_launch(interp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Launch:
+    from triton.runtime.jit import JITFunction
+
+    params = JITFunction(interp.fn).params
+    values = dict(zip([p.name for p in params], args, strict=False)) | kwargs
+    launch = Launch(fn=interp.fn)
+    for p in params:
+        if p.name not in values:
+            continue  # a default value: the compiler uses it too
+        value = values[p.name]
+        if p.is_constexpr or _arg_type(value) == "constexpr":
+            launch.signature[p.name] = "constexpr"
+            launch.constexprs[p.name] = value
+        else:
+            launch.signature[p.name] = _arg_type(value)
+    return launch
+
+
+def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> CompileCheck:
+    """Compile each recorded launch ahead of time for `arch` (sm_XY); never runs anything."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    capability = int(arch.removeprefix("sm_"))
+    t0 = time.perf_counter()
+    logs = []
+    ok = True
+    for name, launch in launches.items():
+        try:
+            src = ASTSource(JITFunction(launch.fn), signature=launch.signature, constexprs=launch.constexprs)
+            triton.compile(src, target=GPUTarget("cuda", capability, 32))
+            logs.append(f"{name}: compiled for {arch}")
+        except Exception as exc:  # the compiler's errors are the candidate's failure, reported as data
+            ok = False
+            logs.append(f"{name}: {type(exc).__name__}: {exc}")
+    return CompileCheck(ok, "\n".join(logs)[-8000:], tuple(launches), time.perf_counter() - t0)
+
+
+@register_backend("triton")
+class TritonBackend(Backend):
+    def check_environment(self, device: str) -> None:
+        require("triton", "triton")
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(
+                    "no CUDA GPU is visible to torch; use --device cpu to run in interpreter mode"
+                )
+
+    def worker_env(self, device: str) -> dict[str, str]:
+        return {} if device.startswith("cuda") else {"TRITON_INTERPRET": "1"}
+
+    def install_hooks(self, recorder: KernelRecorder, cache_root: Path) -> None:
+        super().install_hooks(recorder, cache_root)
+        import os
+
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            return  # on a GPU the profiler sees Triton kernels by name
+        from triton.runtime.interpreter import InterpretedFunction
+
+        original = InterpretedFunction.run
+        launches: dict[str, Launch] = {}
+        recorder.extra["triton_launches"] = launches
+
+        def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
+            name = self.fn.__name__
+            recorder.hit(name)
+            if name not in launches:
+                launches[name] = describe_launch(self, args, kwargs)
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        InterpretedFunction.run = run  # type: ignore[method-assign]
+
+    def compile_check(self, source: str, arch: str = "sm_90") -> CompileCheck:
+        raise ConfigError(
+            "Triton kernels are compile-checked from a dry run: `kbench eval --backend triton --device cpu` "
+            "compiles every launched kernel for sm_90"
+        )

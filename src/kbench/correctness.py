@@ -1,0 +1,138 @@
+"""Seeded inputs, checksums, and the comparison of outputs against the reference.
+
+Inputs are generated on the CPU under `torch.manual_seed(seed)` (so the reference and the candidate
+worker get bit-identical inputs whatever the device), then moved to the device; floating inputs are cast
+to the problem dtype. The comparison runs on the host, on CPU copies, in float64:
+|out - ref| <= tol + tol * |ref|, with NaN and inf required at the same positions with the same sign.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kbench.types import Correctness
+
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+REPORT_POSITIONS = 5  # differing positions listed in a mismatch report
+
+
+def make_inputs(get_inputs: Any, seed: int, device: torch.device, dtype: str) -> list[Any]:
+    """`get_inputs()` under `seed`, generated on CPU, then moved to `device` and cast to `dtype`."""
+    torch.manual_seed(seed)
+    inputs = list(get_inputs())
+    return [_place(x, device, dtype) for x in inputs]
+
+
+def _place(x: Any, device: torch.device, dtype: str) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    x = x.to(device)
+    return x.to(TORCH_DTYPES[dtype]) if x.is_floating_point() else x
+
+
+def checksum(values: Sequence[Any]) -> list[str]:
+    """A SHA-256 prefix per input of its bytes (tensors) or repr (other values)."""
+    out = []
+    for x in values:
+        h = hashlib.sha256()
+        if isinstance(x, torch.Tensor):
+            t = x.detach().to("cpu").contiguous()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            h.update(repr(x).encode())
+        out.append(h.hexdigest()[:24])
+    return out
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """A forward's result as a list: one tensor, or the items of a tuple/list."""
+    if isinstance(out, tuple | list):
+        return list(out)
+    return [out]
+
+
+def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when the byte ranges of the two tensors' storages overlap."""
+    if a.device != b.device:
+        return False
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    if sa.nbytes() == 0 or sb.nbytes() == 0:
+        return False
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One output compared with the reference; `rule` names a structural mismatch, else ''."""
+
+    passed: bool
+    rule: str = ""
+    max_abs: float = 0.0
+    mean_abs: float = 0.0
+    max_rel: float = 0.0
+    report: str = ""
+
+
+def _structure(out: torch.Tensor, ref: torch.Tensor) -> Comparison | None:
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(
+            False, "output-shape", report=f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+        )
+    if out.dtype != ref.dtype:
+        return Comparison(False, "output-dtype", report=f"dtype {out.dtype}, expected {ref.dtype}")
+    return None
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Comparison:
+    """Elementwise |out-ref| <= tol*(1+|ref|), NaN/inf-aware, with the first differing positions."""
+    bad = _structure(out, ref)
+    if bad is not None:
+        return bad
+    o, r = out.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
+    both_nan = torch.isnan(o) & torch.isnan(r)
+    same_inf = torch.isinf(o) & torch.isinf(r) & (torch.sign(o) == torch.sign(r))
+    special = both_nan | same_inf
+    diff = (o - r).abs()
+    diff = torch.where(special, torch.zeros_like(diff), diff)
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    ok = diff <= tol + tol * r.abs().nan_to_num(posinf=0.0, neginf=0.0)
+    ok |= special
+    finite = diff[torch.isfinite(diff)]
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    mean_abs = float(finite.mean()) if finite.numel() else 0.0
+    rel = diff / r.abs().clamp_min(1e-12)
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    if bool(ok.all()):
+        return Comparison(True, max_abs=max_abs, mean_abs=mean_abs, max_rel=max_rel)
+    return Comparison(False, "", max_abs, mean_abs, max_rel, _report(o, r, ok, tol))
+
+
+def _report(o: torch.Tensor, r: torch.Tensor, ok: torch.Tensor, tol: float) -> str:
+    wrong = (~ok).nonzero()
+    lines = [f"{len(wrong)} of {ok.numel()} elements differ beyond atol=rtol={tol:g}; first positions:"]
+    for idx in wrong[:REPORT_POSITIONS].tolist():
+        pos = tuple(idx)
+        lines.append(f"  at {pos}: got {o[pos].item():.6g}, expected {r[pos].item():.6g}")
+    return "\n".join(lines)
+
+
+def summarize(results: list[tuple[int, Comparison]]) -> Correctness:
+    """Fold per-(seed, output) comparisons into one Correctness; the first failure's report wins."""
+    seeds = tuple(dict.fromkeys(seed for seed, _ in results))
+    failed = [(s, c) for s, c in results if not c.passed]
+    report = f"seed {failed[0][0]}: {failed[0][1].report}" if failed else ""
+    return Correctness(
+        passed=not failed,
+        seeds=seeds,
+        max_abs_err=max((c.max_abs for _, c in results), default=0.0),
+        mean_abs_err=max((c.mean_abs for _, c in results), default=0.0),
+        max_rel_err=max((c.max_rel for _, c in results), default=0.0),
+        report=report,
+    )

@@ -1,0 +1,296 @@
+"""`evaluate(problem, candidate, cfg) -> Verdict`: static checks, reference job, candidate job, verdict.
+
+The host (this module) never imports candidate code: it reads the source as text, runs the static
+checks, starts the trusted reference worker and the untrusted candidate worker (sandbox/), compares
+outputs on CPU copies, and decides exactly one status. Seeds: `cfg.seeds` fixed ones, one per-run
+secret seed (secrets.randbelow) for correctness, and three more secret seeds whose inputs are the
+timing sets (the reference computes their outputs every run, so sampled outputs can be re-checked).
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kbench.backends import get_backend
+from kbench.config import RunConfig
+from kbench.errors import ProblemError
+from kbench.problems.loader import preset_overrides
+from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache, write_cache
+from kbench.sandbox.host import run_worker
+from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
+from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, read_result
+from kbench.timing import TimingSettings
+from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
+
+FIXED_SEED_BASE = 1000
+REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
+SAMPLE_CALLS = [0, 3, 7, 12, 19]  # timed calls whose outputs are re-checked (all < min_runs = 20)
+SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    fixed: list[int]
+    secret: list[int]
+    timing: list[int]  # the candidate's timing input sets (secret)
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+def resolve_device(device: str, backend: str) -> str:
+    if device != "auto":
+        return device
+    if backend == "cpp":
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def make_plan(cfg: RunConfig, device: str) -> Plan:
+    secret = secrets.randbelow(2**62)
+    settings = TimingSettings(budget_s=cfg.timing_budget_s, batch=cfg.timing_batch, graph=cfg.timing_graph)
+    return Plan(
+        device=device,
+        fixed=[FIXED_SEED_BASE + i for i in range(cfg.seeds)],
+        secret=[secret],
+        timing=[secret + 1, secret + 2, secret + 3],
+        settings=asdict(settings),
+    )
+
+
+def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
+    fields = ("source", "level", "number", "name", "code", "path")
+    return JobSpec(
+        problem=ProblemSpec(**{k: getattr(problem, k) for k in fields}),
+        preset=cfg.preset,
+        dtype=cfg.dtype,
+        device=plan.device,
+        init_seed=cfg.init_seed,
+        timing=plan.settings,
+        memory_limit_gb=cfg.memory_limit_gb,
+        cache_dir=str(cfg.cache_dir),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        from kbench.hardware import environment
+
+        return str(environment().get("gpu"))
+    return "cpu"
+
+
+def run_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -> ReferenceData:
+    """Reference outputs for every seed and baseline timings, the fixed part from the disk cache."""
+    import torch
+
+    baselines = [b for b in cfg.baselines if plan.device.startswith("cuda") or b != "compile-max-autotune"]
+    fixed_spec = _job(
+        problem,
+        cfg,
+        plan,
+        role="reference",
+        seeds=plan.fixed,
+        timing_seeds=REFERENCE_TIMING_SEEDS,
+        baselines=baselines,
+        measure=cfg.measure,
+    )
+    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch.__version__, _device_name(plan.device))
+    cached = read_cache(folder)
+    run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
+    spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
+    jobdir = workdir / "reference"
+    exit_ = run_worker("kbench.reference", jobdir, spec, timeout_s=max(cfg.timeout_s, 600.0))
+    result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
+    if result is None:
+        raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
+    data = ReferenceData(cache_hit=cached is not None)
+    _absorb(data, result, jobdir)
+    if cached is None:
+        write_cache(folder, jobdir, result, plan.fixed)
+    else:
+        _absorb(data, cached, folder)
+    data.timings = (cached or result).timings
+    return data
+
+
+def _absorb(data: ReferenceData, result: WorkerResult, folder: Path) -> None:
+    for seed, files in result.outputs.items():
+        data.outputs[int(seed)] = load_tensors(folder, files)
+        data.checksums[int(seed)] = result.input_checksums[seed]
+
+
+def _static(candidate: Candidate, cfg: RunConfig) -> CheckReport:
+    if not cfg.static_checks:
+        return CheckReport()
+    from kbench.checks import run_checks
+
+    return run_checks(candidate.source, candidate.backend)
+
+
+def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
+    """The problem's speed-of-light time on `device`, when the analysis package can bound it."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        from kbench.analysis.roofline import sol_ms  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    value = sol_ms(problem, cfg.preset, cfg.dtype, device)
+    return float(value) if value else None
+
+
+def run_candidate(
+    problem: Problem, candidate: Candidate, cfg: RunConfig, plan: Plan, workdir: Path
+) -> Outcome:
+    backend = get_backend(candidate.backend)
+    jobdir = workdir / "candidate"
+    jobdir.mkdir(parents=True)
+    path = jobdir / "candidate.py"
+    path.write_text(candidate.source)
+    spec = _job(
+        problem,
+        cfg,
+        plan,
+        role="candidate",
+        backend=candidate.backend,
+        candidate_file=str(path),
+        kernel_names=list(backend.kernel_names(candidate.source)),
+        seeds=plan.fixed + plan.secret,
+        timing_seeds=plan.timing,
+        sample_calls=SAMPLE_CALLS,
+        measure=cfg.measure,
+    )
+    exit_ = run_worker(
+        "kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=backend.worker_env(plan.device)
+    )
+    outcome = read_worker(exit_, jobdir)
+    if exit_.leftover and outcome.status is Status.OK:
+        outcome = Outcome(
+            Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
+        )
+    outcome.log_tail = exit_.log_tail
+    return outcome
+
+
+def _judge(
+    outcome: Outcome, problem: Problem, cfg: RunConfig, plan: Plan, ref: ReferenceData, workdir: Path
+) -> Outcome:
+    jobdir = workdir / "candidate"
+    tol = problem.tol(cfg.dtype)
+    if outcome.status is not Status.OK and outcome.rule != "child-process":
+        return outcome
+    checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol)
+    if checked.status is not Status.OK or outcome.status is not Status.OK:
+        return (
+            checked
+            if checked.status is not Status.OK
+            else Outcome(outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness)
+        )
+    checked = check_samples(checked, jobdir, ref, plan.timing, tol)
+    if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
+        checked = check_timing(checked, _sol_ms(problem, cfg, plan.device))
+    return checked
+
+
+def _stats(data: dict[str, object] | None) -> TimingStats | None:
+    if data is None:
+        return None
+    fields = dict(data)
+    fields["extra"] = tuple(tuple(x) for x in fields.get("extra", ()))  # type: ignore[attr-defined]
+    return TimingStats(**fields)  # type: ignore[arg-type]
+
+
+def _warnings(
+    checks: CheckReport, timing: TimingStats | None, baselines: dict[str, TimingStats]
+) -> list[str]:
+    out = [f"static:{f.rule}: {f.message}" for f in checks.findings]
+    if timing is not None:
+        extra = dict(timing.extra)
+        if not timing.meaningful:
+            out.append("timings are not meaningful (Triton interpreter on the CPU)")
+        if extra.get("clocks_moved"):
+            out.append(f"GPU SM clock moved more than 5% during timing: {extra.get('sm_clock_mhz')}")
+        eager = baselines.get("eager")
+        if (
+            eager is not None
+            and timing.median_ms > 0
+            and eager.median_ms / timing.median_ms > SUSPICIOUS_SPEEDUP
+        ):
+            out.append(
+                f"suspicious speedup {eager.median_ms / timing.median_ms:.0f}x over eager: inspect the kernel"
+            )
+    return out
+
+
+def _verdict(
+    problem: Problem,
+    candidate: Candidate,
+    cfg: RunConfig,
+    plan: Plan,
+    outcome: Outcome,
+    checks: CheckReport,
+    ref: ReferenceData | None,
+    seconds: float,
+) -> Verdict:
+    result = outcome.result
+    build = None
+    if result is not None:
+        build = BuildResult(
+            ok=outcome.status is not Status.BUILD_ERROR,
+            backend=candidate.backend,
+            seconds=result.build_seconds,
+            cache_hit=result.build_cache_hit,
+            log=result.build_log,
+            kernels=tuple(result.kernels_ran),
+        )
+    timing = _stats(result.timing) if result is not None else None
+    baselines = {m: s for m, s in ((m, _stats(d)) for m, d in (ref.timings if ref else {}).items()) if s}
+    return Verdict(
+        status=outcome.status,
+        problem_key=problem.key,
+        backend=candidate.backend,
+        preset=cfg.preset,
+        dtype=cfg.dtype,
+        device=plan.device,
+        message=outcome.message,
+        rule=outcome.rule,
+        log_tail=outcome.log_tail,
+        candidate_digest=candidate.digest,
+        checks=checks,
+        build=build,
+        correctness=outcome.correctness,
+        timing=timing if outcome.status is Status.OK else None,
+        baselines=tuple((m, baselines[m]) for m in COMPILE_MODES if m in baselines),
+        kernel_share=result.kernel_share if result is not None else None,
+        warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
+        seconds=round(seconds, 3),
+    )
+
+
+def evaluate(problem: Problem, candidate: Candidate, cfg: RunConfig) -> Verdict:
+    """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises."""
+    t0 = time.monotonic()
+    device = resolve_device(cfg.device, candidate.backend)
+    plan = make_plan(cfg, device)
+    preset_overrides(problem, cfg.preset)  # ProblemError for an unknown preset, before any process starts
+    checks = _static(candidate, cfg)
+    if checks.rejected:
+        first = next(f for f in checks.findings if f.severity.value == "reject")
+        outcome = Outcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
+        return _verdict(problem, candidate, cfg, plan, outcome, checks, None, time.monotonic() - t0)
+    get_backend(candidate.backend).check_environment(device)
+    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kbench-job-", dir=cfg.cache_dir) as tmp:
+        workdir = Path(tmp)
+        ref = run_reference(problem, cfg, plan, workdir)
+        outcome = run_candidate(problem, candidate, cfg, plan, workdir)
+        judged = _judge(outcome, problem, cfg, plan, ref, workdir)
+        judged.log_tail = outcome.log_tail
+    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, time.monotonic() - t0)

@@ -1,0 +1,136 @@
+"""The reference worker (`python -m kbench.reference JOBDIR`) and its disk cache (host side).
+
+The worker runs trusted code only: it builds `Model` under the fixed init seed (KernelBench's semantics,
+problems.build_model), casts it to the problem dtype, writes the output and input checksums for each
+seed, and times eager and torch.compile (`default`, plus `max-autotune-no-cudagraphs` on a GPU) with the
+same `time_callable` the candidate gets.
+
+The host caches the fixed seeds' outputs and the timings under
+`cache_dir/reference/KEY`, KEY = problem code hash + preset + dtype + torch version + device + seeds +
+timing settings + baselines. The per-run secret seeds are never cached: each evaluation starts one
+reference job for them (and, on a cache miss, for everything).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, JobSpec, WorkerResult, save_tensors, write_result
+
+COMPILE_MODES = {"eager": None, "compile": "default", "compile-max-autotune": "max-autotune-no-cudagraphs"}
+CACHE_FILE = "reference.json"
+
+
+@dataclass
+class ReferenceData:
+    outputs: dict[int, list[Any]] = field(default_factory=dict)  # seed -> CPU tensors
+    checksums: dict[int, list[str]] = field(default_factory=dict)
+    timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # mode -> TimingStats fields
+    cache_hit: bool = False
+
+
+def _timed_modes(spec: JobSpec, model: Any, loaded: Any) -> dict[str, dict[str, Any]]:
+    import torch
+
+    from kbench.correctness import make_inputs
+    from kbench.timing import TimingSettings, time_callable
+
+    device = torch.device(spec.device)
+    sets = [make_inputs(loaded.get_inputs, s, device, spec.dtype) for s in spec.timing_seeds]
+    out = {}
+    for mode in spec.baselines:
+        if mode not in COMPILE_MODES:
+            raise ValueError(f"unknown baseline {mode!r}; known: {', '.join(COMPILE_MODES)}")
+        compile_mode = COMPILE_MODES[mode]
+        fn = model if compile_mode is None else torch.compile(model, mode=compile_mode)
+        stats = time_callable(fn, sets, TimingSettings(**spec.timing), device).stats
+        out[mode] = asdict(stats)
+    return out
+
+
+def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
+    import torch
+
+    from kbench import timing  # noqa: F401
+    from kbench.correctness import TORCH_DTYPES, checksum, flatten_outputs, make_inputs
+    from kbench.problems import build_model, load
+    from kbench.types import Problem
+
+    torch.set_grad_enabled(False)
+    device = torch.device(spec.device)
+    loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
+    model = build_model(loaded, spec.init_seed).to(device)
+    if spec.dtype != "fp32":
+        model = model.to(TORCH_DTYPES[spec.dtype])
+    result = WorkerResult()
+    for seed in spec.seeds:
+        inputs = make_inputs(loaded.get_inputs, seed, device, spec.dtype)
+        result.input_checksums[str(seed)] = checksum(inputs)
+        result.outputs[str(seed)] = save_tensors(jobdir, f"out_{seed}", flatten_outputs(model(*inputs)))
+    if spec.measure:
+        result.timings = _timed_modes(spec, model, loaded)
+    return result
+
+
+def main(argv: list[str]) -> int:
+    jobdir = Path(argv[1])
+    key = sys.stdin.buffer.read(KEY_BYTES)
+    spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
+    write_result(jobdir, run_reference(spec, jobdir), key)
+    return 0
+
+
+# ---- host side: cache ----------------------------------------------------------------------------
+
+
+def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
+    parts = {
+        "code": hashlib.sha256(spec.problem.code.encode()).hexdigest(),
+        "preset": spec.preset,
+        "dtype": spec.dtype,
+        "torch": torch_version,
+        "device": device_name,
+        "seeds": spec.seeds,
+        "timing_seeds": spec.timing_seeds,
+        "timing": spec.timing,
+        "baselines": spec.baselines,
+        "init_seed": spec.init_seed,
+        "measure": spec.measure,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def read_cache(folder: Path) -> WorkerResult | None:
+    path = folder / CACHE_FILE
+    if not path.exists():
+        return None
+    return WorkerResult.model_validate_json(path.read_text())
+
+
+def write_cache(folder: Path, jobdir: Path, result: WorkerResult, seeds: list[int]) -> None:
+    """Copy the fixed seeds' files and the timings to `folder` atomically (temp folder + rename)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    kept = WorkerResult(timings=result.timings)
+    for seed in map(str, seeds):
+        kept.outputs[seed] = result.outputs[seed]
+        kept.input_checksums[seed] = result.input_checksums[seed]
+        for f in result.outputs[seed]:
+            shutil.copy2(jobdir / f.name, tmp / f.name)
+    (tmp / CACHE_FILE).write_text(kept.model_dump_json())
+    try:
+        os.rename(tmp, folder)
+    except OSError:  # a concurrent run cached the same key first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,165 @@
+"""Host side of the sandbox: spawn a worker process, limit it, time it out, kill its whole group.
+
+What this does: each worker is `python -m MODULE JOBDIR` in a new session (its own process group), with
+a temporary working folder, core dumps off, an address-space limit (RLIMIT_AS) on CPU jobs and a data
+limit (RLIMIT_DATA) on CUDA jobs, and a hard wall-clock limit after which the host sends SIGKILL to the
+whole group. After the worker ends, any process still in its group is killed and reported.
+
+What this does not stop: the worker runs as the same user with the same filesystem and network access,
+so a hostile candidate can read or write the user's files (including the build cache), or escape the
+group with `setsid()` and keep running; the GPU is shared with nothing else but not isolated either. Run
+untrusted candidates inside a container or VM when that matters.
+
+RLIMIT_AS is not used for CUDA jobs because the CUDA driver reserves far more virtual address space than
+it commits (tens of GB for an H200's unified address range) and would fail to initialise under a limit
+that bounds real use; RLIMIT_DATA counts only writable private mappings, so it bounds host memory.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, LOG_FILE, JobSpec
+
+LOG_TAIL_LINES = 60
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    returncode: int | None  # None when the host killed it at the time limit
+    timed_out: bool
+    seconds: float
+    leftover: bool  # processes of the worker's group were still running after it ended
+    log_tail: str
+    key: bytes
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _limit(pid: int, memory_gb: float, cuda: bool) -> None:
+    resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
+    if memory_gb > 0:
+        limit = int(memory_gb * 2**30)
+        resource.prlimit(pid, resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS, (limit, limit))
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of group `pgid`, read from /proc.
+
+    Zombies are skipped: in containers whose PID 1 does not reap orphans, a killed child stays a zombie
+    in the group forever, and `killpg(pgid, 0)` would keep reporting it.
+    """
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    if Path("/proc/self/stat").exists():
+        return bool(group_members(pgid))
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap_group(pgid: int) -> bool:
+    """Kill what is left of the group; True if anything was left. Waits up to 2 s for it to vanish."""
+    if not group_alive(pgid):
+        return False
+    kill_group(pgid)
+    deadline = time.monotonic() + 2.0
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(extra or {})
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_worker(
+    module: str,
+    jobdir: Path,
+    spec: JobSpec,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> WorkerExit:
+    """Run `python -m module jobdir` for `spec` under the limits; always returns, never raises for the job."""
+    jobdir.mkdir(parents=True, exist_ok=True)
+    (jobdir / JOB_FILE).write_text(spec.model_dump_json())
+    key = secrets.token_bytes(KEY_BYTES)
+    cuda = spec.device.startswith("cuda")
+    with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd, (jobdir / LOG_FILE).open("wb") as log:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(jobdir.resolve())],
+            cwd=cwd,
+            env=worker_env(env),
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        pgid = proc.pid  # a new session makes the worker its group's leader
+        try:
+            _limit(proc.pid, spec.memory_limit_gb, cuda)
+            assert proc.stdin is not None
+            proc.stdin.write(key)
+            proc.stdin.close()
+        except (ProcessLookupError, BrokenPipeError, OSError):
+            pass  # the worker already died; its exit status tells the story
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(pgid)
+            proc.wait()
+        seconds = time.monotonic() - t0
+        leftover = _reap_group(pgid)
+    return WorkerExit(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        seconds=seconds,
+        leftover=leftover and not timed_out,
+        log_tail=log_tail(jobdir / LOG_FILE),
+        key=key,
+    )

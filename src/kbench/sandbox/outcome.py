@@ -1,0 +1,138 @@
+"""Host side: turn a worker's exit, its (verified) result and the reference data into one status.
+
+Order of precedence: timeout > forged result > crash (no result) > the worker's own failure status >
+structural/value mismatch on the correctness seeds > child process left behind > outputs sampled during
+timing > timer vs wall clock > speed of light.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench.correctness import Comparison, compare, summarize
+from kbench.sandbox.host import WorkerExit
+from kbench.sandbox.protocol import ForgedResult, WorkerResult, load_tensors, read_result
+from kbench.types import Correctness, Status
+
+_OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
+
+
+@dataclass
+class Outcome:
+    status: Status
+    message: str = ""
+    rule: str = ""
+    result: WorkerResult | None = None
+    correctness: Correctness | None = None
+    warnings: list[str] = field(default_factory=list)
+    log_tail: str = ""
+
+
+def _crash_message(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name} before writing a result"
+        except ValueError:
+            return f"worker killed by signal {-code} before writing a result"
+    return f"worker exited with code {code} without writing a result"
+
+
+def read_worker(exit_: WorkerExit, jobdir: Path) -> Outcome:
+    """The first verdict layer: did the worker finish and sign a result?"""
+    if exit_.timed_out:
+        return Outcome(
+            Status.TIMEOUT, f"killed after {exit_.seconds:.1f} s (time limit); process group killed"
+        )
+    try:
+        result = read_result(jobdir, exit_.key)
+    except ForgedResult as exc:
+        return Outcome(Status.CHEAT, f"result file rejected: {exc}", "result-forged")
+    if result is None:
+        if any(m in exit_.log_tail for m in _OOM_MARKERS):
+            return Outcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
+        return Outcome(Status.CRASHED, _crash_message(exit_.returncode))
+    if result.status != Status.OK.value:
+        return Outcome(Status(result.status), result.message, result.rule, result)
+    return Outcome(Status.OK, result=result)
+
+
+def _compare_seed(
+    seed: str, outs: list[Any], refs: list[Any], devices: list[str], expect_device: str, tol: float
+) -> list[Comparison]:
+    if len(outs) != len(refs):
+        return [Comparison(False, "output-shape", report=f"{len(outs)} outputs, expected {len(refs)}")]
+    comps = []
+    for out, ref, dev in zip(outs, refs, devices, strict=True):
+        if dev.split(":")[0] != expect_device.split(":")[0]:
+            comps.append(
+                Comparison(False, "output-device", report=f"output on {dev}, expected {expect_device}")
+            )
+        else:
+            comps.append(compare(out, ref, tol))
+    return comps
+
+
+def check_outputs(
+    outcome: Outcome, jobdir: Path, ref: Any, seeds: list[int], device: str, tol: float
+) -> Outcome:
+    """Compare the candidate's outputs (and input checksums) with the reference for each seed."""
+    result = outcome.result
+    assert result is not None
+    per: list[tuple[int, Comparison]] = []
+    for seed in seeds:
+        files = result.outputs.get(str(seed))
+        if files is None:
+            return Outcome(Status.CRASHED, f"no output for seed {seed}", result=result)
+        if result.input_checksums.get(str(seed)) != ref.checksums.get(seed):
+            msg = f"inputs for seed {seed} differ from the reference's (random state or inputs tampered)"
+            return Outcome(Status.CHEAT, msg, "inputs-mutated", result)
+        comps = _compare_seed(
+            str(seed), load_tensors(jobdir, files), ref.outputs[seed], [f.device for f in files], device, tol
+        )
+        per.extend((seed, c) for c in comps)
+        structural = next((c for c in comps if c.rule), None)
+        if structural is not None:
+            return Outcome(
+                Status.MISMATCH, f"seed {seed}: {structural.report}", structural.rule, result, summarize(per)
+            )
+    correctness = summarize(per)
+    if not correctness.passed:
+        return Outcome(Status.MISMATCH, correctness.report, "", result, correctness)
+    return Outcome(Status.OK, result=result, correctness=correctness)
+
+
+def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[int], tol: float) -> Outcome:
+    """Outputs produced while being timed must match the reference for the input set they came from."""
+    result = outcome.result
+    assert result is not None
+    for call, k, files in result.samples:
+        refs = ref.outputs[timing_seeds[k]]
+        outs = load_tensors(jobdir, files)
+        bad = len(outs) != len(refs) or any(
+            not compare(o, r, tol).passed for o, r in zip(outs, refs, strict=False)
+        )
+        if bad:
+            msg = f"output of timed call {call} (input set {k}) does not match the reference"
+            return Outcome(Status.CHEAT, msg, "timing-output-mismatch", result, outcome.correctness)
+    return outcome
+
+
+def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:
+    from kbench.timing import wallclock_disagrees
+
+    result = outcome.result
+    assert result is not None and result.timing is not None
+    if wallclock_disagrees(result.times_ms, result.wall_ms, result.overhead_ms):
+        med_t = sorted(result.times_ms)[len(result.times_ms) // 2]
+        med_w = sorted(result.wall_ms)[len(result.wall_ms) // 2]
+        msg = f"timer median {med_t:.4f} ms but wall clock median {med_w:.4f} ms per call"
+        return Outcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
+    if sol_ms is not None and result.timing["min_ms"] < sol_ms:
+        msg = (
+            f"fastest call {result.timing['min_ms']:.4g} ms is below the speed-of-light bound {sol_ms:.4g} ms"
+        )
+        return Outcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
+    return outcome

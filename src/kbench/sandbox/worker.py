@@ -1,0 +1,244 @@
+"""The candidate worker: `python -m kbench.sandbox.worker JOBDIR` — the only entry that runs candidate code.
+
+Order matters: the HMAC key is read from stdin, the clocks are bound (kbench.timing), the load_inline
+cache and call recorders are installed and the global-state/timer/reference snapshots are taken, all
+*before* the candidate is imported. Then: build `ModelNew` under the reference's init seed, run one
+forward per seed on fresh inputs (checksummed before/after; outputs checked for type, aliasing),
+profile one forward for the candidate's own kernels, and time it while sampling outputs. Outputs go to
+JOBDIR as tensor files; the expected outputs never enter this process. The result is signed.
+
+This process is untrusted once the candidate is imported: everything it reports after that point is
+re-checked by the host where possible (outputs, sampled outputs), and the rest (guards, kernel use) is
+best effort against a candidate that can inspect this process's memory.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, JobSpec, WorkerResult, save_tensors, write_result
+
+
+class Stop(Exception):
+    """Ends the job early with this status (a candidate failure, reported as data)."""
+
+    def __init__(self, status: str, message: str, rule: str = "") -> None:
+        super().__init__(message)
+        self.status, self.message, self.rule = status, message, rule
+
+
+def _failure(exc: BaseException, default: str) -> Stop:
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return Stop("oom", f"{type(exc).__name__}: {exc}"[:2000])
+    tb = "".join(traceback.format_exception(exc)[-8:])
+    return Stop(default, f"{type(exc).__name__}: {exc}\n{tb}"[-4000:])
+
+
+class CandidateJob:
+    def __init__(self, spec: JobSpec, jobdir: Path) -> None:
+        import torch
+
+        from kbench import timing  # noqa: F401  (binds the real clocks before the candidate runs)
+        from kbench.backends import KernelRecorder, get_backend
+        from kbench.sandbox.guards import Guards
+
+        torch.set_grad_enabled(False)
+        self.spec, self.jobdir = spec, jobdir
+        self.device = torch.device(spec.device)
+        self.result = WorkerResult()
+        self.backend = get_backend(spec.backend)
+        self.recorder = KernelRecorder()
+        self.backend.install_hooks(self.recorder, Path(spec.cache_dir) / "builds")
+        if spec.backend == "triton":
+            import triton.testing  # noqa: F401  (so do_bench is in the timer snapshot)
+        self.guards = Guards()
+        self.module: Any = None
+        self.model: Any = None
+
+    def guard(self, when: str) -> None:
+        hit = self.guards.violation(when)
+        if hit is not None:
+            raise Stop("cheat", hit[1], rule=hit[0])
+
+    def import_candidate(self) -> None:
+        import importlib.util
+
+        path = Path(self.spec.candidate_file)
+        spec = importlib.util.spec_from_file_location("kbench_candidate", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kbench_candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:
+            raise _failure(exc, "build_error" if self.recorder.build_failed else "load_error") from None
+        finally:
+            self.result.build_seconds = round(self.recorder.build_seconds, 3)
+            self.result.build_cache_hit = self.recorder.cache_hit
+            self.result.build_log = self.recorder.build_log
+        self.module = module
+        self.guard("import")
+
+    def build_model(self, loaded: Any) -> None:
+        import torch
+
+        from kbench.correctness import TORCH_DTYPES
+
+        cls = getattr(self.module, "ModelNew", None)
+        if not isinstance(cls, type):
+            raise Stop("load_error", "the candidate defines no class ModelNew")
+        try:
+            torch.manual_seed(self.spec.init_seed)
+            init = loaded.get_init_inputs()
+            torch.manual_seed(self.spec.init_seed)
+            model = cls(*init).to(self.device)
+            if self.spec.dtype != "fp32":
+                model = model.to(TORCH_DTYPES[self.spec.dtype])
+        except (Exception, SystemExit) as exc:
+            raise _failure(exc, "build_error" if self.recorder.build_failed else "load_error") from None
+        self.model = model
+        self.guard("construction")
+
+    def forward(self, inputs: list[Any]) -> list[Any]:
+        import torch
+
+        from kbench.correctness import flatten_outputs
+
+        try:
+            out = self.model(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+        except (Exception, SystemExit) as exc:
+            raise _failure(exc, "runtime_error") from None
+        return flatten_outputs(out)
+
+    def check_outputs(self, outs: list[Any], inputs: list[Any], before: list[str]) -> None:
+        import torch
+
+        from kbench.correctness import checksum, shares_storage
+
+        for i, out in enumerate(outs):
+            if type(out) is not torch.Tensor:
+                raise Stop(
+                    "cheat", f"output {i} is a {type(out).__qualname__}, not torch.Tensor", "tensor-subclass"
+                )
+            for j, x in enumerate(inputs):
+                if isinstance(x, torch.Tensor) and shares_storage(out, x):
+                    raise Stop("cheat", f"output {i} shares storage with input {j}", "output-aliases-input")
+        after = checksum(inputs)
+        changed = [j for j, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+        if changed:
+            raise Stop("cheat", f"forward modified input(s) {changed}", "inputs-mutated")
+
+    def correctness(self, loaded: Any) -> None:
+        from kbench.correctness import checksum, make_inputs
+
+        for seed in self.spec.seeds:
+            inputs = make_inputs(loaded.get_inputs, seed, self.device, self.spec.dtype)
+            before = checksum(inputs)
+            self.result.input_checksums[str(seed)] = before
+            outs = self.forward(inputs)
+            self.check_outputs(outs, inputs, before)
+            self.result.outputs[str(seed)] = save_tensors(self.jobdir, f"out_{seed}", outs)
+            self.guard("forward")
+
+    def kernel_use(self, loaded: Any) -> None:
+        from kbench.backends.profile import cpu_calls, gpu_kernels
+        from kbench.correctness import make_inputs
+
+        inputs = make_inputs(loaded.get_inputs, self.spec.seeds[0], self.device, self.spec.dtype)
+        names = set(self.spec.kernel_names) | self.recorder.defined
+        if self.device.type == "cuda":
+            use = gpu_kernels(lambda: self.model(*inputs), names)
+        else:
+            use = cpu_calls(lambda: self.model(*inputs), self.recorder)
+        self.result.kernels_ran = list(use.ran)
+        self.result.kernel_share = use.share
+        if not use.ran:
+            seen = f"; device kernels that ran: {', '.join(use.library)}" if use.library else ""
+            raise Stop(
+                "cheat", f"none of the candidate's own kernels ran during forward{seen}", "no-custom-kernel"
+            )
+
+    def compile_check(self) -> None:
+        launches = self.recorder.extra.get("triton_launches")
+        if not launches:
+            return
+        from kbench.backends.triton import compile_launches
+
+        check = compile_launches(launches, os.environ.get("KBENCH_COMPILE_ARCH", "sm_90"))
+        self.result.build_log = (self.result.build_log + "\n" + check.log).strip()
+        if not check.ok:
+            raise Stop("build_error", f"Triton kernel does not compile for sm_90:\n{check.log}"[-4000:])
+
+    def measure(self, loaded: Any) -> None:
+        from kbench.correctness import flatten_outputs, make_inputs
+        from kbench.timing import TimingSettings, time_callable
+
+        sets = [
+            make_inputs(loaded.get_inputs, s, self.device, self.spec.dtype) for s in self.spec.timing_seeds
+        ]
+
+        def keep(call: int, k: int, out: Any) -> None:
+            files = save_tensors(self.jobdir, f"sample_{call}", flatten_outputs(out))
+            self.result.samples.append((call, k, files))
+
+        try:
+            res = time_callable(
+                self.model,
+                sets,
+                TimingSettings(**self.spec.timing),
+                self.device,
+                keep,
+                frozenset(self.spec.sample_calls),
+            )
+        except (Exception, SystemExit) as exc:
+            raise _failure(exc, "runtime_error") from None
+        self.result.timing = asdict(res.stats)
+        self.result.times_ms = [round(t, 6) for t in res.times_ms]
+        self.result.wall_ms = [round(w, 6) for w in res.wall_ms]
+        self.result.overhead_ms = res.overhead_ms
+        self.guard("timing")
+
+    def run(self) -> WorkerResult:
+        from kbench.problems import load
+        from kbench.types import Problem
+
+        loaded = load(Problem(**self.spec.problem.model_dump()), self.spec.preset)
+        try:
+            self.import_candidate()
+            if self.spec.role == "build":
+                return self.result
+            self.build_model(loaded)
+            self.correctness(loaded)
+            self.kernel_use(loaded)
+            self.compile_check()
+            if self.spec.measure and self.spec.timing_seeds:
+                self.measure(loaded)
+        except Stop as stop:
+            self.result.status, self.result.message, self.result.rule = stop.status, stop.message, stop.rule
+        return self.result
+
+
+def main(argv: list[str]) -> int:
+    jobdir = Path(argv[1])
+    key = sys.stdin.buffer.read(KEY_BYTES)
+    sys.stdin.close()
+    spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
+    result = CandidateJob(spec, jobdir).run()
+    write_result(jobdir, result, key)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the candidate's atexit hooks and destructors run no further code.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,254 @@
+"""One timing function for the reference and the candidate (worker side).
+
+`time_callable` warms up until steady, then times one call at a time, rotating over several input sets:
+on CUDA it flushes L2 (writes a buffer of 2x the L2 size) before each call, brackets the call with CUDA
+events and ends with a device-wide `torch.cuda.synchronize()` (work on side streams is waited for); on
+CPU it uses `perf_counter_ns`. Repeats continue until the relative standard error of the mean is below
+`target_rse` (0.5 %) or the time budget ends. Every call is also timed by a host clock from before the
+start event until after the synchronize, so a timer that does not see the work (side stream, forged
+numbers) shows up as a disagreement (rule `wallclock-disagreement`).
+
+The clocks are bound when this module is imported; the worker imports it before the candidate, so a
+candidate that replaces `time.perf_counter_ns` or `torch.cuda.Event` afterwards does not change what
+is measured here (and the worker reports rule `timer-patched`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from kbench.types import TimingStats
+
+_perf_counter_ns = time.perf_counter_ns
+_cuda_event = torch.cuda.Event
+_cuda_synchronize = torch.cuda.synchronize
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    budget_s: float = 5.0  # the adaptive loop stops here even if the target is not reached
+    target_rse: float = 0.005
+    warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
+    min_warmup: int = 5
+    min_runs: int = 20
+    max_runs: int = 10_000
+    batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
+    graph: bool = False  # replay a captured CUDA graph instead of calling eagerly
+    flush_l2: bool = True
+
+
+@dataclass
+class TimingResult:
+    stats: TimingStats
+    times_ms: list[float] = field(default_factory=list)  # per call, the timer's reading
+    wall_ms: list[float] = field(default_factory=list)  # per call, host clock incl. synchronize
+    overhead_ms: float = 0.0  # host-clock cost of an empty timed call (events + synchronize)
+
+
+def summarize(
+    samples_ms: Sequence[float], device: str, method: str, meaningful: bool = True, **extra: Any
+) -> TimingStats:
+    """Median, IQR, mean, std, min, n and relative standard error of the mean."""
+    xs = sorted(samples_ms)
+    n = len(xs)
+    mean = statistics.fmean(xs)
+    std = statistics.stdev(xs) if n > 1 else 0.0
+    q = statistics.quantiles(xs, n=4) if n > 1 else [xs[0], xs[0], xs[0]]
+    rse = std / math.sqrt(n) / mean if n > 1 and mean > 0 else 0.0
+    return TimingStats(
+        median_ms=statistics.median(xs),
+        mean_ms=mean,
+        std_ms=std,
+        iqr_ms=q[2] - q[0],
+        min_ms=xs[0],
+        n=n,
+        rse=rse,
+        device=device,
+        method=method,
+        meaningful=meaningful,
+        extra=tuple(sorted(extra.items())),
+    )
+
+
+def interpreted() -> bool:
+    """Triton's interpreter runs kernels as numpy on the CPU: correct results, meaningless times."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+class _Clock:
+    """Times one call on `device`; returns (timer ms, host-clock ms)."""
+
+    def __init__(self, device: torch.device, flush_l2: bool) -> None:
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.flush: torch.Tensor | None = None
+        if self.cuda and flush_l2:
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20)
+            self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+    def time(self, call: Callable[[], Any]) -> tuple[float, float, Any]:
+        if not self.cuda:
+            t0 = _perf_counter_ns()
+            out = call()
+            dt = (_perf_counter_ns() - t0) / 1e6
+            return dt, dt, out
+        if self.flush is not None:
+            self.flush.zero_()
+        start, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
+        _cuda_synchronize()
+        w0 = _perf_counter_ns()
+        start.record()
+        out = call()
+        end.record()
+        _cuda_synchronize()  # device-wide: side streams are waited for, and show up on the host clock
+        w1 = _perf_counter_ns()
+        return float(start.elapsed_time(end)), (w1 - w0) / 1e6, out
+
+
+def _graphs(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> list[Callable[[], Any]]:
+    calls = []
+    for inputs in input_sets:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn(*inputs)  # capture needs one warm call on a side stream (lazy init, autotuning)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn(*inputs)
+        calls.append(lambda g=graph, o=out: (g.replay(), o)[1])
+    return calls
+
+
+def _calls(
+    fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], settings: TimingSettings, cuda: bool
+) -> tuple[list[Callable[[], Any]], str]:
+    if settings.graph and cuda:
+        calls = _graphs(fn, input_sets)
+        method = "graph"
+    else:
+        calls = [lambda i=inputs: fn(*i) for inputs in input_sets]
+        method = "events" if cuda else "perf_counter"
+    if settings.batch > 1:
+        k = settings.batch
+        calls = [lambda c=c: [c() for _ in range(k)][-1] for c in calls]
+        method += f"x{k}"
+    return calls, method
+
+
+def _warmup(clock: _Clock, calls: list[Callable[[], Any]], settings: TimingSettings) -> None:
+    t0 = _perf_counter_ns()
+    i = 0
+    while i < settings.min_warmup or (_perf_counter_ns() - t0) / 1e9 < settings.warmup_s:
+        clock.time(calls[i % len(calls)])
+        i += 1
+        if (_perf_counter_ns() - t0) / 1e9 > settings.budget_s / 4:
+            break
+
+
+def _overhead_ms(clock: _Clock) -> float:
+    """Host-clock cost of an empty timed call: the floor under every wall-clock measurement."""
+    if not clock.cuda:
+        return 0.0
+    walls = [clock.time(lambda: None)[1] for _ in range(20)]
+    return statistics.median(walls)
+
+
+def gpu_clocks(device: torch.device) -> tuple[float, float] | None:
+    """(SM clock MHz, temperature C) of `device` via NVML when pynvml is importable, else nvidia-smi."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        import pynvml  # type: ignore[import-not-found]
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        return float(clock), float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
+    except ImportError:
+        pass
+    query = [
+        "nvidia-smi",
+        f"--id={index}",
+        "--query-gpu=clocks.sm,temperature.gpu",
+        "--format=csv,noheader,nounits",
+    ]
+    try:
+        out = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
+        clock, temp = (float(x) for x in out[0].split(","))
+        return clock, temp
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def _clock_extras(before: tuple[float, float] | None, after: tuple[float, float] | None) -> dict[str, Any]:
+    if before is None or after is None:
+        return {}
+    moved = abs(after[0] - before[0]) / max(before[0], 1.0) > 0.05
+    return {"sm_clock_mhz": (before[0], after[0]), "temp_c": (before[1], after[1]), "clocks_moved": moved}
+
+
+def time_callable(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    settings: TimingSettings,
+    device: torch.device,
+    on_output: Callable[[int, int, Any], None] | None = None,
+    sample_at: frozenset[int] = frozenset(),
+) -> TimingResult:
+    """Time `fn(*inputs)` rotating over `input_sets`.
+
+    `on_output(call_index, set_index, output)` is called, outside the timed region, for the call
+    indices in `sample_at`, so the caller can re-check outputs produced while being timed.
+    """
+    clock = _Clock(device, settings.flush_l2)
+    before = gpu_clocks(device)
+    calls, method = _calls(fn, input_sets, settings, clock.cuda)
+    _warmup(clock, calls, settings)
+    overhead = _overhead_ms(clock)
+    times: list[float] = []
+    walls: list[float] = []
+    t0 = _perf_counter_ns()
+    while len(times) < settings.max_runs:
+        k = len(times) % len(calls)
+        dt, wall, out = clock.time(calls[k])
+        times.append(dt / settings.batch)
+        walls.append(wall / settings.batch)
+        if on_output is not None and len(times) - 1 in sample_at:
+            on_output(len(times) - 1, k, out)
+        elapsed = (_perf_counter_ns() - t0) / 1e9
+        if len(times) >= settings.min_runs:
+            if elapsed > settings.budget_s or summarize(times, "", "").rse < settings.target_rse:
+                break
+    extras = _clock_extras(before, gpu_clocks(device))
+    wall_s = round((_perf_counter_ns() - t0) / 1e9, 3)
+    stats = summarize(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)
+    return TimingResult(stats=stats, times_ms=times, wall_ms=walls, overhead_ms=overhead)
+
+
+def wallclock_disagrees(times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float) -> bool:
+    """True when the timer saw much less work than the host clock (minus the empty-call overhead).
+
+    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200). A side
+    stream or a forged timer gives timer << wall. We flag when the median gap exceeds both half the
+    wall time and 3x the overhead + 50 us, so launch jitter on tiny kernels never fires.
+    """
+    if not times_ms or not wall_ms:
+        return False
+    gap = statistics.median(w - t for w, t in zip(wall_ms, times_ms, strict=False))
+    wall = statistics.median(wall_ms)
+    return gap > 0.5 * wall and gap > 3 * overhead_ms + 0.05
+
+
+def with_budget(settings: TimingSettings, budget_s: float) -> TimingSettings:
+    return replace(settings, budget_s=budget_s)
