@@ -1,0 +1,128 @@
+"""`kbench prompt` and `kbench generate`: print a prompt; ask a model for candidates and store them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kbench.cli.app import Format, app, console, err_console, print_json
+from kbench.config import RunConfig, resolve
+from kbench.errors import ConfigError
+from kbench.problems import get_problem, select
+from kbench.types import Problem
+
+BACKENDS = "cuda | triton | cpp"
+
+
+def select_problems(cfg: RunConfig) -> list[Problem]:
+    """The problems a run config selects: source, level, tags, addresses, limit."""
+    problems = select(cfg.source, level=cfg.level, tags=cfg.tags, ids=cfg.problems or None, limit=cfg.limit)
+    if not problems:
+        raise ConfigError(
+            f"no problems selected from source {cfg.source!r} (check --level, --tag, --problems)"
+        )
+    return problems
+
+
+def problems_flag(value: str | None) -> dict[str, object]:
+    """`--problems 3` keeps the first 3; `--problems 2/1,2/5` names addresses."""
+    if not value:
+        return {}
+    if value.isdigit():
+        return {"limit": int(value)}
+    return {"problems": [p.strip() for p in value.split(",") if p.strip()]}
+
+
+@app.command("prompt")
+def prompt_cmd(
+    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    backend: str = typer.Option("cuda", "--backend", "-b", help=BACKENDS),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32 | fp16 | bf16"),
+    shots: str = typer.Option("one", "--shots", help="zero | one | few"),
+    hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts, e.g. H100"),
+    cot: bool = typer.Option(False, "--cot/--no-cot", help="chain-of-thought variant"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table (the text) or json"),
+) -> None:
+    """Print the exact prompt a model gets for one problem (system prompt first)."""
+    from kbench.prompts import PromptOptions, build_prompt
+
+    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot))
+    if fmt is Format.json:
+        print_json({"problem": p.problem_key, "system": p.system, "text": p.text, "options": dict(p.options)})
+        return
+    typer.echo(f"[system]\n{p.system}\n\n[user]\n{p.text}", nl=False)
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=err_console,
+    )
+
+
+@app.command("generate")
+def generate_cmd(
+    model: str = typer.Option(
+        ..., "--model", "-m", help="PROVIDER/MODEL: openai/..., anthropic/..., replay/PATH"
+    ),
+    out: Path = typer.Option(Path("kbench-runs/generate"), "--out", "-o", help="output folder (resumable)"),
+    config: Path | None = typer.Option(None, "--config", help="TOML or JSON run config"),
+    source: str | None = typer.Option(None, "--source", "-s"),
+    level: int | None = typer.Option(None, "--level", "-l"),
+    problems: str | None = typer.Option(
+        None, "--problems", help="N (the first N) or comma-separated addresses"
+    ),
+    tag: list[str] = typer.Option([], "--tag", "-t"),
+    backend: str | None = typer.Option(None, "--backend", "-b", help=BACKENDS),
+    dtype: str | None = typer.Option(None, "--dtype"),
+    samples: int | None = typer.Option(None, "--samples", "-n"),
+    temperature: float | None = typer.Option(None, "--temperature"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens"),
+    reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-j"),
+    base_url: str | None = typer.Option(None, "--base-url"),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="variable holding the API key"),
+    shots: str | None = typer.Option(None, "--shots", help="zero | one | few"),
+    hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts"),
+    cot: bool | None = typer.Option(None, "--cot/--no-cot"),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="reuse cached answers to identical requests"),
+) -> None:
+    """Ask a model for candidates: one file per problem/sample in OUT/candidates, plus OUT/journal.jsonl.
+
+    Re-running with the same OUT asks only what is missing.
+    """
+    from kbench.generate import generate, make_client
+
+    flags = dict(
+        model=model, source=source, level=level, tags=tag or None, backend=backend, dtype=dtype,
+        samples=samples, temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+        concurrency=concurrency, base_url=base_url, api_key_env=api_key_env, shots=shots,
+        hardware_facts=hardware, chain_of_thought=cot,
+    )  # fmt: skip
+    cfg = resolve(config, flags | problems_flag(problems))
+    chosen = select_problems(cfg)
+    client = make_client(cfg, cache=cache)
+    with progress_bar() as bar:
+        task = bar.add_task(f"generate {cfg.model}", total=len(chosen) * cfg.samples, note="")
+
+        def advance(attempt) -> None:  # type: ignore[no-untyped-def]
+            bar.update(task, advance=1, note=client.usage.summary())
+
+        result = generate(chosen, cfg, out, client=client, on_attempt=advance)
+    no_code = sum(a.candidate is None for a in result.attempts)
+    console.print(
+        f"{len(result.attempts)} answers ({result.resumed} from an earlier run, {no_code} without code) in {out}"
+    )
+    console.print(result.usage.summary(), highlight=False)
+    if result.failed:
+        err_console.print(
+            f"[yellow]{len(result.failed)} requests failed after retries[/] "
+            f"(first: {result.failed[0].no_code_reason}); run the same command again to retry them"
+        )
+        raise typer.Exit(1)

@@ -1,0 +1,160 @@
+"""generate/refine end to end against the local OpenAI-format server, with a fake evaluator."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from kbench.config import RunConfig
+from kbench.generate import generate, make_client, refine
+from kbench.llm.journal import Journal
+from kbench.problems import get_problem
+from kbench.types import Candidate, Status, Verdict
+
+
+def _server_class():  # type: ignore[no-untyped-def]
+    name = "kbench_tests_llm_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "llm" / "server.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name].LLMServer
+
+
+LLMServer = _server_class()
+PROBLEM = get_problem("2/1")
+
+
+def _respond(req) -> str:  # type: ignore[no-untyped-def]
+    turn = sum(m["role"] == "assistant" for m in req.messages)
+    return f"Here it is.\n```python\nimport torch\n\nclass ModelNew:\n    turn = {turn}\n```\n"
+
+
+def _cfg(tmp_path: Path, url: str, **kw: object) -> RunConfig:
+    base = {"model": "openai/test", "base_url": url, "backend": "cpp", "cache_dir": tmp_path / "cache"}
+    return RunConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+
+
+def test_generate_writes_files_and_journal(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=3, concurrency=2)
+        result = generate([PROBLEM], cfg, tmp_path / "out")
+        assert server.stats.requests == 3 and server.stats.max_in_flight <= 2
+    assert len(result.attempts) == 3 and not result.failed
+    assert all(a.candidate is not None and "class ModelNew" in a.candidate.source for a in result.attempts)
+    files = sorted(p.name for p in (tmp_path / "out" / "candidates").iterdir())
+    assert files == [f"level_2_problem_1_sample_{s}_turn_0.py" for s in range(3)]
+    assert len(Journal(tmp_path / "out").load()) == 3
+    assert result.usage.requests == 3 and result.usage.input_tokens > 0
+
+
+def test_generate_resumes_from_journal_without_asking(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=2)
+        generate([PROBLEM], cfg, tmp_path / "out")
+        cfg4 = _cfg(tmp_path, server.openai_url, samples=4)
+        # no cache: only the journal can keep the first two samples from being asked again
+        again = generate([PROBLEM], cfg4, tmp_path / "out", client=make_client(cfg4, cache=False))
+        assert server.stats.requests == 4
+    assert again.resumed == 2 and len(again.attempts) == 4
+
+
+def test_cache_answers_a_new_output_folder(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=2)
+        generate([PROBLEM], cfg, tmp_path / "a")
+        second = generate([PROBLEM], cfg, tmp_path / "b")
+        assert server.stats.requests == 2
+    assert second.usage.cached == 2 and all(a.completion.cached for a in second.attempts)
+
+
+def test_failed_requests_are_retried_on_rerun(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond, p500=1.0) as server:
+        cfg = _cfg(tmp_path, server.openai_url)
+        client = make_client(cfg)
+        client.provider.client = client.provider.client.with_options(max_retries=0)
+        failed = generate([PROBLEM], cfg, tmp_path / "out", client=client)
+        server.p500 = 0.0
+        ok = generate([PROBLEM], cfg, tmp_path / "out")
+    assert len(failed.failed) == 1 and not failed.attempts
+    assert len(ok.attempts) == 1 and ok.attempts[0].candidate is not None
+
+
+class FakeEvaluator:
+    """Mismatch on turn 0, ok afterwards; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[Candidate]] = []
+
+    def __call__(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        self.batches.append(list(candidates))
+        out = []
+        for c in candidates:
+            status = Status.MISMATCH if c.turn == 0 else Status.OK
+            out.append(
+                Verdict(
+                    status, c.problem_key, "cpp", "small", "fp32", "cpu", message=f"MARK-{c.sample}-{c.turn}"
+                )
+            )
+        return out
+
+
+def test_refine_feeds_verdicts_back(tmp_path: Path) -> None:
+    evaluator = FakeEvaluator()
+    stored: list[tuple[int, int, str]] = []
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=2, turns=3)
+        result = refine(
+            [PROBLEM],
+            cfg,
+            evaluator,
+            tmp_path / "out",
+            on_verdict=lambda a: stored.append((a.sample, a.turn, a.verdict.status.value)),
+        )
+        turn2 = [r for r in server.stats.seen if sum(m["role"] == "assistant" for m in r.messages) == 2]
+    assert [len(b) for b in evaluator.batches] == [2, 2, 2]
+    assert sorted(stored) == sorted(
+        (s, t, "mismatch" if t == 0 else "ok") for s in range(2) for t in range(3)
+    )
+    assert len(turn2) == 2
+    history = turn2[0].messages
+    sample = int(re.search(r"MARK-(\d)-0", history[1 + 1]["content"]).group(1))  # the turn-0 feedback
+    assert "mismatch" in history[2]["content"] and f"MARK-{sample}-1" in history[4]["content"]
+    assert "class ModelNew" in history[1]["content"]  # the model sees its own previous answer
+    assert len(result.attempts) == 6 and all(a.verdict is not None for a in result.attempts)
+
+
+def test_refine_no_code_gets_verdict_without_evaluator(tmp_path: Path) -> None:
+    evaluator = FakeEvaluator()
+    with LLMServer(respond=lambda req: "I cannot do that.") as server:
+        cfg = _cfg(tmp_path, server.openai_url, turns=2)
+        result = refine([PROBLEM], cfg, evaluator, tmp_path / "out")
+        second = server.stats.seen[-1].messages[-1]["content"]
+    assert evaluator.batches == [[], []]
+    assert [a.verdict.status for a in result.attempts] == [Status.NO_CODE, Status.NO_CODE]
+    assert "no code block" in result.attempts[0].verdict.message
+    assert "No usable code" in second
+
+
+def test_refine_resume_asks_only_missing_turns(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond) as server:
+        cfg1 = _cfg(tmp_path, server.openai_url, turns=1)
+        refine([PROBLEM], cfg1, FakeEvaluator(), tmp_path / "out", client=make_client(cfg1, cache=False))
+        cfg2 = _cfg(tmp_path, server.openai_url, turns=2)
+        result = refine(
+            [PROBLEM], cfg2, FakeEvaluator(), tmp_path / "out", client=make_client(cfg2, cache=False)
+        )
+        assert server.stats.requests == 2
+    assert [a.resumed for a in result.attempts] == [True, False]
