@@ -30,6 +30,19 @@ _GLOBAL_SWITCH_CALLS = (
 )
 
 
+def _flatten_targets(targets: list[ast.expr]) -> list[ast.expr]:
+    """`torch.a, (time.b, c) = ...` -> [torch.a, time.b, c]; an attribute's own base is not a target."""
+    flat: list[ast.expr] = []
+    for t in targets:
+        if isinstance(t, ast.Tuple | ast.List):
+            flat.extend(_flatten_targets(list(t.elts)))
+        elif isinstance(t, ast.Starred):
+            flat.extend(_flatten_targets([t.value]))
+        else:
+            flat.append(t)
+    return flat
+
+
 def _assigned_attributes(ctx: CheckContext) -> Iterator[tuple[str, int]]:
     """Dotted names of attribute targets of assignment, augmented assignment, del and setattr(...)."""
     for node in ctx.nodes:
@@ -42,10 +55,9 @@ def _assigned_attributes(ctx: CheckContext) -> Iterator[tuple[str, int]]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = list(node.targets)
-        for t in targets:
-            for sub in ast.walk(t):  # tuple targets: `torch.a, time.b = ...`
-                if isinstance(sub, ast.Attribute) and (name := ctx.qualname(sub)):
-                    yield name, node.lineno
+        for t in _flatten_targets(targets):
+            if isinstance(t, ast.Attribute) and (name := ctx.qualname(t)):
+                yield name, node.lineno
         if isinstance(node, ast.Call) and ctx.call_name(node) in ("setattr", "delattr", "builtins.setattr"):
             if node.args and (base := ctx.qualname(node.args[0])):
                 second = node.args[1] if len(node.args) > 1 else None

@@ -1,0 +1,58 @@
+"""`kbench selftest`: run the anti-cheat fixture suite against the installed evaluator, print a table."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from kbench.cli.app import Format, app, console, print_json
+
+
+@app.command("selftest")
+def selftest_cmd(
+    device: str = typer.Option(
+        "cpu", "--device", help="cpu (cpp + Triton interpreter) or cuda (every fixture)"
+    ),
+    backend: list[str] = typer.Option(
+        [], "--backend", help="only these backends (repeatable): cuda, triton, cpp"
+    ),
+    select: str = typer.Option("", "--select", help="only fixtures whose id contains this text"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
+) -> None:
+    """Prove this setup catches every known cheat: each fixture must get its expected verdict.
+
+    Exits 1 when any fixture got another verdict.
+    """
+    from kbench.errors import ConfigError
+    from kbench.selftest import run_suite
+
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"--device must be cpu or cuda (got {device!r})")
+    outcomes = run_suite(backends=backend or None, gpu=device == "cuda", select=select)
+    if fmt is Format.json:
+        print_json(
+            [
+                {
+                    "fixture": o.fixture.id,
+                    "expected": o.fixture.expected,
+                    "got": o.got,
+                    "passed": o.passed,
+                    "seconds": round(o.seconds, 2),
+                    "message": o.message[:300],
+                }
+                for o in outcomes
+            ]
+        )
+    else:
+        table = Table(title=f"kbench selftest ({device})")
+        for col in ("fixture", "expected", "got", "pass", "s"):
+            table.add_column(col)
+        for o in outcomes:
+            mark = "[green]yes[/]" if o.passed else "[bold red]NO[/]"
+            table.add_row(o.fixture.id, o.fixture.expected, o.got, mark, f"{o.seconds:.1f}")
+        console.print(table)
+        console.print(
+            f"{sum(o.passed for o in outcomes)}/{len(outcomes)} fixtures got their expected verdict"
+        )
+    if not all(o.passed for o in outcomes):
+        raise typer.Exit(1)
