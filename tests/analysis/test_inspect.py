@@ -1,0 +1,35 @@
+import pytest
+
+from kbench.analysis.gpus import get_gpu
+from kbench.analysis.inspect import inspect_problem
+from kbench.problems import get_problem, select
+
+LEVEL2 = select(level=2)
+
+
+@pytest.mark.parametrize("problem", LEVEL2, ids=[p.key for p in LEVEL2])
+def test_every_level2_problem_has_a_fusion_group(problem) -> None:  # type: ignore[no-untyped-def]
+    report = inspect_problem(problem, get_gpu("H100"), preset="small", device="cpu", compile=False)
+    assert report.graph.fusion_groups, f"{problem.key}: no fusion group ({report.graph.error})"
+    assert report.eager is not None and report.eager.ops and report.eager.kernel_launches >= 1
+    assert report.sol.flops > 0 and report.sol.bytes > 0
+
+
+def test_gemm_relu_groups_relu_into_the_gemm_epilogue() -> None:
+    report = inspect_problem(
+        get_problem("2/1"), get_gpu("H100"), preset="small", compile=False, profile=False
+    )
+    (group,) = report.graph.fusion_groups
+    assert group.kind == "heavy+epilogue" and group.ops == ["linear", "relu"]
+    (name, nbytes), *_ = group.intermediates  # the linear output never reaches memory when fused
+    assert name == "linear" and group.bytes_saved == 2 * nbytes > 0
+
+
+@pytest.mark.slow
+def test_compile_view_reports_inductor_fusions() -> None:
+    report = inspect_problem(get_problem("2/8"), get_gpu("H100"), preset="small", profile=False)
+    compiled = report.compiled
+    assert compiled is not None and compiled.fusions, "fusion log was empty"
+    assert compiled.nodes_after < compiled.nodes_before
+    assert any("fused" in k for k in compiled.kernels)
+    assert compiled.launch_count < report.graph.groups[0].ops.__len__() + 1

@@ -1,0 +1,59 @@
+import pytest
+import torch
+from torch import nn
+
+from kbench.analysis.gpus import get_gpu
+from kbench.analysis.roofline import count_flops, problem_flops, sol_from_counts, speed_of_light
+from kbench.problems import get_problem, load
+
+
+class _Attention(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_matmul_flops_match_2mnk(device: str) -> None:
+    m, k, n = 33, 17, 29
+    counts = count_flops(nn.Linear(k, n, bias=False).to(device), [torch.randn(m, k, device=device)])
+    assert counts.matmul_flops == 2 * m * n * k
+    assert counts.bytes == 4 * (m * k + k * n + m * n)
+
+
+def test_conv_flops_match_formula() -> None:
+    n, cin, cout, h, w, kh = 2, 3, 8, 10, 12, 3
+    conv = nn.Conv2d(cin, cout, kh, bias=False)  # no padding: out 8 x 10
+    counts = count_flops(conv, [torch.randn(n, cin, h, w)])
+    assert counts.matmul_flops == 2 * n * cout * (h - kh + 1) * (w - kh + 1) * cin * kh * kh
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_attention_flops_match_4bhl2d(device: str) -> None:
+    b, h, length, d = 2, 3, 16, 8
+    q, k, v = (torch.randn(b, h, length, d, device=device) for _ in range(3))
+    counts = count_flops(_Attention(), [q, k, v])
+    assert counts.matmul_flops == 4 * b * h * length * length * d
+
+
+def test_suite_matmul_problem_counts_its_sizes() -> None:
+    problem = get_problem("1/1")
+    sizes = load(problem, "small").sizes
+    n = sizes.get("N") or sizes.get("n")
+    assert n, f"expected a size N in {sizes}"
+    assert problem_flops(problem, "small").matmul_flops == 2 * n**3
+
+
+def test_sol_bound_and_dtype_rates() -> None:
+    counts = count_flops(nn.Linear(4096, 4096, device="meta"), [torch.randn(4096, 4096, device="meta")])
+    h100 = get_gpu("h100")
+    fp32 = sol_from_counts(counts, h100, "fp32")
+    tf32 = sol_from_counts(counts, h100, "fp32", tf32=True)
+    assert fp32.bound == "compute" and tf32.sol_ms < fp32.sol_ms
+    assert fp32.sol_ms == pytest.approx(max(fp32.compute_ms, fp32.memory_ms))
+    relu = count_flops(nn.ReLU(), [torch.randn(1 << 20, device="meta")])
+    assert sol_from_counts(relu, h100).bound == "memory"
+
+
+def test_speed_of_light_full_preset_costs_no_memory() -> None:
+    sol = speed_of_light(get_problem("2/1"), "full", "bf16", get_gpu("H200"))
+    assert sol.flops > 1e9 and sol.gpu == "H200" and sol.sol_ms > 0
