@@ -34,7 +34,9 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.dwconv(self.channel_shuffle(out)))
+        # ReLU after the depthwise BN (the original unit has none): without it, training-mode bn3 cancels
+        # bn2's bias exactly, and a kernel could drop that parameter.
+        out = F.relu(self.bn2(self.dwconv(self.channel_shuffle(out))))
         out = self.bn3(self.conv2(out))
         return F.relu(out + x)
 
