@@ -214,6 +214,18 @@ def test_warnings_do_not_reject_and_verdict_rule_is_prefixed():
     assert verdict_rule(report.findings[0]) == "static:streams"
 
 
+def test_one_finding_per_assignment_target():
+    report = run_checks(
+        HEAD + "import time\ntorch.backends.cudnn.enabled, time.time = False, None\n", "cpp", rules=None
+    )
+    assert sorted(
+        f.message.split()[1] for f in report.findings if f.rule in ("global-switch", "torch-attr-assign")
+    ) == [
+        "time.time",
+        "torch.backends.cudnn.enabled",
+    ]
+
+
 def test_selected_rules_only():
     report = run_checks(HEAD + "import gc\n", "cuda", rules=["introspection"])
     assert [f.rule for f in report.findings] == ["introspection"]
