@@ -41,6 +41,7 @@ class WorkerExit:
     leftover: bool  # processes of the worker's group were still running after it ended
     log_tail: str
     key: bytes
+    pgid: int = 0
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -162,4 +163,5 @@ def run_worker(
         leftover=leftover and not timed_out,
         log_tail=log_tail(jobdir / LOG_FILE),
         key=key,
+        pgid=pgid,
     )

@@ -1,0 +1,108 @@
+"""`kbench eval`: evaluate one candidate file against one problem and print the verdict.
+
+Exit code 0 whenever the evaluation ran, whatever the verdict (a `mismatch` is a result, not a failure
+of the command); 2 for kbench's own errors (bad flags, missing tools, a broken problem).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from kbench.cli.app import Format, app, console, print_json
+from kbench.errors import ConfigError
+from kbench.types import Verdict
+
+
+def verdict_dict(v: Verdict) -> dict[str, Any]:
+    data = asdict(v)
+    data["status"] = v.status.value
+    data["speedup"] = {mode: v.speedup(mode) for mode, _ in v.baselines}
+    return data
+
+
+def _fmt_ms(stats: Any) -> str:
+    if stats is None:
+        return "-"
+    note = "" if stats.meaningful else " (not meaningful)"
+    return f"{stats.median_ms:.4g} ms ± {100 * stats.rse:.2g}% (IQR {stats.iqr_ms:.3g}, n={stats.n}){note}"
+
+
+def print_verdict(v: Verdict) -> None:
+    color = "green" if v.ok else "red"
+    table = Table(title=f"{v.problem_key}  [{color}]{v.status.value}[/]", show_header=False)
+    table.add_row("backend / device", f"{v.backend} / {v.device}  ({v.dtype}, preset {v.preset})")
+    if v.rule:
+        table.add_row("rule", v.rule)
+    if v.message:
+        table.add_row("message", v.message[-1500:])
+    if v.correctness is not None:
+        c = v.correctness
+        table.add_row(
+            "error",
+            f"max abs {c.max_abs_err:.3g}, mean abs {c.mean_abs_err:.3g}, max rel {c.max_rel_err:.3g}",
+        )
+    table.add_row("candidate", _fmt_ms(v.timing))
+    for mode, stats in v.baselines:
+        speed = v.speedup(mode)
+        table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed:.3g}x" if speed else ""))
+    if v.kernel_share is not None:
+        table.add_row("own-kernel share", f"{100 * v.kernel_share:.1f}% of device time")
+    if v.build is not None:
+        table.add_row("build", f"{v.build.seconds:.1f} s" + (" (cache hit)" if v.build.cache_hit else ""))
+    for w in v.warnings:
+        table.add_row("warning", w)
+    table.add_row("wall time", f"{v.seconds:.1f} s")
+    console.print(table)
+    if not v.ok and v.log_tail:
+        console.print("[dim]log tail:[/]\n" + v.log_tail, highlight=False, markup=False)
+
+
+@app.command("eval")
+def eval_cmd(
+    problem: str = typer.Option(..., "--problem", "-p", help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    candidate: Path = typer.Option(..., "--candidate", "-c", help="Python file defining ModelNew"),
+    backend: str | None = typer.Option(None, "--backend", "-b", help="cuda | triton | cpp"),
+    dtype: str | None = typer.Option(None, "--dtype", help="fp32 | fp16 | bf16"),
+    preset: str | None = typer.Option(None, "--preset", help="shape preset, e.g. full or small"),
+    device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda | cuda:N"),
+    timeout: float | None = typer.Option(None, "--timeout", help="wall-clock limit of the candidate (s)"),
+    no_static: bool = typer.Option(False, "--no-static", help="skip the static (AST) checks"),
+    no_timing: bool = typer.Option(False, "--no-timing", help="correctness and protocol checks only"),
+    config: Path | None = typer.Option(None, "--config", help="TOML/JSON run config"),
+    source: str | None = typer.Option(None, "--source", "-s", help="problem source (default: kbench)"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
+) -> None:
+    """Evaluate one candidate: status, rule, error, times and speedups vs eager and torch.compile."""
+    from kbench.config import resolve
+    from kbench.evaluate import evaluate
+    from kbench.problems import get_problem
+    from kbench.types import Candidate
+
+    flags = {
+        "backend": backend,
+        "dtype": dtype,
+        "preset": preset,
+        "device": device,
+        "timeout_s": timeout,
+        "source": source,
+    }
+    if no_static:
+        flags["static_checks"] = False
+    if no_timing:
+        flags["measure"] = False
+    cfg = resolve(config, flags)
+    try:
+        text = candidate.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{candidate}: cannot read candidate file ({exc.strerror})") from None
+    prob = get_problem(problem, cfg.source)
+    verdict = evaluate(prob, Candidate(prob.key, cfg.backend, text, origin=str(candidate)), cfg)
+    if fmt is Format.json:
+        print_json(verdict_dict(verdict))
+    else:
+        print_verdict(verdict)

@@ -1,0 +1,108 @@
+"""Backends: registry, content-addressed build keys, races between builders, CUDA compile checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench.backends import KernelRecorder, backend_names, get_backend
+from kbench.backends.buildcache import DONE, _build, build_key
+from kbench.backends.cudasrc import cuda_strings, kernels_only
+from kbench.errors import ConfigError
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "eval"
+
+
+def test_registry() -> None:
+    assert backend_names() == ["cpp", "cuda", "triton"]
+    with pytest.raises(ConfigError, match="choose one of: cpp, cuda, triton"):
+        get_backend("rocm")
+
+
+def test_cpp_backend_refuses_a_gpu_device() -> None:
+    with pytest.raises(ConfigError, match="--device cpu"):
+        get_backend("cpp").check_environment("cuda")
+
+
+def test_build_key_is_content_addressed() -> None:
+    args = {"name": "m", "cpp_sources": ["int f();"], "extra_cflags": ["-O3"], "verbose": False}
+    assert build_key(args) == build_key(dict(args, verbose=True, build_directory="/elsewhere"))
+    assert build_key(args) != build_key(dict(args, cpp_sources=["int g();"]))
+    assert build_key(args) != build_key(dict(args, extra_cflags=["-O2"]))
+
+
+def test_concurrent_builders_leave_one_entry(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def fake_load_inline(**arguments: Any) -> str:
+        time.sleep(0.2)  # both builders are inside the build at once
+        Path(arguments["build_directory"], "m.so").write_text("binary")
+        calls.append(arguments["build_directory"])
+        return "module"
+
+    results: list[str] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(_build(fake_load_inline, {"name": "m"}, tmp_path, "k"))
+        )
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == ["module"] * 3 and len(set(calls)) == 3
+    assert (tmp_path / "k" / DONE).exists() and (tmp_path / "k" / "m.so").read_text() == "binary"
+    assert list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_failed_build_leaves_no_staging(tmp_path: Path) -> None:
+    def broken(**arguments: Any) -> None:
+        raise RuntimeError("Error building extension 'm'")
+
+    with pytest.raises(RuntimeError):
+        _build(broken, {"name": "m"}, tmp_path, "k")
+    assert not (tmp_path / "k").exists() and list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_recorder_counts() -> None:
+    r = KernelRecorder()
+    r.hit("f")
+    r.hit("f")
+    assert r.calls == {"f": 2}
+
+
+def test_cuda_strings_and_kernel_extraction() -> None:
+    source = (FIXTURES / "cuda_relu.py").read_text()
+    strings = cuda_strings(source)
+    assert len(strings) == 1
+    kernels = kernels_only(strings[0])
+    assert "bias_relu_kernel" in kernels and "__device__ __forceinline__ T relu" in kernels
+    assert "torch::Tensor bias_relu" not in kernels and "torch/extension.h" not in kernels
+
+
+def _nvcc() -> None:
+    from kbench.backends.cuda import nvcc_path
+
+    if nvcc_path() is None:
+        pytest.skip("nvcc is not installed")
+
+
+def test_cuda_kernels_compile_check_sm90() -> None:
+    _nvcc()
+    backend = get_backend("cuda")
+    good = backend.compile_check((FIXTURES / "cuda_relu.py").read_text(), "sm_90")
+    assert good.ok, good.log
+    bad = backend.compile_check((FIXTURES / "cuda_broken.py").read_text(), "sm_90")
+    assert not bad.ok and "undeclared_name" in bad.log
+
+
+@pytest.mark.slow
+def test_cuda_full_compile_check_with_torch_headers() -> None:
+    _nvcc()
+    check = get_backend("cuda").compile_check((FIXTURES / "cuda_relu.py").read_text(), "sm_90", full=True)  # type: ignore[call-arg]
+    assert check.ok, check.log

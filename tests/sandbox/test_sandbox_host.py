@@ -1,0 +1,81 @@
+"""The host side of the sandbox: time limit kills the whole group; results are authenticated."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench.sandbox.guards import changed
+from kbench.sandbox.host import group_alive, run_worker
+from kbench.sandbox.protocol import (
+    ForgedResult,
+    JobSpec,
+    ProblemSpec,
+    WorkerResult,
+    read_result,
+    write_result,
+)
+
+SPEC = JobSpec(
+    role="candidate",
+    problem=ProblemSpec(source="t", level=0, number=0, name="t", code=""),
+    preset="full",
+    dtype="fp32",
+    device="cpu",
+)
+
+
+def _module(tmp_path: Path, body: str) -> dict[str, str]:
+    (tmp_path / "fakeworker.py").write_text(body)
+    return {"PYTHONPATH": str(tmp_path)}
+
+
+def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    env = _module(tmp_path, "import subprocess, time\nsubprocess.Popen(['sleep', '200'])\ntime.sleep(200)\n")
+    t0 = time.monotonic()
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=2.0, env=env)
+    assert exit_.timed_out and exit_.returncode is None
+    assert time.monotonic() - t0 < 10
+    assert not group_alive(exit_.pgid)
+
+
+def test_leftover_children_are_reported_and_killed(tmp_path: Path) -> None:
+    env = _module(tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '200'])\n")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env)
+    assert exit_.returncode == 0 and exit_.leftover and not exit_.timed_out
+    assert not group_alive(exit_.pgid)
+
+
+def test_log_tail_and_exit_code(tmp_path: Path) -> None:
+    env = _module(tmp_path, "import sys\nfor i in range(100): print('line', i)\nsys.exit(3)\n")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env)
+    assert exit_.returncode == 3 and not exit_.leftover
+    lines = exit_.log_tail.splitlines()
+    assert len(lines) == 60 and lines[-1] == "line 99"
+
+
+def test_signed_result_roundtrip_and_forgery(tmp_path: Path) -> None:
+    key = b"k" * 32
+    write_result(tmp_path, WorkerResult(message="hi"), key)
+    result = read_result(tmp_path, key)
+    assert result is not None and result.message == "hi"
+    with pytest.raises(ForgedResult):
+        read_result(tmp_path, b"x" * 32)
+    (tmp_path / "result.json").write_text(json.dumps({"body": "{}", "mac": "0" * 64}))
+    with pytest.raises(ForgedResult):
+        read_result(tmp_path, key)
+    (tmp_path / "result.json").write_text("not json")
+    with pytest.raises(ForgedResult):
+        read_result(tmp_path, key)
+
+
+def test_missing_result_is_none(tmp_path: Path) -> None:
+    assert read_result(tmp_path, b"k" * 32) is None
+
+
+def test_guard_diff_ignores_added_names() -> None:
+    assert changed({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == ["b"]
+    assert changed({"a": 1}, {}) == ["a"]

@@ -1,0 +1,75 @@
+"""Comparison against the reference: tolerance, NaN/inf, structure rules, report, seeded inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kbench.correctness import checksum, compare, make_inputs, shares_storage, summarize
+
+
+@pytest.mark.parametrize("shape", [(6, 42, 5), (1,), (7, 3)])
+def test_within_tolerance_passes(shape: tuple[int, ...]) -> None:
+    ref = torch.randn(shape)
+    assert compare(ref + 5e-5, ref, 1e-4).passed
+
+
+def test_relative_tolerance_scales_with_magnitude() -> None:
+    ref = torch.full((4,), 1000.0)
+    assert compare(ref + 0.05, ref, 1e-4).passed  # 1e-4 + 1e-4 * 1000 = 0.1001
+    assert not compare(ref + 0.2, ref, 1e-4).passed
+
+
+def test_mismatch_report_names_first_positions() -> None:
+    ref = torch.zeros(3, 4)
+    out = ref.clone()
+    out[1, 2] = 1.0
+    out[2, 0] = -2.0
+    c = compare(out, ref, 1e-4)
+    assert not c.passed and c.max_abs == 2.0
+    assert "2 of 12 elements" in c.report and "(1, 2)" in c.report and "(2, 0)" in c.report
+
+
+def test_nan_and_inf_must_match_positions() -> None:
+    ref = torch.tensor([float("nan"), float("inf"), 1.0])
+    assert compare(ref.clone(), ref, 1e-4).passed
+    assert not compare(torch.tensor([0.0, float("inf"), 1.0]), ref, 1e-4).passed
+    assert not compare(torch.tensor([float("nan"), float("-inf"), 1.0]), ref, 1e-4).passed
+    assert not compare(torch.tensor([float("nan"), float("inf"), float("nan")]), ref, 1e-4).passed
+
+
+def test_structure_rules() -> None:
+    ref = torch.zeros(2, 3)
+    assert compare(torch.zeros(3, 2), ref, 1e-4).rule == "output-shape"
+    assert compare(torch.zeros(2, 3, dtype=torch.float16), ref, 1e-4).rule == "output-dtype"
+
+
+def test_seeded_inputs_are_reproducible_and_cast() -> None:
+    def get_inputs() -> list[object]:
+        return [torch.randn(4, 5), torch.arange(3), 7]
+
+    a = make_inputs(get_inputs, 11, torch.device("cpu"), "bf16")
+    b = make_inputs(get_inputs, 11, torch.device("cpu"), "bf16")
+    c = make_inputs(get_inputs, 12, torch.device("cpu"), "bf16")
+    assert a[0].dtype == torch.bfloat16 and a[1].dtype == torch.int64 and a[2] == 7
+    assert checksum(a) == checksum(b) and checksum(a) != checksum(c)
+
+
+def test_checksum_sees_one_changed_element() -> None:
+    x = torch.randn(100)
+    before = checksum([x])
+    x[57] += 1
+    assert checksum([x]) != before
+
+
+def test_shares_storage() -> None:
+    x = torch.randn(10)
+    assert shares_storage(x[2:5], x)
+    assert not shares_storage(x.clone(), x)
+
+
+def test_summarize_keeps_first_failure() -> None:
+    ok = compare(torch.zeros(2), torch.zeros(2), 1e-4)
+    bad = compare(torch.ones(2), torch.zeros(2), 1e-4)
+    s = summarize([(1, ok), (2, bad), (3, ok)])
+    assert not s.passed and s.seeds == (1, 2, 3) and s.report.startswith("seed 2:")

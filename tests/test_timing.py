@@ -1,0 +1,68 @@
+"""The timing function on CPU, its statistics, and the wall-clock disagreement rule."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kbench.timing import TimingSettings, summarize, time_callable, wallclock_disagrees
+
+
+def test_summarize_statistics() -> None:
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0], "cpu", "perf_counter")
+    assert s.median_ms == 3.0 and s.min_ms == 1.0 and s.n == 5
+    assert s.mean_ms == pytest.approx(22.0)
+    assert s.rse == pytest.approx(s.std_ms / 5**0.5 / s.mean_ms)
+    assert s.iqr_ms > 0
+
+
+def test_cpu_timing_rotates_inputs_and_samples_outputs() -> None:
+    sets = [(torch.full((8,), float(i)),) for i in range(3)]
+    seen: list[tuple[int, int, float]] = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.001)
+        return x * 2
+
+    settings = TimingSettings(budget_s=0.5, warmup_s=0.01, min_runs=20)
+    res = time_callable(
+        fn,
+        sets,
+        settings,
+        torch.device("cpu"),
+        lambda c, k, o: seen.append((c, k, float(o[0]))),
+        frozenset({0, 4}),
+    )
+    st = res.stats
+    assert st.method == "perf_counter" and st.n >= 20 and st.meaningful
+    assert 0.9 <= st.median_ms <= 20
+    assert [(c, k, v) for c, k, v in seen] == [(0, 0, 0.0), (4, 1, 2.0)]
+    assert len(res.times_ms) == st.n
+
+
+def test_adaptive_repeats_stop_at_target_rse() -> None:
+    settings = TimingSettings(budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.5)
+    res = time_callable(lambda: None, [()], settings, torch.device("cpu"))
+    assert res.stats.n == 20  # a loose target is met as soon as min_runs is reached
+
+
+def test_batching_is_recorded_in_method() -> None:
+    settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_runs=5, batch=4)
+    assert time_callable(lambda: None, [()], settings, torch.device("cpu")).stats.method == "perf_counterx4"
+
+
+def test_interpreter_timings_are_not_meaningful(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    settings = TimingSettings(budget_s=0.1, warmup_s=0.0, min_runs=3)
+    assert not time_callable(lambda: None, [()], settings, torch.device("cpu")).stats.meaningful
+
+
+def test_wallclock_disagreement() -> None:
+    # honest small kernels: 10 us on the timer, 35 us on the host clock, 20 us empty-call overhead
+    assert not wallclock_disagrees([0.010] * 50, [0.035] * 50, 0.020)
+    # honest large kernel
+    assert not wallclock_disagrees([2.0] * 50, [2.03] * 50, 0.020)
+    # side stream: the timer sees 10 us, the device-wide synchronize waits 1 ms
+    assert wallclock_disagrees([0.010] * 50, [1.0] * 50, 0.020)
