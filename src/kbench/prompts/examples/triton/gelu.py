@@ -10,8 +10,8 @@ def gelu_tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
     inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2 / pi) * (x + 0.044715 x^3)
-    # tanh(u) = 2 * sigmoid(2u) - 1: exact, and saturates to +-1 instead of overflowing.
-    t = 2.0 * tl.sigmoid(2.0 * inner) - 1.0
+    # tanh(u) = 2 / (1 + exp(-2u)) - 1: exp overflows to inf for very negative u, giving exactly -1.
+    t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0
     y = 0.5 * x * (1.0 + t)
     tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
