@@ -158,3 +158,19 @@ def test_refine_resume_asks_only_missing_turns(tmp_path: Path) -> None:
         )
         assert server.stats.requests == 2
     assert [a.resumed for a in result.attempts] == [True, False]
+
+
+def test_replay_of_a_kernelbench_folder_rejudges_old_kernels(tmp_path: Path) -> None:
+    runs = tmp_path / "kb_run"
+    runs.mkdir()
+    (runs / "level_2_problem_1_sample_0_kernel.py").write_text(
+        "import torch\n\nclass ModelNew:\n    old = 1\n"
+    )
+    cfg = RunConfig(model=f"replay/{runs}", backend="cpp", samples=2, cache_dir=tmp_path / "cache")
+    evaluator = FakeEvaluator()
+    result = refine([PROBLEM], cfg, evaluator, tmp_path / "out")
+    by_sample = {a.sample: a for a in result.attempts}
+    assert by_sample[0].candidate is not None and "old = 1" in by_sample[0].candidate.source
+    assert by_sample[0].extraction == "unfenced" and by_sample[0].verdict.status is Status.MISMATCH
+    assert by_sample[1].verdict.status is Status.NO_CODE and "sample 1" in by_sample[1].verdict.message
+    assert not result.failed and [len(b) for b in evaluator.batches] == [1]
