@@ -45,7 +45,10 @@ def test_wire_formats_round_trip(api: str, stream: bool) -> None:
         seen.api == api and seen.model == "test-model" and seen.system == "be brief" and seen.stream is stream
     )
     key = "test-openai" if api == "openai" else "test-anthropic"
-    assert key in (seen.headers.get("x-api-key", ""), seen.headers.get("authorization", "").removeprefix("Bearer "))
+    assert key in (
+        seen.headers.get("x-api-key", ""),
+        seen.headers.get("authorization", "").removeprefix("Bearer "),
+    )
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
