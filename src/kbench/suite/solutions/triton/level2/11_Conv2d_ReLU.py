@@ -1,0 +1,30 @@
+"""Conv2d + ReLU: cuDNN convolution without its bias, then one Triton kernel adds the per-channel bias and
+applies ReLU in place (eager: conv + bias add + relu)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+@triton.jit
+def bias_relu_kernel(y_ptr, b_ptr, total, spatial, channels, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < total
+    c = (offs // spatial) % channels
+    v = tl.load(y_ptr + offs, mask=mask)
+    v = tl.maximum(v + tl.load(b_ptr + c, mask=mask), 0.0)
+    tl.store(y_ptr + offs, v, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.conv2d(x, self.conv.weight, None, self.conv.stride, self.conv.padding).contiguous()
+        total = y.numel()
+        spatial = total // (y.shape[0] * y.shape[1])
+        bias_relu_kernel[(triton.cdiv(total, 1024),)](y, self.conv.bias, total, spatial, y.shape[1], BLOCK=1024)
+        return y
