@@ -180,7 +180,9 @@ def _known_tags(ctx: LintContext) -> list[str]:
 
 @lint_rule("presets")
 def _presets(ctx: LintContext) -> list[str]:
-    from kbench.errors import ProblemError
+    import torch
+
+    from kbench.problems.loader import build_model
 
     problem = ctx.loaded.problem
     reasons = []
@@ -189,10 +191,12 @@ def _presets(ctx: LintContext) -> list[str]:
     for preset in problem.presets:
         if preset == ctx.loaded.preset:
             continue
-        try:
-            load(problem, preset)
-        except ProblemError as exc:
-            reasons.append(f"preset '{preset}' does not load: {exc}")
+        try:  # build model and inputs on the meta device: shapes are checked, nothing is allocated
+            loaded = load(problem, preset)
+            with torch.device("meta"):
+                build_model(loaded)(*loaded.get_inputs())
+        except Exception as exc:  # any failure of the preset is the finding
+            reasons.append(f"preset '{preset}' does not build and run: {type(exc).__name__}: {exc}")
     return reasons
 
 
