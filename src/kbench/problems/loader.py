@@ -92,8 +92,18 @@ def load(problem: Problem, preset: str = FULL) -> LoadedProblem:
         if not hasattr(module, name):
             raise ProblemError(f"{filename}: `{name}` is not defined after execution")
     parsed = parse_problem(problem.code, filename)
-    sizes = {k: getattr(module, k) for k in parsed.constants if not k.startswith("KBENCH_")}
+    sizes = {
+        k: v
+        for k, v in vars(module).items()  # execution order
+        if k in parsed.assigned and not k.startswith("KBENCH_") and _is_size(v)
+    }
     return LoadedProblem(problem=problem, preset=preset, module=module, sizes=sizes)
+
+
+def _is_size(value: Any) -> bool:
+    if isinstance(value, tuple | list):
+        return all(_is_size(v) for v in value)
+    return isinstance(value, int | float | str | bool)
 
 
 def build_model(loaded: LoadedProblem, seed: int = 42) -> Any:
