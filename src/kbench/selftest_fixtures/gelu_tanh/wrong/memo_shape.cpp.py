@@ -1,5 +1,5 @@
-# expect: mismatch
-# Memoises the output by input shape: later inputs get the first input's answer.
+# expect: mismatch | cheat no-custom-kernel
+# Memoises the output by input shape: later inputs get the first input's answer (and the profiled call runs no kernel).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
