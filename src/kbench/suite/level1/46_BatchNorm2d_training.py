@@ -3,8 +3,8 @@
 import torch
 import torch.nn as nn
 
-# Per-channel statistics reduce over batch * H * W = 2^21 elements.
-batch_size = 32
+# Per-channel statistics reduce over batch * H * W = 2^22 elements.
+batch_size = 64
 channels = 64
 height = 256
 width = 256

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 4096
+batch_size = 8192
 dim1 = 64
 dim2 = 1024
 reduce_dim = 1

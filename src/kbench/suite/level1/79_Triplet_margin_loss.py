@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 65536
+batch_size = 98304
 dim = 2048
 margin = 1.0
 

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 8192
+batch_size = 16384
 dim = 16384
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "dim": 263}}
