@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
+from evalfixtures import FIXTURES, cpu_config, fixture_source
 from typer.testing import CliRunner
 
 from kbench.evaluate import evaluate
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status
-from evalfixtures import FIXTURES, cpu_config, fixture_source
 
 PROBLEM = "kbench:2/1"
 

@@ -15,6 +15,7 @@ is measured here (and the worker reports rule `timer-patched`).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -114,8 +115,20 @@ class _Clock:
         return float(start.elapsed_time(end)), (w1 - w0) / 1e6, out
 
 
+def _replay(graph: Any, out: Any) -> Any:
+    graph.replay()
+    return out
+
+
+def _repeat(call: Callable[[], Any], k: int) -> Any:
+    out = None
+    for _ in range(k):
+        out = call()
+    return out
+
+
 def _graphs(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> list[Callable[[], Any]]:
-    calls = []
+    calls: list[Callable[[], Any]] = []
     for inputs in input_sets:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -125,7 +138,7 @@ def _graphs(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]]) -> list
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = fn(*inputs)
-        calls.append(lambda g=graph, o=out: (g.replay(), o)[1])
+        calls.append(functools.partial(_replay, graph, out))
     return calls
 
 
@@ -136,11 +149,11 @@ def _calls(
         calls = _graphs(fn, input_sets)
         method = "graph"
     else:
-        calls = [lambda i=inputs: fn(*i) for inputs in input_sets]
+        calls = [functools.partial(fn, *inputs) for inputs in input_sets]
         method = "events" if cuda else "perf_counter"
     if settings.batch > 1:
         k = settings.batch
-        calls = [lambda c=c: [c() for _ in range(k)][-1] for c in calls]
+        calls = [functools.partial(_repeat, c, k) for c in calls]
         method += f"x{k}"
     return calls, method
 

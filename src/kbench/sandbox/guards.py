@@ -14,7 +14,7 @@ Only names present in the snapshot are compared: new attributes (lazy submodules
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -62,7 +62,7 @@ def timers() -> Snapshot:
     return {k: id(v) for k, v in _timer_objects().items()}
 
 
-def _public_callables(prefix: str, namespace: dict[str, Any]) -> dict[str, int]:
+def _public_callables(prefix: str, namespace: Mapping[str, Any]) -> dict[str, int]:
     return {
         f"{prefix}.{k}": id(v) for k, v in list(namespace.items()) if not k.startswith("__") and callable(v)
     }

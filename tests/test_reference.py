@@ -1,0 +1,49 @@
+"""The reference worker and its disk cache: fixed seeds cached, secret seeds recomputed every run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from evalfixtures import cpu_config
+
+from kbench.evaluate import make_plan, run_reference
+from kbench.problems import build_model, get_problem, load
+from kbench.reference import cache_key
+from kbench.sandbox.protocol import JobSpec, ProblemSpec
+
+
+def test_reference_outputs_and_cache(tmp_path: Path) -> None:
+    problem = get_problem("kbench:2/1")
+    cfg = cpu_config(tmp_path, measure=True, timing_budget_s=0.2)
+    plan = make_plan(cfg, "cpu")
+    first = run_reference(problem, cfg, plan, tmp_path / "a")
+    assert not first.cache_hit and set(first.outputs) == set(plan.fixed + plan.secret + plan.timing)
+    assert "eager" in first.timings and first.timings["eager"]["n"] >= 20
+
+    loaded = load(problem, "small")
+    model = build_model(loaded, cfg.init_seed)
+    torch.manual_seed(plan.fixed[0])
+    (x,) = loaded.get_inputs()
+    assert torch.equal(first.outputs[plan.fixed[0]][0], model(x))
+
+    plan2 = make_plan(cfg, "cpu")
+    second = run_reference(problem, cfg, plan2, tmp_path / "b")
+    assert second.cache_hit and plan2.secret[0] in second.outputs
+    assert torch.equal(second.outputs[plan.fixed[0]][0], first.outputs[plan.fixed[0]][0])
+    assert second.timings == first.timings
+
+
+def test_cache_key_depends_on_dtype_and_device() -> None:
+    spec = JobSpec(
+        role="reference",
+        problem=ProblemSpec(source="s", level=1, number=1, name="n", code="x"),
+        preset="full",
+        dtype="fp32",
+        device="cpu",
+    )
+    key = cache_key(spec, "2.13", "cpu")
+    assert key == cache_key(spec, "2.13", "cpu")
+    assert key != cache_key(spec.model_copy(update={"dtype": "bf16"}), "2.13", "cpu")
+    assert key != cache_key(spec, "2.13", "NVIDIA H200")
+    assert key != cache_key(spec, "2.14", "cpu")
