@@ -1,0 +1,211 @@
+"""Worker side of benchmarks/solutions.py: runs inside subprocesses, one batch or one warm-up job each.
+
+    solutions_worker.py --batch baseline|cuda|triton --out DIR --problems 1,2,3 [--device cuda --preset full]
+    solutions_worker.py --warm cuda:7 --out DIR
+
+A batch appends one JSON line per problem to DIR/BATCH.jsonl as soon as it has it; a failing solution is a
+row with its error, and the batch goes on. This is trusted benchmark code timing our own solutions, so it
+imports them in-process (the evaluator's sandbox is for untrusted candidates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "src" / "kbench" / "suite" / "solutions"
+BACKENDS = ("cuda", "triton")
+BATCHES = ("baseline", *BACKENDS)
+
+
+def parse_ids(spec: str) -> list[int]:
+    ids: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ids.extend(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
+def solution_path(backend: str, pid: int) -> Path | None:
+    found = sorted((SOLUTIONS / backend / "level2").glob(f"{pid}_*.py"))
+    return found[0] if found else None
+
+
+def _problem(pid: int) -> Any:
+    from kbench.problems.sources import load_source
+
+    for p in load_source("kbench"):
+        if p.level == 2 and p.number == pid:
+            return p
+    raise SystemExit(f"no level-2 problem {pid} in the embedded suite")
+
+
+def _setup(args: argparse.Namespace, pid: int, model_cls: Any = None) -> tuple[Any, Any, list[Any]]:
+    """Problem, model (the reference, or `model_cls` built under the same seed) and inputs on the device."""
+    import torch
+
+    from kbench.problems.loader import load
+
+    problem = _problem(pid)
+    loaded = load(problem, args.preset)
+    torch.manual_seed(42)
+    init = loaded.get_init_inputs()
+    torch.manual_seed(42)
+    model = (model_cls or loaded.Model)(*init).to(args.device)
+    torch.manual_seed(0)
+    inputs = [x.to(args.device) if isinstance(x, torch.Tensor) else x for x in loaded.get_inputs()]
+    return problem, model, inputs
+
+
+def _import(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"kbench_solution_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(args: argparse.Namespace, fn: Any, inputs: list[Any]) -> dict[str, Any]:
+    import torch
+
+    from kbench.timing import TimingSettings, time_callable
+
+    # >= 50 calls, then stop at the budget: a per-problem cap keeps the whole run within minutes.
+    settings = TimingSettings(budget_s=args.budget_s, min_runs=50, target_rse=0.0, max_runs=400)
+    with torch.no_grad():
+        stats = time_callable(fn, [inputs], settings, torch.device(args.device)).stats
+    return {
+        "median_ms": stats.median_ms,
+        "iqr_ms": stats.iqr_ms,
+        "n": stats.n,
+        "meaningful": stats.meaningful,
+    }
+
+
+def _sol(problem: Any, preset: str) -> dict[str, Any]:
+    from kbench.analysis.gpus import detect_gpu
+    from kbench.analysis.roofline import speed_of_light
+
+    gpu = detect_gpu()
+    if gpu is None:
+        return {"sol_ms": None, "bound": None}
+    sol = speed_of_light(problem, preset, "fp32", gpu)
+    return {"sol_ms": sol.sol_ms, "bound": sol.bound}
+
+
+def _compare(out: Any, ref: Any, tol: float) -> tuple[bool, float]:
+    import torch
+
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
+        return False, math.inf
+    err = (out - ref).abs()
+    ok = bool(torch.all(err <= tol + tol * ref.abs()).item()) and bool(torch.isfinite(out).all().item())
+    return ok, float(err.max().item()) if err.numel() else 0.0
+
+
+def run_baseline(args: argparse.Namespace, pid: int) -> dict[str, Any]:
+    import torch
+
+    problem, model, inputs = _setup(args, pid)
+    row: dict[str, Any] = {"problem": pid, "name": problem.name, "tags": list(problem.tags)}
+    row.update(_sol(problem, args.preset))
+    row["eager"] = _time(args, model, inputs)
+    if not args.no_compile:
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            compiled(*inputs)
+        row["compile"] = _time(args, compiled, inputs)
+    return row
+
+
+def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
+    import torch
+
+    path = solution_path(args.batch, pid)
+    if path is None:
+        return {"problem": pid, "status": "missing"}
+    module = _import(path)
+    problem, ref_model, inputs = _setup(args, pid)
+    with torch.no_grad():
+        ref = ref_model(*inputs)
+    _, model, _ = _setup(args, pid, module.ModelNew)
+    with torch.no_grad():
+        out = model(*inputs)
+    _sync(args.device)
+    ok, max_err = _compare(out, ref, problem.tol("fp32"))
+    row: dict[str, Any] = {"problem": pid, "status": "ok" if ok else "mismatch", "max_abs_err": max_err}
+    if ok:
+        row["time"] = _time(args, model, inputs)
+    return row
+
+
+def run_batch(args: argparse.Namespace) -> None:
+    out = Path(args.out) / f"{args.batch}.jsonl"
+    for pid in parse_ids(args.problems):
+        t0 = time.perf_counter()
+        try:
+            row = run_baseline(args, pid) if args.batch == "baseline" else run_solution(args, pid)
+        except Exception as exc:  # a failing solution is a result; the batch goes on
+            row = {"problem": pid, "status": "error", "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+            traceback.print_exc()
+        row["seconds"] = round(time.perf_counter() - t0, 2)
+        with out.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"[{args.batch}] {pid}: {row.get('status', 'ok')} {row['seconds']} s", flush=True)
+
+
+def warm(args: argparse.Namespace) -> None:
+    """Build or JIT one solution, or compile one reference, so the timing batches hit the disk caches."""
+    import torch
+
+    kind, pid = args.warm.split(":")
+    if kind == "compile":
+        _, model, inputs = _setup(args, int(pid))
+        with torch.no_grad():
+            torch.compile(model)(*inputs)
+    else:
+        path = solution_path(kind, int(pid))
+        assert path is not None
+        module = _import(path)
+        if kind == "triton":
+            _, model, inputs = _setup(args, int(pid), module.ModelNew)
+            with torch.no_grad():
+                model(*inputs)
+    _sync(args.device)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch", choices=BATCHES)
+    ap.add_argument("--warm", help="KIND:ID with KIND one of cuda, triton, compile")
+    ap.add_argument("--problems", default="1-36")
+    ap.add_argument("--budget-s", type=float, default=0.5)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--preset", default="full")
+    args = ap.parse_args()
+    if args.warm:
+        warm(args)
+    elif args.batch:
+        run_batch(args)
+    else:
+        ap.error("one of --batch or --warm is required")
+
+
+if __name__ == "__main__":
+    main()
