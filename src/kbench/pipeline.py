@@ -1,0 +1,185 @@
+"""`kbench run`: select problems, obtain candidates, evaluate them through an executor, record, report.
+
+This module only wires stages together. Candidates come either from the shipped hand-fused solutions
+(`--solutions reference`, the main job: no API key needed) or from a model through multi-turn
+refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
+(problem, sample, turn, backend, model), so a killed run resumes with `--resume RUN` and re-does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbench.config import RunConfig
+from kbench.errors import ConfigError
+from kbench.evaluate import evaluate
+from kbench.executors import Job, get_executor
+from kbench.solutions import reference_candidate
+from kbench.store import Store, VerdictKey
+from kbench.types import BuildResult, Candidate, Problem, Verdict
+
+REFERENCE_MODEL = "reference"
+OnVerdict = Callable[[VerdictKey, Verdict], None]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    store: Path
+    recorded: int  # verdicts written by this invocation
+    skipped: int  # verdicts already in the store (resume)
+    failed_requests: int = 0  # LLM requests that failed after retries (re-run to retry)
+
+
+class EvaluateJob:
+    """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+
+    def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
+        return evaluate(job.problem, job.candidate, cfg)
+
+
+def no_prebuild(job: Job) -> BuildResult | None:
+    """Candidates build inside their sandboxed worker (content-addressed cache) when nothing prebuilds."""
+    return None
+
+
+def solution_backends(cfg: RunConfig, gpu: bool, backend_flag: str | None) -> list[str]:
+    if backend_flag:
+        return [backend_flag]
+    return ["cuda", "triton"] if gpu else ["cpp"]
+
+
+def solution_jobs(problems: Sequence[Problem], backends: Sequence[str]) -> list[Job]:
+    """One job per (problem, backend) that has a shipped solution."""
+    jobs = []
+    for backend in backends:
+        for problem in problems:
+            candidate = reference_candidate(problem, backend)
+            if candidate is not None:
+                key = VerdictKey(problem.key, 0, 0, backend, f"{REFERENCE_MODEL}/{backend}")
+                jobs.append(Job(problem, candidate, tag=key))
+    return jobs
+
+
+def open_run(cfg: RunConfig, problems: Sequence[Problem], resume: str | None) -> tuple[Store, str]:
+    from kbench.hardware import environment
+
+    store = Store(cfg.store)
+    if resume is not None:
+        store.run(resume)  # StoreError naming the known runs when it does not exist
+    run_id = store.start_run(cfg.model_dump(mode="json"), environment(), resume or cfg.run_id)
+    store.put_problems(problems)
+    return store, run_id
+
+
+def evaluate_jobs(
+    jobs: Sequence[Job], cfg: RunConfig, store: Store, run_id: str, on_verdict: OnVerdict | None = None
+) -> tuple[int, int]:
+    """Evaluate jobs not yet in the store; record each verdict as it arrives. Returns (recorded, skipped)."""
+    done = store.done_keys(run_id)
+    pending = [job for job in jobs if job.tag not in done]
+    recorded = 0
+
+    def on_result(job: Job, verdict: Verdict) -> None:
+        nonlocal recorded
+        recorded += store.record(run_id, job.tag, verdict, job.candidate.source)
+        if on_verdict is not None:
+            on_verdict(job.tag, verdict)
+
+    executor = get_executor(cfg.executor, **_executor_options(cfg))
+    executor.run(pending, no_prebuild, EvaluateJob(cfg), on_result)
+    return recorded, len(jobs) - len(pending)
+
+
+def _executor_options(cfg: RunConfig) -> dict[str, object]:
+    if cfg.executor == "ray":
+        return {"address": cfg.ray_address}
+    if cfg.executor == "local":
+        return {"device": cfg.device, "builders": cfg.builders}
+    return {}
+
+
+def run_solutions(
+    cfg: RunConfig,
+    problems: Sequence[Problem],
+    backends: Sequence[str],
+    resume: str | None = None,
+    on_verdict: OnVerdict | None = None,
+) -> RunOutcome:
+    jobs = solution_jobs(problems, backends)
+    if not jobs:
+        names = ", ".join(backends)
+        raise ConfigError(
+            f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
+        )
+    store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
+    with store:
+        recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, on_verdict)
+    return RunOutcome(run_id, cfg.store, recorded, skipped)
+
+
+class BatchEvaluator:
+    """generate.refine's `evaluate`: one turn's candidates through the executor, stored verdicts reused."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        store: Store,
+        run_id: str,
+        problems: Sequence[Problem],
+        on_verdict: OnVerdict | None,
+    ) -> None:
+        self.cfg, self.store, self.run_id, self.on_verdict = cfg, store, run_id, on_verdict
+        self.problems = {p.key: p for p in problems}
+        self.recorded = 0
+        self.skipped = 0
+
+    def key(self, candidate: Candidate) -> VerdictKey:
+        return VerdictKey(
+            candidate.problem_key, candidate.sample, candidate.turn, candidate.backend, self.cfg.model
+        )
+
+    def __call__(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        stored = dict(self.store.verdicts(self.run_id))
+        jobs = [Job(self.problems[c.problem_key], c, tag=self.key(c)) for c in candidates]
+        self.skipped += sum(job.tag in stored for job in jobs)
+        got: dict[VerdictKey, Verdict] = {}
+
+        def keep(key: VerdictKey, verdict: Verdict) -> None:
+            got[key] = verdict
+            if self.on_verdict is not None:
+                self.on_verdict(key, verdict)
+
+        recorded, _ = evaluate_jobs(jobs, self.cfg, self.store, self.run_id, keep)
+        self.recorded += recorded
+        return [got.get(job.tag) or stored[job.tag] for job in jobs]
+
+
+def run_model(
+    cfg: RunConfig,
+    problems: Sequence[Problem],
+    resume: str | None = None,
+    on_attempt: Callable[..., None] | None = None,
+    on_verdict: OnVerdict | None = None,
+) -> RunOutcome:
+    from kbench.generate import refine
+
+    store, run_id = open_run(cfg, problems, resume)
+    with store:
+        batch = BatchEvaluator(cfg, store, run_id, problems, on_verdict)
+
+        def record_no_code(attempt) -> None:  # type: ignore[no-untyped-def]
+            # verdicts from the evaluator are recorded by BatchEvaluator; no_code ones are recorded here
+            if attempt.verdict is not None and attempt.candidate is None:
+                key = VerdictKey(attempt.problem_key, attempt.sample, attempt.turn, cfg.backend, cfg.model)
+                batch.recorded += store.record(run_id, key, attempt.verdict, "", attempt.completion.text)
+
+        out_dir = cfg.store.parent / "generations" / run_id
+        result = refine(problems, cfg, batch, out_dir, on_attempt=on_attempt, on_verdict=record_no_code)
+    return RunOutcome(run_id, cfg.store, batch.recorded, batch.skipped, len(result.failed))
