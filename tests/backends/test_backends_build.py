@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kbench.backends import KernelRecorder, backend_names, get_backend
-from kbench.backends.buildcache import DONE, _build, build_key
+from kbench.backends.buildcache import DONE, _build, _count_calls, build_key
 from kbench.backends.cudasrc import cuda_strings, kernels_only
 from kbench.errors import ConfigError
 
@@ -74,6 +74,26 @@ def test_recorder_counts() -> None:
     r.hit("f")
     r.hit("f")
     assert r.calls == {"f": 2}
+
+
+def test_only_calls_that_return_are_counted() -> None:
+    """A call that raises did no work: a try/except PyTorch fallback must not count as the kernel running."""
+
+    class Ext:
+        @staticmethod
+        def ok(x: int) -> int:
+            return x + 1
+
+        @staticmethod
+        def strict(x: int) -> int:
+            raise RuntimeError("expected a contiguous fp32 CPU tensor")
+
+    ext, r = Ext(), KernelRecorder()
+    _count_calls(ext, r)
+    assert ext.ok(1) == 2
+    with pytest.raises(RuntimeError):
+        ext.strict(1)
+    assert r.calls == {"ok": 1} and r.exported == {"ok", "strict"}
 
 
 def test_cuda_strings_and_kernel_extraction() -> None:

@@ -10,8 +10,9 @@ wrapper that changes nothing about what is compiled, only where:
   `ROOT/KEY` (atomic on one filesystem). When two builders race, the first rename wins and the loser
   deletes its copy; both loaded identical binaries.
 
-The wrapper also records the exported functions and wraps them to count calls, which is how the
-`no-custom-kernel` rule sees a CPU extension run. Not protected: a hostile candidate can write into the
+The wrapper also records the exported functions and wraps them to count the calls that return
+normally, which is how the `no-custom-kernel` rule sees a CPU extension run (a call that raises, e.g.
+a dtype check caught by a PyTorch fallback, did no work and does not count). Not protected: a hostile candidate can write into the
 cache folder (the sandbox shares the user's filesystem).
 """
 
@@ -86,8 +87,9 @@ def _count_calls(module: Any, recorder: KernelRecorder) -> None:
         recorder.exported.add(attr)
 
         def counted(*args: Any, _fn: Callable[..., Any] = fn, _name: str = attr, **kwargs: Any) -> Any:
-            recorder.hit(_name)
-            return _fn(*args, **kwargs)
+            out = _fn(*args, **kwargs)
+            recorder.hit(_name)  # only calls that return: a call that raises did no work
+            return out
 
         setattr(module, attr, counted)
 

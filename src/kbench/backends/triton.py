@@ -4,7 +4,8 @@ On a CPU-only machine the worker runs them under `TRITON_INTERPRET=1` (numpy emu
 real, timings are marked not meaningful. Each interpreted launch is recorded (name, argument types,
 constexpr values); afterwards the worker compiles every launched kernel ahead of time for sm_90 with
 `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, so a kernel the interpreter
-tolerates but the compiler rejects is a `build_error`. Limits: only kernels that actually launched are
+tolerates but the compiler rejects is a `build_error`. The compile runs in a separate process that never
+enabled the interpreter (backends/tritoncheck.py says why). Limits: only kernels that actually launched are
 compiled, with the specialisations seen in the dry run; launch options (num_warps, num_stages) are not
 replayed.
 """
@@ -72,25 +73,43 @@ def describe_launch(interp: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     return launch
 
 
-def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> CompileCheck:
-    """Compile each recorded launch ahead of time for `arch` (sm_XY); never runs anything."""
+def _source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any]) -> Any:
+    """`ASTSource` across Triton versions: 3.3+ take `constexprs=` (by name or index tuple), older `constants=`."""
+    import inspect
+
+    from triton.compiler import ASTSource
+
+    params = inspect.signature(ASTSource).parameters
+    key = "constexprs" if "constexprs" in params else "constants"
+    return ASTSource(fn, signature=signature, **{key: constexprs})
+
+
+def compile_jit(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], arch: str) -> str | None:
+    """Compile one JITFunction ahead of time for `arch` (sm_XY); None when it compiles, else the error.
+
+    Needs a process where the interpreter was never enabled (see backends/tritoncheck.py).
+    """
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+
+    try:
+        triton.compile(_source(fn, signature, constexprs), target=GPUTarget("cuda", int(arch[3:]), 32))
+    except Exception as exc:  # the compiler's errors are the candidate's failure, reported as data
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> CompileCheck:
+    """Compile each recorded launch in this process (the interpreter must be off here)."""
     from triton.runtime.jit import JITFunction
 
-    capability = int(arch.removeprefix("sm_"))
     t0 = time.perf_counter()
     logs = []
     ok = True
     for name, launch in launches.items():
-        try:
-            src = ASTSource(JITFunction(launch.fn), signature=launch.signature, constexprs=launch.constexprs)
-            triton.compile(src, target=GPUTarget("cuda", capability, 32))
-            logs.append(f"{name}: compiled for {arch}")
-        except Exception as exc:  # the compiler's errors are the candidate's failure, reported as data
-            ok = False
-            logs.append(f"{name}: {type(exc).__name__}: {exc}")
+        error = compile_jit(JITFunction(launch.fn), launch.signature, launch.constexprs, arch)
+        ok = ok and error is None
+        logs.append(f"{name}: " + (error or f"compiled for {arch}"))
     return CompileCheck(ok, "\n".join(logs)[-8000:], tuple(launches), time.perf_counter() - t0)
 
 
@@ -123,10 +142,11 @@ class TritonBackend(Backend):
 
         def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
             name = self.fn.__name__
-            recorder.hit(name)
             if name not in launches:
                 launches[name] = describe_launch(self, args, kwargs)
-            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            out = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            recorder.hit(name)  # counted once it returns, like the cpp wrapper
+            return out
 
         InterpretedFunction.run = run  # type: ignore[method-assign]
 
