@@ -175,9 +175,12 @@ class CandidateJob:
         launches = self.recorder.extra.get("triton_launches")
         if not launches:
             return
-        from kbench.backends.triton import compile_launches
+        from kbench.backends.tritoncheck import compile_in_clean_process
 
-        check = compile_launches(launches, os.environ.get("KBENCH_COMPILE_ARCH", "sm_90"))
+        arch = os.environ.get("KBENCH_COMPILE_ARCH", "sm_90")
+        check = compile_in_clean_process(
+            launches, self.spec.candidate_file, self.jobdir, self.spec.cache_dir, arch
+        )
         self.result.build_log = (self.result.build_log + "\n" + check.log).strip()
         if not check.ok:
             raise Stop("build_error", f"Triton kernel does not compile for sm_90:\n{check.log}"[-4000:])

@@ -1,0 +1,56 @@
+"""Compile-check every shipped Triton level-2 solution for sm_90 on a CPU-only machine.
+
+    python benchmarks/triton_compile_check.py [--ids 1,23] [--out benchmarks/results/triton-compile-check.md]
+
+Each solution is evaluated like a candidate with `--device cpu --preset small --no-timing`: the
+interpreter dry run records the launches, then a clean process compiles each launched kernel for sm_90
+(kbench.backends.tritoncheck). Prints one row per solution (status, seconds, the compile log's first
+line) and the total; a solution that is not `ok` is a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kbench.config import RunConfig
+from kbench.evaluate import evaluate
+from kbench.problems import get_problem
+from kbench.solutions import reference_candidate, solution_paths
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ids", default="", help="comma-separated problem ids (default: all)")
+    ap.add_argument("--out", type=Path, default=None, help="write the table as markdown here")
+    args = ap.parse_args()
+    wanted = {int(x) for x in args.ids.split(",") if x}
+    ids = sorted(n for (level, n) in solution_paths("triton") if level == 2 and (not wanted or n in wanted))
+    rows, failed, t_all = [], 0, time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kbench-tcc-") as tmp:
+        cfg = RunConfig(preset="small", device="cpu", backend="triton", measure=False, cache_dir=Path(tmp))
+        for n in ids:
+            problem = get_problem(f"kbench:2/{n}")
+            candidate = reference_candidate(problem, "triton")
+            assert candidate is not None
+            v = evaluate(problem, candidate, cfg)
+            log = v.build.log if v.build is not None else ""
+            compiled = sum("compiled for sm_90" in line for line in log.splitlines())
+            failed += v.status.value != "ok"
+            detail = v.message.splitlines()[0][:100] if v.message else f"{compiled} kernel(s) compiled"
+            rows.append(f"| {problem.key} | {v.status.value} | {v.seconds:.1f} | {detail} |")
+            print(rows[-1], flush=True)
+    total = time.perf_counter() - t_all
+    table = ["| problem | status | s | detail |", "|---|---|---|---|", *rows]
+    table.append(f"\n{len(ids) - failed}/{len(ids)} ok, {total:.0f} s total")
+    print(table[-1])
+    if args.out is not None:
+        args.out.write_text("\n".join(table) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Compile recorded Triton launches for a GPU arch in a clean process (worker side, no GPU needed).
+
+`python -m kbench.backends.tritoncheck REQUEST.json` imports the candidate *without* the interpreter,
+looks up each launched kernel by its qualified name and compiles it with the argument types and
+constexpr values the interpreted dry run saw; it writes `REQUEST.result.json` (ok, log).
+
+Why a separate process: when `TRITON_INTERPRET=1` is set as triton is imported, every `@triton.jit`
+function is an `InterpretedFunction` — Triton's own standard library too (`tl.sigmoid`, `tl.cdiv`,
+`tl.max` ...). The real compiler inlines those as device functions, and calling an interpreted function
+that way patches `triton.language` with the interpreter's builtins and never restores them (Triton 3.7;
+3.9 restores on the grid path only). In the interpreted worker `triton.compile` then fails on honest
+kernels with `'ir.value' object has no attribute 'dtype'` at the first builtin (`tl.program_id(0) *
+BLOCK`). A process that never enabled the interpreter compiles exactly what a GPU host would.
+
+The child runs the candidate's module-level code a second time, inside the worker's process group and
+limits; a candidate can fake this check's answer as it can fake anything else the worker reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kbench.backends import CompileCheck
+
+_TIMEOUT_S = 300.0  # one Triton compile is ~1 s on an idle core; imports ~5 s
+
+
+def _encode(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    name = type(value).__name__
+    if name == "dtype" and type(value).__module__.startswith("triton"):
+        return {"tl_dtype": str(value)}
+    raise TypeError(f"constexpr of type {type(value).__qualname__} cannot be replayed")
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "tl_dtype" in value:
+        import triton.language as tl
+
+        return tl.core.dtype(value["tl_dtype"])
+    return value
+
+
+def request(launches: dict[str, Any], candidate_file: str, cache_dir: str, arch: str) -> dict[str, Any]:
+    """The JSON request for the child: where each kernel lives and how it was launched."""
+    items, skipped = [], []
+    for name, launch in launches.items():
+        try:
+            constexprs = {k: _encode(v) for k, v in launch.constexprs.items()}
+        except TypeError as exc:
+            skipped.append(f"{name}: not compile-checked ({exc})")
+            continue
+        qualname = launch.fn.__qualname__
+        items.append(
+            {"name": name, "qualname": qualname, "signature": launch.signature, "constexprs": constexprs}
+        )
+    return {
+        "candidate_file": candidate_file,
+        "cache_dir": cache_dir,
+        "arch": arch,
+        "launches": items,
+        "skipped": skipped,
+    }
+
+
+def compile_in_clean_process(
+    launches: dict[str, Any], candidate_file: str, jobdir: Path, cache_dir: str, arch: str = "sm_90"
+) -> CompileCheck:
+    """Run the child on the recorded launches; a child that dies or hangs is a failed check."""
+    t0 = time.perf_counter()
+    req = request(launches, candidate_file, cache_dir, arch)
+    path = jobdir / "triton_check.json"
+    path.write_text(json.dumps(req))
+    out = path.with_suffix(".result.json")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kbench.backends.tritoncheck", str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_S,
+        )
+        tail = (proc.stdout + proc.stderr)[-4000:]
+    except subprocess.TimeoutExpired:
+        return CompileCheck(False, f"compile check exceeded {_TIMEOUT_S:.0f} s", tuple(launches))
+    if not out.exists():
+        return CompileCheck(False, f"compile check exited {proc.returncode} without a result:\n{tail}")
+    res = json.loads(out.read_text())
+    log = "\n".join([*req["skipped"], res["log"]]).strip()
+    return CompileCheck(bool(res["ok"]), log[-8000:], tuple(launches), time.perf_counter() - t0)
+
+
+def _find(module: Any, qualname: str) -> Any:
+    from triton.runtime.jit import JITFunction
+
+    obj = module
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise LookupError(f"{qualname} is defined inside a function")
+        obj = getattr(obj, part)
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):  # autotune/heuristics wrappers
+        obj = obj.fn
+    return obj if isinstance(obj, JITFunction) else JITFunction(obj)
+
+
+def _import(candidate_file: str, cache_dir: str) -> Any:
+    import importlib.util
+
+    from kbench.backends import KernelRecorder
+    from kbench.backends.buildcache import install
+
+    install(KernelRecorder(), Path(cache_dir) / "builds")  # a mixed candidate loads its cached build
+    spec = importlib.util.spec_from_file_location("kbench_candidate", candidate_file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kbench_candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str]) -> int:
+    from kbench.backends.triton import compile_jit
+
+    path = Path(argv[1])
+    req = json.loads(path.read_text())
+    module = _import(req["candidate_file"], req["cache_dir"])
+    ok, logs = True, []
+    for item in req["launches"]:
+        try:
+            fn = _find(module, item["qualname"])
+        except (LookupError, AttributeError) as exc:
+            logs.append(f"{item['name']}: not compile-checked ({exc})")
+            continue
+        constexprs = {k: _decode(v) for k, v in item["constexprs"].items()}
+        error = compile_jit(fn, item["signature"], constexprs, req["arch"])
+        ok = ok and error is None
+        logs.append(f"{item['name']}: " + (error or f"compiled for {req['arch']}"))
+    path.with_suffix(".result.json").write_text(json.dumps({"ok": ok, "log": "\n".join(logs)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
