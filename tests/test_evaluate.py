@@ -133,3 +133,21 @@ def test_cli_eval_json(cache_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["status"] == "runtime_error" and "kernel launch failed" in data["message"]
+
+
+def test_syntax_error_is_load_error_with_line(cache_dir: Path) -> None:
+    problem = get_problem(PROBLEM)
+    source = "import torch\n\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
+    v = evaluate(problem, Candidate(problem.key, "cpp", source), cpu_config(cache_dir, static_checks=True))
+    assert (v.status, v.rule) == (Status.LOAD_ERROR, ""), v.message
+    assert v.message.startswith("line 4:")
+
+
+@pytest.mark.parametrize(("dtype", "warned"), [("fp32", True), ("fp16", False), ("bf16", False)])
+def test_static_checks_see_the_problem_dtype(cache_dir: Path, dtype: str, warned: bool) -> None:
+    from kbench.evaluate import _static
+
+    source = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.half()\n"
+    cfg = cpu_config(cache_dir, static_checks=True, dtype=dtype)
+    rules = {f.rule for f in _static(Candidate("p", "cpp", source), cfg).findings}
+    assert ("precision-downgrade" in rules) is warned, rules

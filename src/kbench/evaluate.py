@@ -131,7 +131,19 @@ def _static(candidate: Candidate, cfg: RunConfig) -> CheckReport:
         return CheckReport()
     from kbench.checks import run_checks
 
-    return run_checks(candidate.source, candidate.backend)
+    return run_checks(candidate.source, candidate.backend, cfg.dtype)
+
+
+def _static_outcome(checks: CheckReport) -> Outcome | None:
+    """A rejecting finding ends the evaluation; a source that does not parse is a `load_error`."""
+    from kbench.checks import SYNTAX_RULE
+
+    first = next((f for f in checks.findings if f.severity.value == "reject"), None)
+    if first is None:
+        return None
+    if first.rule == SYNTAX_RULE:
+        return Outcome(Status.LOAD_ERROR, f"line {first.line}: {first.message}")
+    return Outcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
 
 
 def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
@@ -287,10 +299,9 @@ def evaluate(problem: Problem, candidate: Candidate, cfg: RunConfig) -> Verdict:
     plan = make_plan(cfg, device)
     preset_overrides(problem, cfg.preset)  # ProblemError for an unknown preset, before any process starts
     checks = _static(candidate, cfg)
-    if checks.rejected:
-        first = next(f for f in checks.findings if f.severity.value == "reject")
-        outcome = Outcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
-        return _verdict(problem, candidate, cfg, plan, outcome, checks, None, time.monotonic() - t0)
+    rejected = _static_outcome(checks)
+    if rejected is not None:
+        return _verdict(problem, candidate, cfg, plan, rejected, checks, None, time.monotonic() - t0)
     get_backend(candidate.backend).check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbench-job-", dir=cfg.cache_dir) as tmp:
