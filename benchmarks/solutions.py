@@ -146,7 +146,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--problems", default="1-36")
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--budget-s", type=float, default=0.5, help="timing budget per mode and problem")
+    ap.add_argument("--budget-s", type=float, default=0.3, help="timing budget per mode and problem (>= 50 calls)")
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--warm-timeout-s", type=float, default=240.0)
     ap.add_argument("--batch-timeout-s", type=float, default=150.0)

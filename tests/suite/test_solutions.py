@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
 import pytest
 import torch
 
@@ -37,7 +40,9 @@ def problems() -> dict[str, Problem]:
 
 
 def _import(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"kbench_test_solution_{path.parent.parent.name}_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(
+        f"kbench_test_solution_{path.parent.parent.name}_{path.stem}", path
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -90,16 +95,34 @@ def test_model_new_signature_matches_problem(backend: str, problems: dict[str, P
 
 def _string_constant(code: str, name: str) -> str:
     for node in ast.parse(code).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             value = ast.literal_eval(node.value)
             assert isinstance(value, str)
             return value
     raise AssertionError(f"no module-level string {name}")
 
 
+_TEMPLATE_KERNEL = re.compile(r"template\s*<([^>]*)>\s*__global__\s+void\s+(\w+)\s*\(([^)]*)\)", re.S)
+_TEMPLATE_VALUES = {"int": ("1", "4"), "bool": ("false", "true")}
+
+
+def _instantiations(kernels: str) -> str:
+    """Explicit instantiations of every templated kernel (the torch wrapper that instantiates them is not
+    compiled here), so nvcc type-checks their bodies for each vector width / flag the wrapper uses."""
+    lines = []
+    for tparams, name, params in _TEMPLATE_KERNEL.findall(kernels):
+        kinds = [t.split()[0] for t in tparams.split(",")]
+        for combo in itertools.product(*(_TEMPLATE_VALUES[k] for k in kinds)):
+            lines.append(f"template __global__ void {name}<{', '.join(combo)}>({params});")
+    return "\n".join(lines)
+
+
 @pytest.mark.slow
 def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
-    """Every CUDA_KERNELS string is plain CUDA (no torch headers) that nvcc accepts for sm_90 (PTX only)."""
+    """Every CUDA_KERNELS string is plain CUDA (no torch headers) that nvcc compiles to sm_90 PTX, with each
+    templated kernel instantiated."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not installed")
@@ -107,7 +130,7 @@ def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
         kernels = _string_constant(path.read_text(), "CUDA_KERNELS")
         assert "#include <torch" not in kernels and "__global__" in kernels, path.name
         src = tmp_path / f"{path.stem}.cu"
-        src.write_text(kernels)
+        src.write_text(kernels + "\n" + _instantiations(kernels) + "\n")
         cmd = [nvcc, "-arch=sm_90", "--ptx", "-std=c++17", "-o", str(tmp_path / "k.ptx"), str(src)]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, f"{path.name}:\n{run.stderr[-2000:]}"
