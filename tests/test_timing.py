@@ -66,3 +66,27 @@ def test_wallclock_disagreement() -> None:
     assert not wallclock_disagrees([2.0] * 50, [2.03] * 50, 0.020)
     # side stream: the timer sees 10 us, the device-wide synchronize waits 1 ms
     assert wallclock_disagrees([0.010] * 50, [1.0] * 50, 0.020)
+
+
+def test_threads_are_pinned_and_recorded() -> None:
+    from kbench.timing import pin_threads
+
+    before = torch.get_num_threads()
+    try:
+        pin_threads(TimingSettings(threads=1))
+        stats = time_callable(
+            lambda x: x + 1, [[torch.ones(8)]], TimingSettings(budget_s=0.05), torch.device("cpu")
+        ).stats
+        assert dict(stats.extra)["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kbench.config import RunConfig
+    from kbench.evaluate import timing_settings
+
+    cfg = RunConfig(timing_budget_s=5.0, cpu_threads=2, cpu_timing_budget_s=1.0, cache_dir=tmp_path)
+    cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")
+    assert (cpu.threads, cpu.budget_s) == (2, 1.0)
+    assert (gpu.threads, gpu.budget_s) == (0, 5.0)

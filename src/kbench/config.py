@@ -64,6 +64,9 @@ class RunConfig(BaseModel):
     timing_batch: int = 1  # launches between one pair of CUDA events (>1 for calls of a few us)
     timing_graph: bool = False  # time CUDA-graph replays instead of eager calls
     init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
+    cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)
+    cpu_threads: int = 1  # torch/OpenMP threads of CPU workers, the same for reference and candidate
+    cpu_timing_budget_s: float = 1.0  # cap of the per-callable timing budget on the CPU
     executor: str = "local"
     builders: int = 0  # CPU build workers; 0 = one per core
     ray_address: str | None = None

@@ -59,13 +59,15 @@ def _timed_modes(spec: JobSpec, model: Any, loaded: Any) -> dict[str, dict[str, 
 def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     import torch
 
-    from kbench import timing  # noqa: F401
+    from kbench import timing
     from kbench.correctness import TORCH_DTYPES, checksum, flatten_outputs, make_inputs
     from kbench.problems import build_model, load
     from kbench.types import Problem
 
     torch.set_grad_enabled(False)
+    timing.pin_threads(timing.TimingSettings(**spec.timing))
     device = torch.device(spec.device)
+    assert spec.problem is not None
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
     model = build_model(loaded, spec.init_seed).to(device)
     if spec.dtype != "fp32":
@@ -92,6 +94,7 @@ def main(argv: list[str]) -> int:
 
 
 def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
+    assert spec.problem is not None
     parts = {
         "code": hashlib.sha256(spec.problem.code.encode()).hexdigest(),
         "preset": spec.preset,

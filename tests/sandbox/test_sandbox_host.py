@@ -79,3 +79,25 @@ def test_missing_result_is_none(tmp_path: Path) -> None:
 def test_guard_diff_ignores_added_names() -> None:
     assert changed({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == ["b"]
     assert changed({"a": 1}, {}) == ["a"]
+
+
+_DYNAMO_SCRIPT = """
+import functools, torch
+from kbench.sandbox.guards import Guards
+g = Guards()
+import torch._dynamo  # wraps torch.manual_seed (torch's own wrapper): tolerated
+assert g.violation("import") is None, g.violation("import")
+orig = torch.manual_seed.__wrapped__
+torch.manual_seed = functools.wraps(orig)(lambda seed: orig(seed))  # a foreign wrapper: caught
+hit = g.violation("forward")
+assert hit is not None and hit[0] == "reference-patched" and "manual_seed" in hit[1], hit
+print("ok")
+"""
+
+
+def test_torch_own_dynamo_wrapper_is_not_a_patch() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _DYNAMO_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -46,6 +46,7 @@ class Backend:
     """Base class: the cpp backend's behaviour is the default (load_inline, no device tools needed)."""
 
     name = ""
+    prebuilds = True  # builds a load_inline extension that a CPU builder can compile ahead of the run
 
     def check_environment(self, device: str) -> None:
         """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""

@@ -35,7 +35,7 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: str  # candidate | reference | build
-    problem: ProblemSpec
+    problem: ProblemSpec | None = None  # None for role build (the candidate is only imported)
     preset: str
     dtype: str
     device: str

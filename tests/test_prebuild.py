@@ -1,0 +1,43 @@
+"""`prebuild`: a GPU-less build worker fills the content-addressed cache; the evaluation only loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalfixtures import cpu_config, fixture_source
+
+from kbench.evaluate import cuda_arch_list, evaluate, prebuild
+from kbench.problems import get_problem
+from kbench.types import Candidate, Status
+
+
+def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
+    problem = get_problem("kbench:2/1")
+    candidate = Candidate(problem.key, "cpp", fixture_source("cpp_honest.py"))
+    cfg = cpu_config(tmp_path, measure=False)
+    built = prebuild(candidate, cfg, "cpu")
+    assert built.ok and not built.cache_hit and built.seconds > 0, built.log
+    assert "gemm_relu" in built.kernels
+    verdict = evaluate(problem, candidate, cfg)
+    assert verdict.status is Status.OK, verdict.message + verdict.log_tail
+    assert verdict.build is not None and verdict.build.cache_hit
+
+
+def test_prebuild_reports_a_build_error(tmp_path: Path) -> None:
+    candidate = Candidate("kbench:2/1", "cpp", fixture_source("cpp_build_error.py"))
+    built = prebuild(candidate, cpu_config(tmp_path), "cpu")
+    assert not built.ok and built.log
+
+
+def test_prebuild_of_triton_builds_nothing(tmp_path: Path) -> None:
+    built = prebuild(
+        Candidate("kbench:2/1", "triton", fixture_source("triton_honest.py")), cpu_config(tmp_path), "cpu"
+    )
+    assert built.ok and built.seconds == 0.0
+
+
+def test_arch_list_falls_back_to_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    assert cuda_arch_list(cpu_config(Path("."), cuda_arch="8.0"), "cpu") == "8.0"
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    assert cuda_arch_list(cpu_config(Path(".")), "cuda:0") == "8.0;9.0"
