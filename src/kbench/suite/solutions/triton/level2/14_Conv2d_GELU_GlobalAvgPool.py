@@ -8,6 +8,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def bias_gelu_avgpool_kernel(y_ptr, b_ptr, out_ptr, hw, channels, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def maxpool_sigmoid_sum_kernel(y_ptr, b_ptr, out_ptr, channels, h, w, k, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def bias_scale_softmax_kernel(y_ptr, b_ptr, total, channels, spatial, scale, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def groupnorm_mean_kernel(y_ptr, cb_ptr, w_ptr, b_ptr, out_ptr, channels, cpg, spatial, eps, BLOCK: tl.constexpr):
     n = tl.program_id(0)

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def batch_stats_kernel(y_ptr, cb_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, ss_ptr, n, channels, hw, eps, momentum,
                        BLOCK: tl.constexpr):

@@ -6,6 +6,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def scale_bias_sigmoid_clamp_kernel(x_ptr, s_ptr, b_ptr, out_ptr, total, dim, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

@@ -9,6 +9,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def causal_softmax_kernel(x_ptr, out_ptr, seq, scale, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def scaled_softmax_kernel(x_ptr, out_ptr, seq, scale, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

@@ -6,6 +6,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def silu_mul_kernel(g_ptr, u_ptr, total, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

@@ -7,6 +7,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def avgpool_sigmoid_sum_kernel(x_ptr, out_ptr, h, w, k, BLOCK: tl.constexpr):
     plane = x_ptr + tl.program_id(0).to(tl.int64) * h * w

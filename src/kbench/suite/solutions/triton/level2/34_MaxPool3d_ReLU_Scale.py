@@ -6,6 +6,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def maxpool3d_relu_scale_kernel(x_ptr, out_ptr, total, d, h, w, k, scale, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

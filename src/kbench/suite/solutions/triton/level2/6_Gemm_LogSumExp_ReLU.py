@@ -7,6 +7,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def bias_logsumexp_relu_kernel(y_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     row = y_ptr + tl.program_id(0).to(tl.int64) * n

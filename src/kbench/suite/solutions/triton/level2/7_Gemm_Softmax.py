@@ -7,6 +7,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def bias_softmax_kernel(y_ptr, b_ptr, n, BLOCK: tl.constexpr):
     row = y_ptr + tl.program_id(0).to(tl.int64) * n

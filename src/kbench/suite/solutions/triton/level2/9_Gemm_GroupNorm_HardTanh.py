@@ -7,6 +7,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def bias_groupnorm_hardtanh_kernel(y_ptr, bias_ptr, w_ptr, b_ptr, n, gs, eps, BLOCK: tl.constexpr):
     c0 = tl.program_id(1) * gs
