@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ class ReferenceData:
     cache_hit: bool = False
 
 
-def _timed_modes(spec: JobSpec, model: Any, loaded: Any) -> dict[str, dict[str, Any]]:
+def _timed_modes(
+    spec: JobSpec, model: Any, loaded: Any, phases: dict[str, float]
+) -> dict[str, dict[str, Any]]:
     import torch
 
     from kbench.correctness import make_inputs
@@ -51,8 +54,10 @@ def _timed_modes(spec: JobSpec, model: Any, loaded: Any) -> dict[str, dict[str, 
             raise ValueError(f"unknown baseline {mode!r}; known: {', '.join(COMPILE_MODES)}")
         compile_mode = COMPILE_MODES[mode]
         fn = model if compile_mode is None else torch.compile(model, mode=compile_mode)
+        t0 = time.perf_counter()
         stats = time_callable(fn, sets, TimingSettings(**spec.timing), device).stats
         out[mode] = asdict(stats)
+        phases[f"time_{mode}"] = round(time.perf_counter() - t0, 3)  # incl. torch.compile's own compile
     return out
 
 
@@ -73,12 +78,14 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
     result = WorkerResult()
+    t0 = time.perf_counter()
     for seed in spec.seeds:
         inputs = make_inputs(loaded.get_inputs, seed, device, spec.dtype)
         result.input_checksums[str(seed)] = checksum(inputs)
         result.outputs[str(seed)] = save_tensors(jobdir, f"out_{seed}", flatten_outputs(model(*inputs)))
+    result.phases["outputs"] = round(time.perf_counter() - t0, 3)
     if spec.measure:
-        result.timings = _timed_modes(spec, model, loaded)
+        result.timings = _timed_modes(spec, model, loaded, result.phases)
     return result
 
 

@@ -79,6 +79,7 @@ class WorkerResult(BaseModel):
     build_cache_hit: bool = False
     build_log: str = ""
     warnings: list[str] = Field(default_factory=list)
+    phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)
 
 
 def sha256_file(path: Path) -> str:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -221,21 +223,28 @@ class CandidateJob:
         self.result.overhead_ms = res.overhead_ms
         self.guard("timing")
 
+    def phase(self, name: str, step: Callable[[], None]) -> None:
+        t0 = time.perf_counter()
+        try:
+            step()
+        finally:
+            self.result.phases[name] = round(time.perf_counter() - t0, 3)
+
     def run(self) -> WorkerResult:
         from kbench.problems import load
         from kbench.types import Problem
 
         try:
-            self.import_candidate()
+            self.phase("import", self.import_candidate)
             if self.spec.role == "build" or self.spec.problem is None:
                 return self.result
             loaded = load(Problem(**self.spec.problem.model_dump()), self.spec.preset)
-            self.build_model(loaded)
-            self.correctness(loaded)
-            self.kernel_use(loaded)
-            self.compile_check()
+            self.phase("construct", lambda: self.build_model(loaded))
+            self.phase("correctness", lambda: self.correctness(loaded))
+            self.phase("kernel_use", lambda: self.kernel_use(loaded))
+            self.phase("compile_check", self.compile_check)
             if self.spec.measure and self.spec.timing_seeds:
-                self.measure(loaded)
+                self.phase("timing", lambda: self.measure(loaded))
         except Stop as stop:
             self.result.status, self.result.message, self.result.rule = stop.status, stop.message, stop.rule
         return self.result
@@ -246,7 +255,11 @@ def main(argv: list[str]) -> int:
     key = sys.stdin.buffer.read(KEY_BYTES)
     sys.stdin.close()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
-    result = CandidateJob(spec, jobdir).run()
+    t0 = time.perf_counter()
+    job = CandidateJob(spec, jobdir)
+    setup = round(time.perf_counter() - t0, 3)  # torch import, hooks, guard snapshots
+    result = job.run()
+    result.phases = {"setup": setup, **result.phases}
     write_result(jobdir, result, key)
     sys.stdout.flush()
     sys.stderr.flush()
