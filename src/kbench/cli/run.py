@@ -135,6 +135,7 @@ def run_cmd(
         f"run {outcome.run_id}: {outcome.recorded} new verdicts, {outcome.skipped} kept from before; "
         f"store {outcome.store}; report {path}",
         highlight=False,
+        soft_wrap=True,  # keep paths on one line for scripts that read them
     )
     if outcome.failed_requests:
         err_console.print(

@@ -1,0 +1,81 @@
+"""`kbench run` end to end on CPU: the shipped solutions (with resume) and a model behind a local server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kbench.cli import app
+from kbench.store import Store
+from kbench.types import Status
+
+pytestmark = pytest.mark.slow
+CANDIDATE = (Path(__file__).parent / "fixtures" / "pipeline" / "gemm_epilogue_cpp.py").read_text()
+MODES = {"F.gelu": 1, "F.silu": 2, "torch.relu": 0}
+
+
+def load_server_module():  # type: ignore[no-untyped-def]
+    """tests/llm/server.py under the one module name the other tests use too."""
+    import importlib.util
+    import sys
+
+    name = "kbench_tests_llm_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "llm" / "server.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _answer(request) -> str:  # type: ignore[no-untyped-def]
+    task = request.messages[0]["content"]
+    task = task if isinstance(task, str) else "".join(p.get("text", "") for p in task)
+    problem = task[task.rfind("class Model(") :]  # the problem source comes after the examples
+    mode = next(m for marker, m in MODES.items() if marker in problem)
+    source = CANDIDATE.replace("MODE,", f"{mode},")
+    return f"Fusing the epilogue into one OpenMP pass.\n\n```python\n{source}\n```\n"
+
+
+def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server_mod = load_server_module()
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    store = tmp_path / "runs" / "kbench.db"
+    with server_mod.LLMServer(respond=_answer, p429=0.2, seed=3) as server:
+        args = ["run", "--model", "openai/test", "--base-url", server.openai_url, "--level", "2",
+                "--problems", "3", "--samples", "2", "--turns", "2", "--backend", "cpp", "--device", "cpu",
+                "--preset", "small", "--store", str(store)]  # fmt: skip
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert server.stats.statuses[429] > 0  # retried through
+    with Store(store) as db:
+        run = db.runs()[-1]
+        verdicts = db.verdicts(run.run_id)
+    keys = [k for k, _ in verdicts]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 2
+    assert {(k.sample, k.turn) for k in keys} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert all(v.status is Status.OK for _, v in verdicts), [(k, v.status, v.message) for k, v in verdicts]
+    assert Path(result.output.split("report ")[-1].strip()).exists()
+
+
+def test_run_solutions_and_resume(tmp_path: Path) -> None:
+    store = tmp_path / "kbench.db"
+    args = ["run", "--solutions", "reference", "--problems", "2/24", "--store", str(store)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "1 new verdicts" in first.output and "2/24" in first.output
+    run_id = first.output.split("run ")[-1].split(":")[0]
+    again = CliRunner().invoke(app, [*args, "--resume", run_id])
+    assert again.exit_code == 0, again.output
+    assert "0 new verdicts, 1 kept from before" in again.output
+    with Store(store) as db:
+        [(key, verdict)] = db.verdicts(run_id)
+    assert key.model == "reference/cpp" and verdict.status is Status.OK
+    exported = CliRunner().invoke(app, ["export", run_id, "--format", "jsonl", "--store", str(store)])
+    assert (
+        exported.exit_code == 0 and json.loads(exported.output.splitlines()[0])["verdict"]["status"] == "ok"
+    )
