@@ -146,10 +146,12 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--problems", default="1-36")
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--budget-s", type=float, default=0.3, help="timing budget per mode and problem (>= 50 calls)")
+    ap.add_argument(
+        "--budget-s", type=float, default=0.3, help="timing budget per mode and problem (>= 50 calls)"
+    )
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--warm-timeout-s", type=float, default=240.0)
-    ap.add_argument("--batch-timeout-s", type=float, default=150.0)
+    ap.add_argument("--batch-timeout-s", type=float, default=300.0, help="cap per batch (~2-3 min expected)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")

@@ -47,21 +47,27 @@ def _problem(pid: int) -> Any:
     raise SystemExit(f"no level-2 problem {pid} in the embedded suite")
 
 
-def _setup(args: argparse.Namespace, pid: int, model_cls: Any = None) -> tuple[Any, Any, list[Any]]:
-    """Problem, model (the reference, or `model_cls` built under the same seed) and inputs on the device."""
+def _setup(args: argparse.Namespace, pid: int) -> tuple[Any, Any, list[Any]]:
+    """Problem, its loaded module under the preset, and the inputs (seed 0) on the device."""
     import torch
 
     from kbench.problems.loader import load
 
     problem = _problem(pid)
     loaded = load(problem, args.preset)
+    torch.manual_seed(0)
+    inputs = [x.to(args.device) if isinstance(x, torch.Tensor) else x for x in loaded.get_inputs()]
+    return problem, loaded, inputs
+
+
+def _model(args: argparse.Namespace, loaded: Any, model_cls: Any = None) -> Any:
+    """The reference, or `model_cls` built under the same seed (so it holds the same parameters)."""
+    import torch
+
     torch.manual_seed(42)
     init = loaded.get_init_inputs()
     torch.manual_seed(42)
-    model = (model_cls or loaded.Model)(*init).to(args.device)
-    torch.manual_seed(0)
-    inputs = [x.to(args.device) if isinstance(x, torch.Tensor) else x for x in loaded.get_inputs()]
-    return problem, model, inputs
+    return (model_cls or loaded.Model)(*init).to(args.device)
 
 
 def _import(path: Path) -> Any:
@@ -77,6 +83,17 @@ def _sync(device: str) -> None:
 
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def _release(device: str) -> None:
+    """Return the last problem's cached blocks: full presets hold up to ~2 GiB of inputs and outputs."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _time(args: argparse.Namespace, fn: Any, inputs: list[Any]) -> dict[str, Any]:
@@ -120,7 +137,8 @@ def _compare(out: Any, ref: Any, tol: float) -> tuple[bool, float]:
 def run_baseline(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     import torch
 
-    problem, model, inputs = _setup(args, pid)
+    problem, loaded, inputs = _setup(args, pid)
+    model = _model(args, loaded)
     row: dict[str, Any] = {"problem": pid, "name": problem.name, "tags": list(problem.tags)}
     row.update(_sol(problem, args.preset))
     row["eager"] = _time(args, model, inputs)
@@ -139,10 +157,10 @@ def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     if path is None:
         return {"problem": pid, "status": "missing"}
     module = _import(path)
-    problem, ref_model, inputs = _setup(args, pid)
+    problem, loaded, inputs = _setup(args, pid)
     with torch.no_grad():
-        ref = ref_model(*inputs)
-    _, model, _ = _setup(args, pid, module.ModelNew)
+        ref = _model(args, loaded)(*inputs)
+    model = _model(args, loaded, module.ModelNew)
     with torch.no_grad():
         out = model(*inputs)
     _sync(args.device)
@@ -163,6 +181,7 @@ def run_batch(args: argparse.Namespace) -> None:
             row = {"problem": pid, "status": "error", "error": f"{type(exc).__name__}: {exc}"[-2000:]}
             traceback.print_exc()
         row["seconds"] = round(time.perf_counter() - t0, 2)
+        _release(args.device)
         with out.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
         print(f"[{args.batch}] {pid}: {row.get('status', 'ok')} {row['seconds']} s", flush=True)
@@ -174,17 +193,17 @@ def warm(args: argparse.Namespace) -> None:
 
     kind, pid = args.warm.split(":")
     if kind == "compile":
-        _, model, inputs = _setup(args, int(pid))
+        _, loaded, inputs = _setup(args, int(pid))
         with torch.no_grad():
-            torch.compile(model)(*inputs)
+            torch.compile(_model(args, loaded))(*inputs)
     else:
         path = solution_path(kind, int(pid))
         assert path is not None
         module = _import(path)
         if kind == "triton":
-            _, model, inputs = _setup(args, int(pid), module.ModelNew)
+            _, loaded, inputs = _setup(args, int(pid))
             with torch.no_grad():
-                model(*inputs)
+                _model(args, loaded, module.ModelNew)(*inputs)
     _sync(args.device)
 
 
