@@ -8,7 +8,47 @@ from torch.utils.cpp_extension import load_inline
 
 CPP_SOURCE = r"""
 #include <torch/extension.h>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Branch-free float math that the compiler vectorizes inside `omp simd` loops (libm's expf/tanhf/erff are
+// scalar calls: ~8 ns per element, which made the fused loop slower than eager's SIMD kernels). Built with
+// -fno-trapping-math, without which gcc 12 will not if-convert the selects below.
+// vexp: e^x = 2^n * 2^f, n = round(x * log2 e), f in [-0.5, 0.5]; 2^f by its degree-7 Taylor polynomial
+// (relative error < 1e-8 on that range); inputs clamped to the finite range of float.
+static inline float vexp(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);  // selects, not fmin/fmax: those block vectorizing
+  const float t = x * 1.4426950408889634f;
+  const float n = (float)(int32_t)(t + (t >= 0.0f ? 0.5f : -0.5f));  // round half away; SSE2 cvttps2dq
+  const float f = t - n;
+  float p = 1.525273380405984e-05f;
+  p = p * f + 0.00015403530393381606f;
+  p = p * f + 0.0013333558146428443f;
+  p = p * f + 0.009618129107628477f;
+  p = p * f + 0.05550410866482158f;
+  p = p * f + 0.2402265069591007f;
+  p = p * f + 0.6931471805599453f;
+  p = p * f + 1.0f;
+  const int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7), odd-extended to negative x.
+static inline float verf(float x) {
+  const float a = std::fabs(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * a);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float r = 1.0f - p * t * vexp(-a * a);
+  return x < 0.0f ? -r : r;
+}
 
 static constexpr int64_t kParallelMin = 1 << 16;  // below this, OpenMP fork/join costs more than the loop
 
@@ -40,9 +80,10 @@ torch::Tensor layernorm_gelu(torch::Tensor x, torch::Tensor gamma, torch::Tensor
     double mean, var;
     row_stats(xp + r * n, n, mean, var);
     const float mu = (float)mean, rstd = (float)(1.0 / std::sqrt(var + eps));
+#pragma omp simd
     for (int64_t c = 0; c < n; ++c) {
       float v = (xp[r * n + c] - mu) * rstd * g[c] + b[c];
-      op[r * n + c] = 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+      op[r * n + c] = 0.5f * v * (1.0f + verf(v * 0.7071067811865476f));
     }
   }
   return out;
@@ -53,7 +94,7 @@ _ext = load_inline(
     name="kbench_l2_25_layernorm_gelu_cpp",
     cpp_sources=CPP_SOURCE,
     functions=["layernorm_gelu"],
-    extra_cflags=["-O3", "-fopenmp"],
+    extra_cflags=["-O3", "-march=native", "-fno-trapping-math", "-fopenmp"],
     extra_ldflags=["-fopenmp"],
     verbose=False,
 )

@@ -1,5 +1,5 @@
-"""Linear + tanh GELU on CPU: BLAS GEMM without its bias, then one OpenMP pass adds the bias and applies
-GELU in place (eager: addmm + gelu)."""
+"""Linear + tanh GELU on CPU: BLAS GEMM without its bias, then one OpenMP + SIMD pass adds the bias and
+applies GELU in place (eager: addmm + gelu); tanh is inlined, branch-free math so the loop vectorizes."""
 
 import torch
 import torch.nn as nn
@@ -7,14 +7,49 @@ from torch.utils.cpp_extension import load_inline
 
 CPP_SOURCE = r"""
 #include <torch/extension.h>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Branch-free float math that the compiler vectorizes inside `omp simd` loops (libm's expf/tanhf/erff are
+// scalar calls: ~8 ns per element, which made the fused loop slower than eager's SIMD kernels). Built with
+// -fno-trapping-math, without which gcc 12 will not if-convert the selects below.
+// vexp: e^x = 2^n * 2^f, n = round(x * log2 e), f in [-0.5, 0.5]; 2^f by its degree-7 Taylor polynomial
+// (relative error < 1e-8 on that range); inputs clamped to the finite range of float.
+static inline float vexp(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);  // selects, not fmin/fmax: those block vectorizing
+  const float t = x * 1.4426950408889634f;
+  const float n = (float)(int32_t)(t + (t >= 0.0f ? 0.5f : -0.5f));  // round half away; SSE2 cvttps2dq
+  const float f = t - n;
+  float p = 1.525273380405984e-05f;
+  p = p * f + 0.00015403530393381606f;
+  p = p * f + 0.0013333558146428443f;
+  p = p * f + 0.009618129107628477f;
+  p = p * f + 0.05550410866482158f;
+  p = p * f + 0.2402265069591007f;
+  p = p * f + 0.6931471805599453f;
+  p = p * f + 1.0f;
+  const int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// tanh(|x|) = (1 - e^(-2|x|)) / (1 + e^(-2|x|)); absolute error ~1e-7 (relative error grows only where
+// |tanh| is tiny, far below the 1e-4 tolerance).
+static inline float vtanh(float x) {
+  const float e = vexp(-2.0f * std::fabs(x));
+  const float r = (1.0f - e) / (1.0f + e);
+  return x < 0.0f ? -r : r;
+}
 
 // Below ~64k elements OpenMP's fork/join (~5-20 us) costs more than the loop itself.
 static constexpr int64_t kParallelMin = 1 << 16;
 
 static inline float act(float v) {
   const float k0 = 0.7978845608028654f, k1 = 0.044715f;  // sqrt(2/pi)
-  return 0.5f * v * (1.0f + std::tanh(k0 * (v + k1 * v * v * v)));
+  return 0.5f * v * (1.0f + vtanh(k0 * (v + k1 * v * v * v)));
 }
 
 torch::Tensor forward(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
@@ -37,7 +72,7 @@ _ext = load_inline(
     name="kbench_l2_2_gemm_gelu_tanh_cpp",
     cpp_sources=CPP_SOURCE,
     functions=["forward"],
-    extra_cflags=["-O3", "-fopenmp"],
+    extra_cflags=["-O3", "-march=native", "-fno-trapping-math", "-fopenmp"],
     extra_ldflags=["-fopenmp"],
     verbose=False,
 )
