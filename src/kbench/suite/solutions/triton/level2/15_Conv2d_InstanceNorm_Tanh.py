@@ -41,7 +41,7 @@ def instancenorm_tanh_kernel(y_ptr, hw, eps, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, bias=False)
         self.instance_norm = nn.InstanceNorm2d(out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -50,18 +50,19 @@ def normalize_relu_kernel(y_ptr, ss_ptr, total, hw, channels, BLOCK: tl.constexp
 class ModelNew(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
         super().__init__()
-        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, bias=False)
         self.batch_norm = nn.BatchNorm2d(out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.conv2d(x, self.conv.weight, None, self.conv.stride, self.conv.padding).contiguous()
         n, c, h, w = y.shape
         bn = self.batch_norm
+        conv_bias = y.new_zeros(y.shape[1])  # the conv has no bias; the kernels take one
         scale_shift = torch.empty(2 * c, device=y.device, dtype=y.dtype)
         with torch.no_grad():
             bn.num_batches_tracked.add_(1)
             batch_stats_kernel[(c,)](
-                y, self.conv.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var, scale_shift,
+                y, conv_bias, bn.weight, bn.bias, bn.running_mean, bn.running_var, scale_shift,
                 n, c, h * w, bn.eps, bn.momentum, BLOCK=1024,
             )
         total = y.numel()
