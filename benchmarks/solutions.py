@@ -156,6 +156,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from OUT/*.jsonl")
+    ap.add_argument("--warm-only", action="store_true", help="phase 1 only: fill the build/compile caches")
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     ids, out = parse_ids(args.problems), Path(args.out)
@@ -164,6 +165,9 @@ def main() -> None:
         return report(args, ids, {})
     env, t0 = _env(), time.perf_counter()
     warmed = phase_warm(args, ids, env)
+    if args.warm_only:
+        print(json.dumps({"warm_failed": [j for j, w in warmed.items() if w["rc"]]}))
+        return None
     for batch in ["baseline", *args.backends]:
         phase_time(args, batch, ids, env)
     report(
