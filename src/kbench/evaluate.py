@@ -117,6 +117,10 @@ def run_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
     jobdir = workdir / "reference"
     env = _threads_env(cfg, plan.device)
+    if not plan.device.startswith("cuda"):
+        # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
+        # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     exit_ = run_worker("kbench.reference", jobdir, spec, timeout_s=max(cfg.timeout_s, 600.0), env=env)
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None:
