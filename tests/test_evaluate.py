@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -85,13 +86,15 @@ def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch)
     assert (v.status, v.rule) == (Status.CHEAT, "beyond-speed-of-light")
 
 
-def _sleepers(marker: str) -> list[int]:
+def _sleepers(marker: str, tag: str) -> list[int]:
+    """Live processes running `marker` that inherited this test's `tag` (other test runs may share the box)."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
             if (
                 entry.name.isdigit()
                 and marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                and tag.encode() in (entry / "environ").read_bytes()
             ):
                 pids.append(int(entry.name))
         except OSError:
@@ -99,10 +102,12 @@ def _sleepers(marker: str) -> list[int]:
     return pids
 
 
-def test_hang_times_out_and_group_is_killed(cache_dir: Path) -> None:
+def test_hang_times_out_and_group_is_killed(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = f"KBENCH_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv(*tag.split("=", 1))  # the worker and its children inherit it
     v = run("py_hang.py", cache_dir, measure=False, timeout_s=15.0)
     assert v.status is Status.TIMEOUT
-    assert _sleepers("sleep 300") == []
+    assert _sleepers("sleep 300", tag) == []
 
 
 def test_build_error(cache_dir: Path) -> None:
