@@ -73,3 +73,20 @@ def test_summarize_keeps_first_failure() -> None:
     bad = compare(torch.ones(2), torch.zeros(2), 1e-4)
     s = summarize([(1, ok), (2, bad), (3, ok)])
     assert not s.passed and s.seeds == (1, 2, 3) and s.report.startswith("seed 2:")
+
+
+def test_ieee_numerics_turns_tf32_off() -> None:
+    import torch
+
+    from kbench.correctness import ieee_numerics
+
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.set_float32_matmul_precision("medium")
+    try:
+        ieee_numerics()
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision("highest")

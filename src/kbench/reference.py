@@ -65,10 +65,11 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     import torch
 
     from kbench import timing
-    from kbench.correctness import TORCH_DTYPES, checksum, flatten_outputs, make_inputs
+    from kbench.correctness import TORCH_DTYPES, checksum, flatten_outputs, ieee_numerics, make_inputs
     from kbench.problems import build_model, load
     from kbench.types import Problem
 
+    ieee_numerics()
     torch.set_grad_enabled(False)
     timing.pin_threads(timing.TimingSettings(**spec.timing))
     device = torch.device(spec.device)
@@ -101,6 +102,8 @@ def main(argv: list[str]) -> int:
     os._exit(0)
 
 
+NUMERICS = "ieee-fp32-v1"  # correctness.ieee_numerics' settings; part of the reference cache key
+
 # ---- host side: cache ----------------------------------------------------------------------------
 
 
@@ -118,6 +121,7 @@ def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
         "baselines": spec.baselines,
         "init_seed": spec.init_seed,
         "measure": spec.measure,
+        "numerics": NUMERICS,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 

@@ -49,8 +49,10 @@ class CandidateJob:
 
         from kbench import timing  # binds the real clocks before the candidate runs
         from kbench.backends import KernelRecorder, get_backend
+        from kbench.correctness import ieee_numerics
         from kbench.sandbox.guards import Guards
 
+        ieee_numerics()
         torch.set_grad_enabled(False)
         timing.pin_threads(timing.TimingSettings(**spec.timing))
         self.spec, self.jobdir = spec, jobdir
