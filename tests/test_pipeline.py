@@ -79,3 +79,16 @@ def test_run_solutions_and_resume(tmp_path: Path) -> None:
     assert (
         exported.exit_code == 0 and json.loads(exported.output.splitlines()[0])["verdict"]["status"] == "ok"
     )
+
+
+def test_baseline_command_times_in_the_reference_worker(tmp_path: Path) -> None:
+    store = tmp_path / "k.db"
+    args = ["baseline", "2/24", "--modes", "eager", "--preset", "small", "--store", str(store)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with Store(store) as db:
+        [(key, stats)] = db.baselines()
+    assert key[0] == "kbench:2/24" and "eager" in key
+    assert stats.median_ms > 0 and stats.n >= 10 and stats.method == "perf_counter"
+    bad = CliRunner().invoke(app, ["baseline", "2/24", "--modes", "warp-speed", "--store", str(store)])
+    assert bad.exit_code != 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,17 +106,10 @@ def export_cmd(
 
 
 def reference_timer() -> Timer:
-    """The evaluator's reference timer, looked up when `kbench baseline` needs it."""
-    try:
-        module = importlib.import_module("kbench.reference")
-    except ImportError:
-        module = None
-    timer = getattr(module, "time_baselines", None)
-    if timer is None:
-        raise ConfigError(
-            "this kbench has no reference timer (kbench.reference.time_baselines); use --import"
-        )
-    return timer  # type: ignore[no-any-return]
+    """The evaluator's reference timer (the trusted reference worker), imported when needed."""
+    from kbench.baseline_timing import time_baselines
+
+    return time_baselines
 
 
 def _where(
