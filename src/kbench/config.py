@@ -104,7 +104,9 @@ def read_file(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from None
+        raise ConfigError(
+            f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}"
+        ) from None
     return dict(data.get("kbench", data))
 
 

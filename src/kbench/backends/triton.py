@@ -116,6 +116,7 @@ def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> Compil
 @register_backend("triton")
 class TritonBackend(Backend):
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
+
     def check_environment(self, device: str) -> None:
         require("triton", "triton")
         if device.startswith("cuda"):

@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
@@ -52,7 +53,7 @@ class LocalExecutor:
                 item = ready.get()
                 if item is _DONE:
                     return
-                job, built = item  # type: ignore[misc]
+                job, built = cast(tuple[Job, BuildResult | None], item)
                 try:
                     verdict = evaluate(job, device, built)
                 except BaseException as exc:  # our own failure: stop cleanly, re-raise on the caller
