@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from llmserver import load_server_module
 
 from kbench.config import RunConfig
 from kbench.generate import generate, make_client, refine
@@ -16,19 +15,7 @@ from kbench.llm.journal import Journal
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status, Verdict
 
-
-def _server_class():  # type: ignore[no-untyped-def]
-    name = "kbench_tests_llm_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "llm" / "server.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name].LLMServer
-
-
-LLMServer = _server_class()
+LLMServer = load_server_module().LLMServer
 PROBLEM = get_problem("2/1")
 
 

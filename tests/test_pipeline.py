@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from llmserver import load_server_module
 from typer.testing import CliRunner
 
 from kbench.cli import app
@@ -15,20 +16,6 @@ from kbench.types import Status
 pytestmark = pytest.mark.slow
 CANDIDATE = (Path(__file__).parent / "fixtures" / "pipeline" / "gemm_epilogue_cpp.py").read_text()
 MODES = {"F.gelu": 1, "F.silu": 2, "torch.relu": 0}
-
-
-def load_server_module():  # type: ignore[no-untyped-def]
-    """tests/llm/server.py under the one module name the other tests use too."""
-    import importlib.util
-    import sys
-
-    name = "kbench_tests_llm_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "llm" / "server.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _answer(request) -> str:  # type: ignore[no-untyped-def]
