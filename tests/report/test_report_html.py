@@ -58,4 +58,5 @@ def test_terminal_summary(example: tuple[Store, list[str]]) -> None:
     console = Console(record=True, width=240)
     print_summary(load_series(store, runs), console)
     text = console.export_text()
-    assert "fast_1 eager" in text and "gemm-epilogue" in text and MODELS[1] in text
+    assert "fast_1 vs eager" in text and "gemm-epilogue" in text and MODELS[1] in text
+    assert "geomean vs compile" in text

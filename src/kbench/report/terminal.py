@@ -12,21 +12,20 @@ from kbench.report.data import MODES, Series, fmt_fast, fmt_x, summarize
 
 
 def headline_table(series: Sequence[Series]) -> Table:
+    """One row per metric and one column per series, so it stays readable in an 80-column terminal."""
     table = Table(
         title="kbench results (fast_p: lower end of the 95 % speedup interval > p; +N? = uncertain)"
     )
-    for col in ("series", "verdicts", "correct"):
-        table.add_column(col)
-    for mode in MODES:
-        for p in (0, 1, 2):
-            table.add_column(f"fast_{p} {mode}", justify="right")
-        table.add_column(f"geomean {mode}", justify="right")
+    table.add_column("metric")
+    summaries = [summarize(s) for s in series]
     for s in series:
-        sm = summarize(s)
-        row = [s.label, str(sm.n), f"{sm.correct}"]
-        for mode in MODES:
-            row += [fmt_fast(sm.fast[(mode, p)]) for p in (0.0, 1.0, 2.0)] + [fmt_x(sm.geomean[mode])]
-        table.add_row(*row)
+        table.add_column(s.label, justify="right")
+    table.add_row("verdicts", *[str(sm.n) for sm in summaries])
+    table.add_row("correct", *[str(sm.correct) for sm in summaries])
+    for mode in MODES:
+        for p in (0.0, 1.0, 2.0):
+            table.add_row(f"fast_{p:g} vs {mode}", *[fmt_fast(sm.fast[(mode, p)]) for sm in summaries])
+        table.add_row(f"geomean vs {mode}", *[fmt_x(sm.geomean[mode]) for sm in summaries])
     return table
 
 
