@@ -60,7 +60,7 @@ class PrebuildJob:
         return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend))
 
 
-def solution_backends(cfg: RunConfig, gpu: bool, backend_flag: str | None) -> list[str]:
+def solution_backends(gpu: bool, backend_flag: str | None) -> list[str]:
     if backend_flag:
         return [backend_flag]
     return ["cuda", "triton"] if gpu else ["cpp"]

@@ -46,7 +46,7 @@ def _solutions_config(cfg: RunConfig, preset: str | None, backend: str | None) -
     from kbench.pipeline import solution_backends
 
     gpu = _gpu_present(cfg.device)
-    backends = solution_backends(cfg, gpu, backend)
+    backends = solution_backends(gpu, backend)
     if not gpu and any(b != "cpp" for b in backends):
         raise ConfigError(f"backend {backends[0]} needs a CUDA GPU; without one use --backend cpp")
     update: dict[str, object] = {"preset": preset or ("full" if gpu else "small")}
