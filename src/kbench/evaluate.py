@@ -29,6 +29,7 @@ from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, T
 FIXED_SEED_BASE = 1000
 REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
 SAMPLE_CALLS = [0, 3, 7, 12, 19]  # timed calls whose outputs are re-checked (all < min_runs = 20)
+PCH_MIN_BATCH = 16  # queued builds from which a builder makes a precompiled header (~50 s, ~0.8 GB)
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 
 
@@ -197,17 +198,26 @@ def _threads_env(cfg: RunConfig, device: str) -> dict[str, str]:
     return {} if device.startswith("cuda") else {"OMP_NUM_THREADS": str(cfg.cpu_threads)}
 
 
-def _worker_env(backend_name: str, cfg: RunConfig, device: str) -> dict[str, str]:
+def _worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
+    from kbench.backends import fastbuild
+
     env = get_backend(backend_name).worker_env(device) | _threads_env(cfg, device)
-    return env | {"TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device)}
+    pch = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
+    return env | {
+        "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),
+        fastbuild.RECIPE_ENV: "fast" if cfg.fast_builds else "standard",
+        fastbuild.PCH_ENV: pch,
+    }
 
 
-def prebuild(candidate: Candidate, cfg: RunConfig, device: str) -> BuildResult:
+def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) -> BuildResult:
     """Build the candidate's extension into the content-addressed cache, with no GPU visible.
 
     A sandboxed `role="build"` worker imports the candidate (its load_inline calls build), so the later
     evaluation worker, started with the same TORCH_CUDA_ARCH_LIST, only loads the binary. Builds
-    nothing (ok, 0 s) for backends that compile at first launch (Triton).
+    nothing (ok, 0 s) for backends that compile at first launch (Triton). `batch` is how many builds the
+    caller has queued: from PCH_MIN_BATCH on (or with precompiled_headers="on") the builder also makes
+    the precompiled header its flags need, which later builds then use.
     """
     backend = get_backend(candidate.backend)
     if not backend.prebuilds:
@@ -227,7 +237,10 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str) -> BuildResult:
             memory_limit_gb=cfg.memory_limit_gb,
             cache_dir=str(cfg.cache_dir),
         )
-        env = _worker_env(candidate.backend, cfg, device) | {"CUDA_VISIBLE_DEVICES": ""}
+        make_pch = cfg.precompiled_headers == "on" or (
+            cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
+        )
+        env = _worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
         exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
@@ -239,6 +252,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str) -> BuildResult:
         backend=candidate.backend,
         seconds=result.build_seconds,
         cache_hit=result.build_cache_hit,
+        recipe=result.build_recipe,
         log=log[-8000:],
         kernels=tuple(backend.kernel_names(candidate.source)),
     )
@@ -349,6 +363,7 @@ def _verdict(
             backend=candidate.backend,
             seconds=result.build_seconds,
             cache_hit=result.build_cache_hit,
+            recipe=result.build_recipe,
             log=result.build_log,
             kernels=tuple(result.kernels_ran),
         )

@@ -51,13 +51,14 @@ class PrebuildJob:
     executor runs them in parallel ahead of the one-at-a-time timed lane, which then only loads them.
     """
 
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, batch: int = 1) -> None:
         self.cfg = cfg
+        self.batch = batch  # builds queued in this run: large batches make a precompiled header first
 
     def __call__(self, job: Job) -> BuildResult | None:
         backend = job.candidate.backend
         cfg = self.cfg.model_copy(update={"backend": backend})
-        return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend))
+        return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend), self.batch)
 
 
 def solution_backends(gpu: bool, backend_flag: str | None) -> list[str]:
@@ -105,7 +106,7 @@ def evaluate_jobs(
             on_verdict(job.tag, verdict)
 
     executor = get_executor(cfg.executor, **_executor_options(cfg))
-    executor.run(pending, PrebuildJob(cfg), EvaluateJob(cfg), on_result)
+    executor.run(pending, PrebuildJob(cfg, len(pending)), EvaluateJob(cfg), on_result)
     return recorded, len(jobs) - len(pending)
 
 

@@ -120,6 +120,7 @@ class BuildResult:
     cache_hit: bool = False
     log: str = ""
     kernels: tuple[str, ...] = ()  # kernel names the candidate's own source defines
+    recipe: str = ""  # how the extension was built (backends/fastbuild.py): cache, light-headers+pch, ...
 
 
 class Status(str, enum.Enum):

@@ -47,7 +47,9 @@ def test_concurrent_builders_leave_one_entry(tmp_path: Path) -> None:
     results: list[str] = []
     threads = [
         threading.Thread(
-            target=lambda: results.append(_build(fake_load_inline, {"name": "m"}, tmp_path, "k"))
+            target=lambda: results.append(
+                _build(fake_load_inline, {"name": "m"}, tmp_path, "k", KernelRecorder())
+            )
         )
         for _ in range(3)
     ]
@@ -65,7 +67,7 @@ def test_failed_build_leaves_no_staging(tmp_path: Path) -> None:
         raise RuntimeError("Error building extension 'm'")
 
     with pytest.raises(RuntimeError):
-        _build(broken, {"name": "m"}, tmp_path, "k")
+        _build(broken, {"name": "m"}, tmp_path, "k", KernelRecorder())
     assert not (tmp_path / "k").exists() and list((tmp_path / ".staging").iterdir()) == []
 
 

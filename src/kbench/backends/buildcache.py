@@ -1,14 +1,16 @@
 """Content-addressed cache for `load_inline` builds, safe under concurrent builders (worker side).
 
 The worker replaces `torch.utils.cpp_extension.load_inline` before importing the candidate with a
-wrapper that changes nothing about what is compiled, only where:
+wrapper that changes nothing about what the code means, only where and how fast it is built:
 - the key is a hash of every argument that affects the binary (name, sources, functions, flags, include
   paths, CUDA/PCH switches) plus the toolchain (torch, Python, compiler, nvcc, CUDA arch list);
 - a hit (`ROOT/KEY/DONE` exists) imports the finished `.so` directly, without torch's lock file or a
   ninja run, so a worker killed mid-load can never leave a stale lock behind (upstream's hang);
 - a miss builds in a private staging folder `ROOT/.staging/KEY-PID-RAND`, then renames it to
   `ROOT/KEY` (atomic on one filesystem). When two builders race, the first rename wins and the loser
-  deletes its copy; both loaded identical binaries.
+  deletes its copy; both loaded identical binaries;
+- a miss is built with the cheaper recipes of `fastbuild` first (light CUDA headers, a precompiled
+  torch/extension.h) and, if that build fails, once more exactly as the candidate asked.
 
 The wrapper also records the exported functions and wraps them to count the calls that return
 normally, which is how the `no-custom-kernel` rule sees a CPU extension run (a call that raises, e.g.
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbench.backends import KernelRecorder
+from kbench.backends import KernelRecorder, fastbuild
 
 DONE = "DONE"
 _GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
@@ -66,10 +68,15 @@ def toolchain(with_cuda: bool) -> dict[str, str]:
     return info
 
 
+def _with_cuda(arguments: dict[str, Any]) -> bool:
+    return bool(arguments.get("cuda_sources")) or bool(arguments.get("with_cuda"))
+
+
 def build_key(arguments: dict[str, Any]) -> str:
     relevant = {k: v for k, v in arguments.items() if k not in _IGNORED_ARGS}
-    with_cuda = bool(relevant.get("cuda_sources")) or bool(relevant.get("with_cuda"))
-    blob = json.dumps({"args": relevant, "toolchain": toolchain(with_cuda)}, sort_keys=True, default=repr)
+    blob = json.dumps(
+        {"args": relevant, "toolchain": toolchain(_with_cuda(relevant))}, sort_keys=True, default=repr
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -94,7 +101,7 @@ def _count_calls(module: Any, recorder: KernelRecorder) -> None:
         setattr(module, attr, counted)
 
 
-def _build(original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str) -> Any:
+def _build_once(original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str) -> Any:
     staging = root / ".staging" / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(parents=True)
     arguments = dict(arguments, build_directory=str(staging))
@@ -108,6 +115,48 @@ def _build(original: Callable[..., Any], arguments: dict[str, Any], root: Path, 
         os.rename(staging, root / key)
     except OSError:  # another builder finished first; its binary is identical
         shutil.rmtree(staging, ignore_errors=True)
+    return module
+
+
+def _recipes(arguments: dict[str, Any], pch_folder: Path | None) -> list[tuple[str, dict[str, Any]]]:
+    """Build attempts in order: the fast recipe when it applies, then load_inline's own arguments."""
+    attempts: list[tuple[str, dict[str, Any]]] = []
+    if fastbuild.fast_recipe():
+        fast, labels = arguments, []
+        light = fastbuild.light_cuda_sources(fast)
+        if light is not None:
+            fast, labels = light, ["light-headers"]
+        pch = fastbuild.with_pch(fast, pch_folder) if pch_folder is not None else None
+        if pch is not None:
+            fast, labels = pch, [*labels, "pch"]
+        if labels:
+            attempts.append(("+".join(labels), fast))
+    attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
+    return attempts
+
+
+def _build(
+    original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str, recorder: KernelRecorder
+) -> Any:
+    mode = fastbuild.pch_mode()
+    pch_folder = None
+    if mode != "off" and fastbuild.fast_recipe():
+        pch_folder = fastbuild.pch_dir(root, arguments, toolchain(_with_cuda(arguments)))
+    attempts = _recipes(arguments, pch_folder)
+    for i, (label, attempt) in enumerate(attempts):
+        try:
+            module = _build_once(original, attempt, root, key)
+        except Exception as exc:
+            if i == len(attempts) - 1:
+                raise
+            recorder.extra["fast_recipe_error"] = str(exc)[-2000:]
+            continue
+        recorder.extra["build_recipe"] = label if i == 0 else attempts[-1][0]
+        break
+    if mode == "make" and pch_folder is not None:
+        spent = fastbuild.make_pch(pch_folder, root / key)
+        if spent is not None:
+            recorder.extra["pch_seconds"] = round(spent, 1)
     return module
 
 
@@ -135,9 +184,10 @@ def cached_load_inline(
                 done = root / key / DONE
                 if done.exists():
                     module = _import_module_from_library(arguments["name"], str(root / key), True)
+                    recorder.extra["build_recipe"] = "cache"
                 else:
                     recorder.cache_hit = False
-                    module = _build(original, arguments, root, key)
+                    module = _build(original, arguments, root, key, recorder)
         except Exception as exc:
             recorder.build_failed = True
             recorder.build_log = str(exc)[-8000:]

@@ -4,7 +4,7 @@ The compile check extracts the CUDA source strings from the candidate's text (ne
 compiles them with nvcc for one arch, without running anything. By default it compiles the kernels
 only (`__global__`/`__device__` functions and the non-torch includes and macros before them), which takes
 ~2 s instead of ~75 s for a translation unit that includes torch's headers; `full=True` compiles the whole
-source with torch's include paths (host wrappers included).
+source with torch's include paths (host wrappers included), light headers first as the build does.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kbench.backends import Backend, CompileCheck, register_backend
 from kbench.backends.cudasrc import cuda_strings, kernels_only
+from kbench.backends.fastbuild import light_cuda_sources
 from kbench.errors import ConfigError
 
 
@@ -63,18 +64,31 @@ class CudaBackend(Backend):
             return CompileCheck(False, "no CUDA source string with a __global__ function found", names)
         code = "\n".join(strings) if full else kernels_only("\n".join(strings))
         flags = [f"-arch={arch}", "-c", "-std=c++17", "-O2"]
-        if full:
-            flags += ["-DTORCH_EXTENSION_NAME=check", *[f"-I{p}" for p in _torch_includes()]]
-            code = "#include <torch/extension.h>\n" + code
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="kbench-nvcc-") as tmp:
-            src = Path(tmp, "check.cu")
-            src.write_text(code)
-            proc = subprocess.run(
-                [nvcc, *flags, str(src), "-o", str(Path(tmp, "check.o"))],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        log = re.sub(r"\S*/check\.cu", "check.cu", proc.stdout + proc.stderr)
-        return CompileCheck(proc.returncode == 0, log[-8000:], names, time.perf_counter() - t0)
+        if not full:
+            ok, log = _nvcc(nvcc, code, flags)
+            return CompileCheck(ok, log, names, time.perf_counter() - t0)
+        # As the build does (backends/fastbuild.py): light headers first, the full header if that fails.
+        flags += ["-DTORCH_EXTENSION_NAME=check", *[f"-I{p}" for p in _torch_includes()]]
+        light = light_cuda_sources({"cuda_sources": [code]})
+        attempts = [light["cuda_sources"][0]] if light is not None else []
+        attempts.append("#include <torch/extension.h>\n" + code)
+        for attempt in attempts:
+            ok, log = _nvcc(nvcc, "#include <torch/types.h>\n" + attempt, flags)
+            if ok:
+                break
+        return CompileCheck(ok, log, names, time.perf_counter() - t0)
+
+
+def _nvcc(nvcc: str, code: str, flags: list[str]) -> tuple[bool, str]:
+    with tempfile.TemporaryDirectory(prefix="kbench-nvcc-") as tmp:
+        src = Path(tmp, "check.cu")
+        src.write_text(code)
+        proc = subprocess.run(
+            [nvcc, *flags, str(src), "-o", str(Path(tmp, "check.o"))],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    log = re.sub(r"\S*/check\.cu", "check.cu", proc.stdout + proc.stderr)
+    return proc.returncode == 0, log[-8000:]

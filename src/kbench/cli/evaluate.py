@@ -53,7 +53,8 @@ def print_verdict(v: Verdict) -> None:
     if v.kernel_share is not None:
         table.add_row("own-kernel share", f"{100 * v.kernel_share:.1f}% of device time")
     if v.build is not None:
-        table.add_row("build", f"{v.build.seconds:.1f} s" + (" (cache hit)" if v.build.cache_hit else ""))
+        how = "cache hit" if v.build.cache_hit else v.build.recipe
+        table.add_row("build", f"{v.build.seconds:.1f} s" + (f" ({how})" if how else ""))
     for w in v.warnings:
         table.add_row("warning", w)
     table.add_row("wall time", f"{v.seconds:.1f} s")

@@ -77,6 +77,7 @@ class WorkerResult(BaseModel):
     kernel_share: float | None = None
     build_seconds: float = 0.0
     build_cache_hit: bool = False
+    build_recipe: str = ""  # cache | light-headers[+pch] | pch | standard [(fast recipe failed)]
     build_log: str = ""
     warnings: list[str] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)

@@ -97,6 +97,7 @@ class CandidateJob:
         finally:
             self.result.build_seconds = round(self.recorder.build_seconds, 3)
             self.result.build_cache_hit = self.recorder.cache_hit
+            self.result.build_recipe = str(self.recorder.extra.get("build_recipe", ""))
             self.result.build_log = self.recorder.build_log
         self.module = module
         self.guard("import")

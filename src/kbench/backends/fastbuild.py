@@ -1,0 +1,177 @@
+"""Cheaper `load_inline` builds that compile the same code (worker side, used by buildcache).
+
+Almost all of a typical model-written extension's build time is spent parsing torch's headers, not
+compiling the candidate's code. Two recipes cut that without changing what the candidate's code means:
+
+- light CUDA headers: load_inline already puts `#include <torch/types.h>` (tensors, factories, ATen
+  ops, TORCH_CHECK, dispatch macros) before every CUDA source. The `#include <torch/extension.h>` that
+  models habitually add on top pulls in the whole C++ frontend and pybind11 as well, which nvcc then
+  parses twice (device and host pass). The recipe drops that line from the CUDA sources only. A source
+  that really needs something from the full header fails to compile, and the build is redone unchanged,
+  so the recipe can cost time but never changes a verdict.
+- precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
+  `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
+  a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
+  not match), so one PCH is kept per (toolchain, with_cuda, extra_cflags, extra_include_paths) under
+  `ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path.
+  A PCH is made from the exact compile flags of a finished build (its build.ninja), by one build
+  worker at a time (an O_EXCL claim), written under a temporary name and renamed into place. Only CPU
+  build workers make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs
+  ~50 s and ~0.8 GB); evaluation workers only use one that exists.
+
+Recipes are chosen by the environment the host gives the worker: KBENCH_BUILD_RECIPE=fast|standard and
+KBENCH_BUILD_PCH=make|use|off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+RECIPE_ENV = "KBENCH_BUILD_RECIPE"
+PCH_ENV = "KBENCH_BUILD_PCH"
+PCH_FILE = Path("torch", "extension.h.gch")
+_CLAIM_STALE_S = 900.0
+_FULL_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][^\n]*$", re.M)
+_EXT_NAME_FLAG = re.compile(r"^-DTORCH_EXTENSION_NAME=")
+
+
+def fast_recipe() -> bool:
+    return os.environ.get(RECIPE_ENV, "fast") != "standard"
+
+
+def pch_mode() -> str:
+    mode = os.environ.get(PCH_ENV, "use")
+    return mode if mode in ("make", "use", "off") else "use"
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def light_cuda_sources(arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The load_inline arguments with `#include <torch/extension.h>` dropped from the CUDA sources.
+
+    None when no CUDA source includes it (nothing to gain). The line becomes `#include <torch/types.h>`
+    so a candidate that passes `no_implicit_headers=True` still sees tensors.
+    """
+    sources = _as_list(arguments.get("cuda_sources"))
+    if not any(_FULL_HEADER.search(s) for s in sources):
+        return None
+    light = [_FULL_HEADER.sub("#include <torch/types.h>", s) for s in sources]
+    return dict(arguments, cuda_sources=light)
+
+
+def pch_dir(root: Path, arguments: dict[str, Any], toolchain: dict[str, str]) -> Path:
+    with_cuda = bool(arguments.get("cuda_sources")) or bool(arguments.get("with_cuda"))
+    blob = json.dumps(
+        {
+            "toolchain": toolchain,
+            "with_cuda": with_cuda,
+            "cflags": _as_list(arguments.get("extra_cflags")),
+            "includes": _as_list(arguments.get("extra_include_paths")),
+        },
+        sort_keys=True,
+    )
+    return root / ".pch" / hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def with_pch(arguments: dict[str, Any], folder: Path) -> dict[str, Any] | None:
+    """The arguments with the PCH folder searched first; None when that PCH does not exist (yet)."""
+    if not (folder / PCH_FILE).is_file():
+        return None
+    includes = _as_list(arguments.get("extra_include_paths"))
+    return dict(arguments, extra_include_paths=[str(folder), *includes])
+
+
+def _ninja_vars(build_dir: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    ninja = build_dir / "build.ninja"
+    if not ninja.is_file():
+        return values
+    for line in ninja.read_text().splitlines():
+        name, sep, value = line.partition(" = ")
+        if sep and not line.startswith(" ") and name in ("cxx", "cflags"):
+            values[name] = value.strip()
+    return values
+
+
+def _claim(folder: Path) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    claim = folder / ".claim"
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            stale = time.time() - claim.stat().st_mtime > _CLAIM_STALE_S
+        except FileNotFoundError:
+            return False
+        if not stale:
+            return False
+        claim.unlink(missing_ok=True)  # its maker died; the next builder to get here takes it over
+        return _claim(folder)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _torch_header() -> Path | None:
+    from torch.utils.cpp_extension import include_paths
+
+    found = [Path(p, "torch", "extension.h") for p in include_paths()]
+    return next((h for h in found if h.is_file()), None)
+
+
+def make_pch(folder: Path, build_dir: Path, header: Path | None = None) -> float | None:
+    """Precompile torch/extension.h (or `header`) with the flags of the finished build in `build_dir`.
+
+    Returns the seconds spent, or None when another worker holds the claim, the PCH exists, or the
+    build's flags could not be read. Failures leave no file behind but the claim (so nobody retries a
+    PCH that cannot be made with these flags until the claim goes stale).
+    """
+    if (folder / PCH_FILE).is_file() or not _claim(folder):
+        return None
+    found = _ninja_vars(build_dir)
+    if "cflags" not in found:
+        return None
+    header = header or _torch_header()
+    if header is None:
+        return None
+    flags = [f for f in shlex.split(found["cflags"]) if not _EXT_NAME_FLAG.match(f)]
+    flags = [f for f in flags if f != f"-I{folder}"]
+    target = folder / PCH_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+    cxx = shlex.split(found.get("cxx", "c++")) or ["c++"]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [*cxx, "-x", "c++-header", str(header), "-o", str(partial), *flags],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (OSError, subprocess.SubprocessError):
+        partial.unlink(missing_ok=True)
+        return None
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        (folder / "error.log").write_text(proc.stderr[-8000:])
+        return None
+    # A second `#include <torch/extension.h>` (candidates often repeat the implicit one) resolves into
+    # this folder once the PCH was used: the real header must be found there too (#pragma once skips it).
+    link = folder / "torch" / "extension.h"
+    link.unlink(missing_ok=True)
+    link.symlink_to(header)
+    os.rename(partial, target)
+    (folder / "cflags.txt").write_text(shlex.join(flags) + "\n")
+    return time.perf_counter() - t0

@@ -1,0 +1,177 @@
+"""Fast build recipes: what they change in load_inline's arguments, the fallback, the PCH store."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench.backends import KernelRecorder, fastbuild
+from kbench.backends.buildcache import _build
+
+CUDA = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k() {}\n"
+
+
+def test_light_headers_drop_only_the_full_header() -> None:
+    args = {"name": "m", "cuda_sources": CUDA, "cpp_sources": "#include <torch/extension.h>\nint f();"}
+    light = fastbuild.light_cuda_sources(args)
+    assert light is not None
+    (source,) = light["cuda_sources"]
+    assert "torch/extension.h" not in source and source.startswith("#include <torch/types.h>\n")
+    assert "ATen/cuda/CUDAContext.h" in source and "__global__ void k() {}" in source
+    assert light["cpp_sources"] == args["cpp_sources"]  # the bindings file keeps its header (PCH applies)
+    assert args["cuda_sources"] == CUDA  # the caller's arguments are not modified
+    assert fastbuild.light_cuda_sources({"cuda_sources": ["__global__ void k() {}"]}) is None
+    assert fastbuild.light_cuda_sources({"cpp_sources": "#include <torch/extension.h>"}) is None
+
+
+def _fake_builder(needs_full_header: bool, seen: list[dict[str, Any]]) -> Any:
+    def load_inline(**arguments: Any) -> str:
+        seen.append(arguments)
+        sources = arguments.get("cuda_sources") or []
+        if needs_full_header and not any("torch/extension.h" in s for s in sources):
+            raise RuntimeError("Error building extension 'm': 'torch::nn' has not been declared")
+        Path(arguments["build_directory"], "m.so").write_text("binary")
+        return "module"
+
+    return load_inline
+
+
+def test_fast_recipe_first_then_the_candidates_own_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
+    monkeypatch.setenv(fastbuild.PCH_ENV, "off")
+    seen: list[dict[str, Any]] = []
+    recorder = KernelRecorder()
+    assert _build(_fake_builder(False, seen), {"name": "m", "cuda_sources": [CUDA]}, tmp_path, "a", recorder)
+    assert len(seen) == 1 and recorder.extra["build_recipe"] == "light-headers"
+
+    seen.clear()
+    recorder = KernelRecorder()
+    args = {"name": "m", "cuda_sources": [CUDA]}
+    assert _build(_fake_builder(True, seen), args, tmp_path, "b", recorder) == "module"
+    assert len(seen) == 2 and seen[1]["cuda_sources"] == [CUDA]  # redone exactly as asked
+    assert recorder.extra["build_recipe"] == "standard (fast recipe failed)"
+    assert "torch::nn" in recorder.extra["fast_recipe_error"]
+    assert (tmp_path / "b" / "m.so").exists() and list((tmp_path / ".staging").iterdir()) == []
+
+
+def test_standard_recipe_builds_once_as_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fastbuild.RECIPE_ENV, "standard")
+    seen: list[dict[str, Any]] = []
+    recorder = KernelRecorder()
+    with pytest.raises(RuntimeError, match="torch::nn"):
+        _build(
+            _fake_builder(True, seen),
+            {"name": "m", "cuda_sources": ["__global__ void k(){}"]},
+            tmp_path,
+            "c",
+            recorder,
+        )
+    assert len(seen) == 1
+
+
+def _fake_cxx(tmp_path: Path) -> Path:
+    """A compiler that records its arguments and writes the `-o` file, standing in for g++."""
+    script = tmp_path / "fake-cxx"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {tmp_path}/cxx-calls\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then echo pch > "$2"; fi; shift; done\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_make_pch_from_a_finished_build(tmp_path: Path) -> None:
+    cxx = _fake_cxx(tmp_path)
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text(
+        f"ninja_required_version = 1.3\ncxx = {cxx}\n"
+        "cflags = -DTORCH_EXTENSION_NAME=cand_1 -DTORCH_API_INCLUDE_EXTENSION_H -fPIC -std=c++17 -O3\n"
+        "rule compile\n  command = $cxx $cflags -c $in -o $out\n"
+    )
+    folder = tmp_path / "pch" / "key"
+    assert fastbuild.with_pch({"name": "m"}, folder) is None  # nothing made yet
+    spent = fastbuild.make_pch(folder, build)
+    assert spent is not None
+    call = (tmp_path / "cxx-calls").read_text()
+    assert "-x c++-header" in call and call.count("-O3") == 1 and "TORCH_EXTENSION_NAME" not in call
+    assert (folder / fastbuild.PCH_FILE).read_text() == "pch\n"
+    assert (folder / "torch" / "extension.h").resolve().name == "extension.h"  # the real header, linked
+    assert fastbuild.make_pch(folder, build) is None  # exists: nobody makes it again
+    args = fastbuild.with_pch({"name": "m", "extra_include_paths": ["/inc"]}, folder)
+    assert args is not None and args["extra_include_paths"] == [str(folder), "/inc"]
+
+
+def test_one_maker_per_pch(tmp_path: Path) -> None:
+    folder = tmp_path / "pch"
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(fastbuild._claim(folder))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    old = (folder / ".claim").stat().st_mtime - 2 * fastbuild._CLAIM_STALE_S
+    os.utime(folder / ".claim", (old, old))  # its maker died long ago
+    assert fastbuild._claim(folder)
+
+
+def test_pch_key_follows_the_flags(tmp_path: Path) -> None:
+    tool = {"torch": "2.x", "cxx": "g++ 13"}
+    a = fastbuild.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O3"]}, tool)
+    assert a == fastbuild.pch_dir(tmp_path, {"cpp_sources": "y", "extra_cflags": ["-O3"]}, tool)
+    assert a != fastbuild.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O2"]}, tool)
+    assert a != fastbuild.pch_dir(tmp_path, {"cuda_sources": "x", "extra_cflags": ["-O3"]}, tool)
+    assert a != fastbuild.pch_dir(
+        tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O3"]}, {**tool, "cxx": "g++ 14"}
+    )
+
+
+def test_gcc_uses_the_pch_and_a_repeated_include_still_compiles(tmp_path: Path) -> None:
+    """The real compiler: the PCH is valid for the build's flags, and a second include of the header
+    (candidates often repeat the one load_inline inserts) resolves through the PCH folder."""
+    import shutil
+    import subprocess
+
+    if shutil.which("c++") is None:
+        pytest.skip("no C++ compiler")
+    include = tmp_path / "include" / "torch"
+    include.mkdir(parents=True)
+    header = include / "extension.h"
+    header.write_text("#pragma once\ninline int answer() { return 42; }\n")
+    build = tmp_path / "build"
+    build.mkdir()
+    flags = f"-DTORCH_EXTENSION_NAME=a -isystem {tmp_path / 'include'} -fPIC -std=c++17 -O2"
+    (build / "build.ninja").write_text(f"cxx = c++\ncflags = {flags}\n")
+    folder = tmp_path / "pch"
+    assert fastbuild.make_pch(folder, build, header) is not None
+    main = tmp_path / "main.cpp"
+    main.write_text(
+        "#include <torch/extension.h>\n#include <torch/extension.h>\nint main() { return answer() - 42; }\n"
+    )
+    proc = subprocess.run(
+        [
+            "c++",
+            "-DTORCH_EXTENSION_NAME=b",
+            f"-I{folder}",
+            *flags.split()[1:],
+            "-Winvalid-pch",
+            "-H",
+            str(main),
+            "-o",
+            str(tmp_path / "main"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"! {folder}/torch/extension.h.gch" in proc.stderr  # -H marks a used PCH with '!'
+    assert subprocess.run([str(tmp_path / "main")]).returncode == 0
