@@ -128,7 +128,7 @@ def _executor_options(cfg: RunConfig) -> dict[str, object]:
     if cfg.executor == "ray":
         return {"address": cfg.ray_address}
     if cfg.executor == "local":
-        return {"device": cfg.device, "builders": cfg.builders}
+        return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots}
     return {}
 
 

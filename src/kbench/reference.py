@@ -74,6 +74,10 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     timing.pin_threads(timing.TimingSettings(**spec.timing))
     device = torch.device(spec.device)
     assert spec.problem is not None
+    if device.type == "cuda":
+        from kbench.sandbox import lease
+
+        lease.acquire(lease.device_id(spec.device), jobdir)  # before any GPU work (sandbox/lease.py)
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
     model = build_model(loaded, spec.init_seed).to(device)
     if spec.dtype != "fp32":

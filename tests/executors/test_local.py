@@ -52,12 +52,24 @@ class Recorder:
 def test_one_timed_job_per_device_and_parallel_builders() -> None:
     rec = Recorder()
     results: list[tuple[int, str]] = []
-    ex = LocalExecutor(devices=["cuda:0", "cuda:1", "cuda:2"], builders=4)
+    ex = LocalExecutor(devices=["cuda:0", "cuda:1", "cuda:2"], builders=4, slots=1)
     ex.run(_jobs(30), rec.build, rec.evaluate, lambda j, v: results.append((j.tag, v.device)))
     assert sorted(tag for tag, _ in results) == list(range(30))  # every job once
     assert set(rec.max_active.values()) == {1}  # never two timed jobs on one device
     assert set(rec.devices_used) == {"cuda:0", "cuda:1", "cuda:2"}  # all devices used
     assert rec.max_builds > 1  # builders overlap
+
+
+def test_gpu_slots_overlap_evaluations_but_cpu_gets_one_lane() -> None:
+    """With slots, evaluations overlap on a GPU (their workers serialise on the lease); never on a CPU."""
+    ex = LocalExecutor(devices=["cuda:0", "cuda:1", "cpu"], builders=2, slots=3)
+    assert sorted(ex.lanes()) == ["cpu"] + ["cuda:0"] * 3 + ["cuda:1"] * 3
+    rec = Recorder()
+    results: list[int] = []
+    ex.run(_jobs(40), rec.build, rec.evaluate, lambda j, v: results.append(j.tag))
+    assert sorted(results) == list(range(40))
+    assert 1 < max(rec.max_active["cuda:0"], rec.max_active["cuda:1"]) <= 3
+    assert rec.max_active["cpu"] <= 1
 
 
 def test_evaluation_error_propagates_after_draining() -> None:

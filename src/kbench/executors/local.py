@@ -1,9 +1,12 @@
-"""The local executor: one timed job per device lane, CPU builders ahead of the queue.
+"""The local executor: one GPU phase per device at a time, CPU builders ahead of the queue.
 
-Timing is only meaningful when a GPU runs one job at a time, so each device gets exactly one lane
-(a thread that launches one sandboxed worker process after another). Compilation is the expensive part
-(tens of seconds per load_inline extension), so builders compile candidates in parallel and hand them
-over in completion order; a lane never waits for a build that another job could skip ahead of.
+Timing is only meaningful when a GPU runs one job at a time. A GPU gets `slots` lanes (threads that
+each launch one evaluation after another), and the workers of those evaluations take the device's lease
+(sandbox/lease.py) before any GPU work: so their process start and imports (~2-4 s per worker) overlap
+another job's GPU phase, while outputs, checks and timing still run one job at a time. A CPU device gets
+one lane (there the CPU is the thing being timed). Compilation is the expensive part (tens of seconds
+per load_inline extension), so builders compile candidates in parallel and hand them over in
+completion order; a lane never waits for a build that another job could skip ahead of.
 """
 
 from __future__ import annotations
@@ -39,9 +42,16 @@ def local_devices(device: str = "auto") -> list[str]:
 
 
 class LocalExecutor:
-    def __init__(self, devices: list[str] | None = None, builders: int = 0, device: str = "auto") -> None:
+    def __init__(
+        self, devices: list[str] | None = None, builders: int = 0, device: str = "auto", slots: int = 3
+    ) -> None:
         self.devices = devices or local_devices(device)
         self.builders = builders or max(1, (os.cpu_count() or 2) - len(self.devices))
+        self.slots = max(1, slots)
+
+    def lanes(self) -> list[str]:
+        """One lane per CPU device, `slots` per GPU (their GPU phases serialise on the device lease)."""
+        return [d for d in self.devices for _ in range(self.slots if d.startswith("cuda") else 1)]
 
     def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
         ready: queue.Queue[object] = queue.Queue()
@@ -62,7 +72,9 @@ class LocalExecutor:
                 with lock:
                     on_result(job, verdict)
 
-        lanes = [threading.Thread(target=lane, args=(d,), name=f"lane-{d}") for d in self.devices]
+        lanes = [
+            threading.Thread(target=lane, args=(d,), name=f"lane-{d}-{i}") for i, d in enumerate(self.lanes())
+        ]
         for t in lanes:
             t.start()
         try:

@@ -28,9 +28,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbench.sandbox.lease import LEASE_FILE
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, LOG_FILE, JobSpec
 
 LOG_TAIL_LINES = 60
+LEASE_WAIT_S = 3600.0  # a GPU job's imports plus its wait for other jobs' GPU phases (each bounded)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,28 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _wait(proc: subprocess.Popen[bytes], jobdir: Path, timeout_s: float, t0: float, leased: bool) -> bool:
+    """Wait for the worker; False when it ran past its limit.
+
+    A GPU job's limit runs from when it holds the device lease (sandbox/lease.py): before that only
+    kbench's own code runs (imports, then waiting for other jobs' GPU phases), bounded by LEASE_WAIT_S.
+    """
+    marker = jobdir / LEASE_FILE
+    watching = leased
+    deadline = t0 + (LEASE_WAIT_S if leased else timeout_s)
+    while True:
+        if watching and marker.exists():
+            watching, deadline = False, time.monotonic() + timeout_s
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            proc.wait(timeout=min(remaining, 0.05) if watching else remaining)
+            return True
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_worker(
     module: str,
     jobdir: Path,
@@ -147,11 +171,8 @@ def run_worker(
             proc.stdin.close()
         except (ProcessLookupError, BrokenPipeError, OSError):
             pass  # the worker already died; its exit status tells the story
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not _wait(proc, jobdir, timeout_s, t0, cuda and spec.role != "build")
+        if timed_out:
             kill_group(pgid)
             proc.wait()
         seconds = time.monotonic() - t0

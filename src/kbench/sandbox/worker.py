@@ -226,7 +226,7 @@ class CandidateJob:
         self.result.overhead_ms = res.overhead_ms
         self.guard("timing")
 
-    def phase(self, name: str, step: Callable[[], None]) -> None:
+    def phase(self, name: str, step: Callable[[], object]) -> None:
         t0 = time.perf_counter()
         try:
             step()
@@ -235,9 +235,12 @@ class CandidateJob:
 
     def run(self) -> WorkerResult:
         from kbench.problems import load
+        from kbench.sandbox import lease
         from kbench.types import Problem
 
         try:
+            if self.spec.role != "build" and self.device.type == "cuda":
+                self.phase("lease", lambda: lease.acquire(lease.device_id(self.spec.device), self.jobdir))
             self.phase("import", self.import_candidate)
             if self.spec.role == "build" or self.spec.problem is None:
                 return self.result

@@ -1,0 +1,66 @@
+"""The GPU lease: processes take turns, the marker appears, and the host's clock starts at the lease."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench.sandbox import lease
+from kbench.sandbox.host import _wait
+
+HOLDER = """
+import json, sys, time
+from pathlib import Path
+from kbench.sandbox import lease
+jobdir = Path(sys.argv[1]); jobdir.mkdir(parents=True, exist_ok=True)
+waited = lease.acquire("test-gpu", jobdir)
+start = time.time(); time.sleep(0.4); end = time.time()
+(jobdir / "span.json").write_text(json.dumps([start, end, waited]))
+"""
+
+
+def test_processes_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    jobs = [tmp_path / f"job{i}" for i in range(3)]
+    procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(j)]) for j in jobs]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    spans = sorted(json.loads((j / "span.json").read_text()) for j in jobs)
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        assert start >= end - 0.01  # one holder at a time
+    assert max(w for _, _, w in spans) > 0.3  # somebody waited for the others
+    assert all((j / lease.LEASE_FILE).exists() for j in jobs)
+
+
+def _sleeper(jobdir: Path, before_lease: float, after_lease: float) -> subprocess.Popen[bytes]:
+    code = (
+        f"import time, pathlib; time.sleep({before_lease}); "
+        f"pathlib.Path({str(jobdir)!r}, 'lease').write_text('1'); time.sleep({after_lease})"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_the_limit_runs_from_the_lease(tmp_path: Path) -> None:
+    proc = _sleeper(tmp_path, before_lease=1.5, after_lease=0.5)
+    assert _wait(proc, tmp_path, timeout_s=1.0, t0=time.monotonic(), leased=True)  # 2 s in all: fine
+
+    (tmp_path / "lease").unlink()
+    proc = _sleeper(tmp_path, before_lease=0.2, after_lease=30)
+    t0 = time.monotonic()
+    assert not _wait(proc, tmp_path, timeout_s=1.0, t0=t0, leased=True)  # a hang after the lease
+    assert 1.0 <= time.monotonic() - t0 < 5
+    proc.kill()
+    proc.wait()
+
+
+def test_jobs_without_a_lease_keep_the_plain_limit(tmp_path: Path) -> None:
+    proc = _sleeper(tmp_path, before_lease=1.5, after_lease=0.0)
+    t0 = time.monotonic()
+    assert not _wait(proc, tmp_path, timeout_s=1.0, t0=t0, leased=False)
+    assert time.monotonic() - t0 < 1.4
+    proc.kill()
+    proc.wait()
