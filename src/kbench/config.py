@@ -60,6 +60,7 @@ class RunConfig(BaseModel):
     memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
     timing_budget_s: float = 5.0
     baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
+    reuse_baselines: bool = True  # use stored baselines of this GPU/torch/timing settings (store/reuse.py)
     measure: bool = True  # time the candidate and the baselines (False: correctness and protocol only)
     timing_batch: int = 1  # launches between one pair of CUDA events (>1 for calls of a few us)
     timing_graph: bool = False  # time CUDA-graph replays instead of eager calls

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 import tempfile
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
 from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, read_result
+from kbench.store.reuse import measured, reusable
 from kbench.timing import TimingSettings
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
 
@@ -97,11 +99,15 @@ def _device_name(device: str) -> str:
     return "cpu"
 
 
-def run_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -> ReferenceData:
-    """Reference outputs for every seed and baseline timings, the fixed part from the disk cache."""
+def run_reference(
+    problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path, skip: Collection[str] = ()
+) -> ReferenceData:
+    """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
+    fixed part from the disk cache, whose key holds the modes timed."""
     import torch
 
-    baselines = [b for b in cfg.baselines if plan.device.startswith("cuda") or b != "compile-max-autotune"]
+    on_gpu = plan.device.startswith("cuda")
+    baselines = [b for b in cfg.baselines if (on_gpu or b != "compile-max-autotune") and b not in skip]
     fixed_spec = _job(
         problem,
         cfg,
@@ -354,6 +360,7 @@ def _verdict(
     checks: CheckReport,
     ref: ReferenceData | None,
     seconds: float,
+    reused: Mapping[str, TimingStats] | None = None,
 ) -> Verdict:
     result = outcome.result
     build = None
@@ -368,7 +375,7 @@ def _verdict(
             kernels=tuple(result.kernels_ran),
         )
     timing = _stats(result.timing) if result is not None else None
-    baselines = {m: s for m, s in ((m, _stats(d)) for m, d in (ref.timings if ref else {}).items()) if s}
+    baselines = (measured(ref.timings, plan.settings, ref.cache_hit) if ref else {}) | dict(reused or {})
     return Verdict(
         status=outcome.status,
         problem_key=problem.key,
@@ -391,8 +398,11 @@ def _verdict(
     )
 
 
-def evaluate(problem: Problem, candidate: Candidate, cfg: RunConfig) -> Verdict:
-    """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises."""
+def evaluate(
+    problem: Problem, candidate: Candidate, cfg: RunConfig, baselines: Mapping[str, TimingStats] | None = None
+) -> Verdict:
+    """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises.
+    `baselines` (store.reuse.baselines_for) that match the device and timing settings are not re-timed."""
     t0 = time.monotonic()
     device = resolve_device(cfg.device, candidate.backend)
     plan = make_plan(cfg, device)
@@ -405,8 +415,9 @@ def evaluate(problem: Problem, candidate: Candidate, cfg: RunConfig) -> Verdict:
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbench-job-", dir=cfg.cache_dir) as tmp:
         workdir = Path(tmp)
-        ref = run_reference(problem, cfg, plan, workdir)
+        reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
+        ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
         outcome = run_candidate(problem, candidate, cfg, plan, workdir)
         judged = _judge(outcome, problem, cfg, plan, ref, workdir)
         judged.log_tail = outcome.log_tail
-    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, time.monotonic() - t0)
+    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, time.monotonic() - t0, reused)

@@ -17,8 +17,8 @@ from kbench.errors import ConfigError
 from kbench.evaluate import evaluate, prebuild, resolve_device
 from kbench.executors import Job, get_executor
 from kbench.solutions import reference_candidate
-from kbench.store import Store, VerdictKey
-from kbench.types import BuildResult, Candidate, Problem, Verdict
+from kbench.store import Store, VerdictKey, reuse
+from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
 
 REFERENCE_MODEL = "reference"
 OnVerdict = Callable[[VerdictKey, Verdict], None]
@@ -36,12 +36,13 @@ class RunOutcome:
 class EvaluateJob:
     """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker."""
 
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, baselines: dict[str, dict[str, TimingStats]] | None = None) -> None:
         self.cfg = cfg
+        self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
-        return evaluate(job.problem, job.candidate, cfg)
+        return evaluate(job.problem, job.candidate, cfg, self.baselines.get(job.problem.key))
 
 
 class PrebuildJob:
@@ -105,20 +106,23 @@ def evaluate_jobs(
         if on_verdict is not None:
             on_verdict(job.tag, verdict)
 
+    # Looked up once per call: later jobs of a problem timed in this call hit the reference disk cache.
+    stored = {p: reuse.baselines_for(store, p, cfg) for p in {job.problem.key for job in pending}}
     executor = get_executor(cfg.executor, **_executor_options(cfg))
-    executor.run(pending, PrebuildJob(cfg, len(pending)), EvaluateJob(cfg), on_result)
+    executor.run(pending, PrebuildJob(cfg, len(pending)), EvaluateJob(cfg, stored), on_result)
     return recorded, len(jobs) - len(pending)
 
 
 def _store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
-    """Keep the reference timings a verdict carries, per hardware fingerprint and torch version."""
-    if not verdict.baselines:
+    """Keep the reference timings a verdict measured, per hardware fingerprint and torch version."""
+    fresh = [(m, s) for m, s in verdict.baselines if reuse.source_of(s) != reuse.STORED]
+    if not fresh:
         return
     import torch
 
     from kbench.hardware import fingerprint
 
-    for mode, stats in verdict.baselines:
+    for mode, stats in fresh:
         store.put_baseline(
             problem.key, verdict.preset, verdict.dtype, mode, fingerprint(), torch.__version__, stats
         )

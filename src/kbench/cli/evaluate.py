@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
 from kbench.errors import ConfigError
-from kbench.types import Verdict
+from kbench.types import Problem, TimingStats, Verdict
+
+if TYPE_CHECKING:
+    from kbench.config import RunConfig
 
 
 def verdict_dict(v: Verdict) -> dict[str, Any]:
@@ -29,6 +32,8 @@ def _fmt_ms(stats: Any) -> str:
     if stats is None:
         return "-"
     note = "" if stats.meaningful else " (not meaningful)"
+    stored_at = dict(stats.extra).get("stored_at")
+    note += f" (stored {stored_at})" if stored_at else ""
     return f"{stats.median_ms:.4g} ms ± {100 * stats.rse:.2g}% (IQR {stats.iqr_ms:.3g}, n={stats.n}){note}"
 
 
@@ -61,6 +66,16 @@ def print_verdict(v: Verdict) -> None:
     console.print(table)
     if not v.ok and v.log_tail:
         console.print("[dim]log tail:[/]\n" + v.log_tail, highlight=False, markup=False)
+
+
+def stored_baselines(problem: Problem, cfg: RunConfig) -> dict[str, TimingStats]:
+    """The configured store's baselines for the problem; none when the store file does not exist."""
+    if not cfg.store.exists():
+        return {}
+    from kbench.store import Store, reuse
+
+    with Store(cfg.store) as store:
+        return reuse.baselines_for(store, problem.key, cfg)
 
 
 @app.command("eval")
@@ -102,7 +117,9 @@ def eval_cmd(
     except OSError as exc:
         raise ConfigError(f"{candidate}: cannot read candidate file ({exc.strerror})") from None
     prob = get_problem(problem, cfg.source)
-    verdict = evaluate(prob, Candidate(prob.key, cfg.backend, text, origin=str(candidate)), cfg)
+    verdict = evaluate(
+        prob, Candidate(prob.key, cfg.backend, text, origin=str(candidate)), cfg, stored_baselines(prob, cfg)
+    )
     if fmt is Format.json:
         print_json(verdict_dict(verdict))
     else:

@@ -271,6 +271,20 @@ class Store:
             return None
         return from_dict(TimingStats, json.loads(rows[0][0]), f"baseline {problem_key} {mode}")  # type: ignore[no-any-return]
 
+    def find_baselines(
+        self, problem_key: str, preset: str, dtype: str, fingerprint: str, torch_version: str
+    ) -> dict[str, tuple[TimingStats, str]]:
+        """Every stored mode for one problem under these conditions: mode -> (stats, stored at)."""
+        rows = self._rows(
+            "SELECT mode, stats, created_at FROM baselines WHERE problem_key = ? AND preset = ? "
+            "AND dtype = ? AND fingerprint = ? AND torch_version = ?",
+            (problem_key, preset, dtype, fingerprint, torch_version),
+        )
+        return {
+            r[0]: (from_dict(TimingStats, json.loads(r[1]), f"baseline {problem_key} {r[0]}"), r[2])
+            for r in rows
+        }
+
     def baselines(self, fingerprint: str | None = None) -> list[tuple[tuple[str, ...], TimingStats]]:
         """All stored baselines as ((problem_key, preset, dtype, mode, fingerprint, torch_version), stats)."""
         rows = self._rows("SELECT * FROM baselines ORDER BY problem_key, mode")
