@@ -79,3 +79,46 @@ def test_baseline_command_times_in_the_reference_worker(tmp_path: Path) -> None:
     assert stats.median_ms > 0 and stats.n >= 10 and stats.method == "perf_counter"
     bad = CliRunner().invoke(app, ["baseline", "2/24", "--modes", "warp-speed", "--store", str(store)])
     assert bad.exit_code != 0
+
+
+def test_run_passes_stored_baselines_and_stores_only_measured_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    import torch
+
+    from kbench import pipeline
+    from kbench.config import RunConfig
+    from kbench.executors import Job
+    from kbench.hardware import fingerprint
+    from kbench.problems import get_problem
+    from kbench.store import VerdictKey, reuse
+    from kbench.types import Candidate, TimingStats, Verdict
+
+    problem = get_problem("kbench:2/1")
+    cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache")
+    where = (problem.key, "small", "fp32")
+    stored = TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 30, 0.001, extra=((reuse.SOURCE, reuse.MEASURED),))
+    timed = replace(stored, median_ms=2.0)
+    seen: list[dict[str, TimingStats]] = []
+
+    def fake_evaluate(p, candidate, run_cfg, baselines=None):  # type: ignore[no-untyped-def]
+        given = dict(baselines or {})
+        seen.append(given)
+        modes = {m: given.get(m, timed) for m in run_cfg.baselines}
+        return Verdict(Status.OK, p.key, "triton", "small", "fp32", "cpu", baselines=tuple(modes.items()))
+
+    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    store = Store(cfg.store)
+    store.put_baseline(*where, "eager", fingerprint(), torch.__version__, stored)
+    run_id = store.start_run({}, {})
+    candidate = Candidate(problem.key, "triton", "x")
+    jobs = [Job(problem, candidate, tag=VerdictKey(problem.key, sample)) for sample in (0, 1)]
+    pipeline.evaluate_jobs(jobs[:1], cfg, store, run_id)
+    assert set(seen[0]) == {"eager"} and reuse.source_of(seen[0]["eager"]) == reuse.STORED
+    found = store.find_baselines(*where, fingerprint(), torch.__version__)
+    assert found["eager"][0] == stored  # the reused row is not rewritten with the store's notes
+    assert found["compile"][0] == timed  # the measured mode is stored
+    pipeline.evaluate_jobs(jobs[1:], cfg.model_copy(update={"reuse_baselines": False}), store, run_id)
+    assert seen[1] == {}
