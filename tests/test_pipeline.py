@@ -91,7 +91,7 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     from kbench import pipeline
     from kbench.config import RunConfig
     from kbench.executors import Job
-    from kbench.hardware import fingerprint
+    from kbench.hardware import environment, fingerprint
     from kbench.problems import get_problem
     from kbench.store import VerdictKey, reuse
     from kbench.types import Candidate, TimingStats, Verdict
@@ -107,7 +107,8 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
         given = dict(baselines or {})
         seen.append(given)
         modes = {m: given.get(m, timed) for m in run_cfg.baselines}
-        return Verdict(Status.OK, p.key, "triton", "small", "fp32", "cpu", baselines=tuple(modes.items()))
+        host = environment()["device"]  # baselines are stored only for the host's own device kind
+        return Verdict(Status.OK, p.key, "triton", "small", "fp32", host, baselines=tuple(modes.items()))
 
     monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
     store = Store(cfg.store)
@@ -122,3 +123,23 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     assert found["compile"][0] == timed  # the measured mode is stored
     pipeline.evaluate_jobs(jobs[1:], cfg.model_copy(update={"reuse_baselines": False}), store, run_id)
     assert seen[1] == {}
+
+
+def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench import hardware, pipeline
+    from kbench.problems import get_problem
+    from kbench.types import TimingStats, Verdict
+
+    gpu_host = {"gpu": "NVIDIA H200", "driver": "570", "cuda": "12.8", "torch": "2.13.0", "device": "cuda"}
+    monkeypatch.setattr(hardware, "environment", lambda: gpu_host)
+    problem, stats = get_problem("kbench:2/1"), TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 30, 0.001)
+    store = Store(tmp_path / "k.db")
+
+    def verdict(device: str) -> Verdict:
+        return Verdict(Status.OK, problem.key, "cpp", "small", "fp32", device, baselines=(("eager", stats),))
+
+    pipeline._store_baselines(store, problem, verdict("cpu"))
+    assert store.baselines() == []
+    pipeline._store_baselines(store, problem, verdict("cuda:0"))
+    [(key, _)] = store.baselines()
+    assert key[4] == hardware.fingerprint(gpu_host)

@@ -116,12 +116,13 @@ def evaluate_jobs(
 def _store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
     """Keep the reference timings a verdict measured, per hardware fingerprint and torch version."""
     fresh = [(m, s) for m, s in verdict.baselines if reuse.source_of(s) != reuse.STORED]
-    if not fresh:
-        return
     import torch
 
-    from kbench.hardware import fingerprint
+    from kbench.hardware import environment, fingerprint
 
+    # The key has no device: a cpp verdict timed on a GPU host's CPU would replace that GPU's baseline.
+    if not fresh or verdict.device.split(":")[0] != environment()["device"]:
+        return
     for mode, stats in fresh:
         store.put_baseline(
             problem.key, verdict.preset, verdict.dtype, mode, fingerprint(), torch.__version__, stats
