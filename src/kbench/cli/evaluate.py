@@ -1,7 +1,8 @@
 """`kbench eval`: evaluate one candidate file against one problem and print the verdict.
 
 Exit code 0 whenever the evaluation ran, whatever the verdict (a `mismatch` is a result, not a failure
-of the command); 2 for kbench's own errors (bad flags, missing tools, a broken problem).
+of the command); 2 for kbench's own errors (bad flags, missing tools, a broken problem). Baselines stored
+in the configured results database (when the file exists) are reused as in `kbench run` (store/reuse.py).
 """
 
 from __future__ import annotations
