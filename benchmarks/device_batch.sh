@@ -1,42 +1,47 @@
 #!/usr/bin/env bash
-# One GPU session's measurements, in the order that matters most, each capped so later ones still run.
-#   bash benchmarks/device_batch.sh A|B   (results land in $OUT)
-# A: evaluator on the GPU (issue 4), anti-cheat fixtures on the GPU (issue 5); meanwhile the solutions'
-#    CUDA builds and torch.compile warm-ups fill their caches in a detached process (8 of the 16 cores).
-# B: the solutions table (issue 10) from warm caches, then verify --preset full on the whole suite.
+# One GPU session's measurements in three calls, each under the 10-minute cap; results land in $OUT.
+#   bash benchmarks/device_batch.sh A|B|C
+# A: verify --preset full (issue 3) while 8 candidates are built the plain load_inline way (their build
+#    cost), then the throughput batch (issue 9: 108 distinct CUDA candidates, cold), then the evaluator
+#    steps (issue 4). The throughput batch fills /tmp/kb-cache with the 36 CUDA solutions' builds.
+# B: (same machine, warm) GPU fixtures + every solution as an honest control (issues 5, 10), the prompt
+#    examples' GPU test (issue 6), timing fidelity (issue 11).
+# C: (2-GPU machine) the main job on both GPUs (issue 9).
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+CACHE=/tmp/kb-cache
 python3 -m kbench env --format json > "$OUT/env.json"
 case "${1:-A}" in
 A)
-  setsid nohup python3 benchmarks/solutions.py --out /tmp/solutions --warm-only --jobs 8 \
-    > /tmp/solutions-warm.log 2>&1 < /dev/null &
-  timeout 230 python3 benchmarks/evaluator_gpu.py --out "$OUT/evaluator_gpu" 2>&1 | tail -40
-  # one line per fixture as it finishes, so a timeout keeps what was done
-  timeout 330 python3 - "$OUT/selftest_gpu.jsonl" <<'PY' 2> "$OUT/selftest_gpu.log"
-import json, sys
-from kbench.selftest import discover, run_fixture
-fixtures = discover(backends=["cuda", "triton"], gpu=True)
-ok = 0
-with open(sys.argv[1], "w") as fh:
-    for f in fixtures:
-        o = run_fixture(f, True, None)
-        ok += o.passed
-        row = {"fixture": f.id, "expected": f.expected, "got": o.got, "passed": o.passed,
-               "seconds": round(o.seconds, 1), "message": o.message[:300]}
-        fh.write(json.dumps(row) + "\n"); fh.flush()
-        print(("pass " if o.passed else "FAIL ") + f"{f.id}: expected {f.expected}, got {o.got} ({o.seconds:.0f} s)", flush=True)
-print(f"selftest gpu: {ok}/{len(fixtures)} fixtures got their expected verdict")
-PY
-  tail -3 /tmp/solutions-warm.log
+  timeout 120 python3 benchmarks/verify_full.py > "$OUT/verify_full.log" 2>&1 &
+  VERIFY=$!
+  timeout 120 python3 benchmarks/throughput.py --out "$OUT/throughput" --variants 1 --limit 8 \
+    --standard-sample 8 --standard-only > /tmp/plain.log 2>&1
+  wait $VERIFY; cp benchmarks/results/verify_full.md "$OUT/" 2>/dev/null
+  timeout 400 python3 benchmarks/throughput.py --out "$OUT/throughput" --cache-dir $CACHE --max-seconds 250 \
+    --warm 24 2>&1 | tail -30
+  grep -o '"seconds": [0-9.]*' "$OUT/throughput/plain_builds.json" | tr '\n' ' '; echo "(plain builds)"
+  timeout 100 python3 benchmarks/evaluator_gpu.py --out "$OUT/evaluator_gpu" 2>&1 | tail -12
   ;;
 B)
-  timeout 420 python3 benchmarks/solutions.py --out "$OUT/solutions" --jobs 16 2>&1 | tail -25
-  cp -r "$OUT"/solutions/logs /dev/null 2>&1; rm -rf "$OUT/solutions/logs"
-  timeout 150 python3 benchmarks/verify_full.py > "$OUT/verify_full.log" 2>&1; tail -3 "$OUT/verify_full.log"
-  cp benchmarks/results/verify_full.md "$OUT/" 2>/dev/null
+  timeout 330 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions --cache-dir $CACHE \
+    --max-seconds 300 2>&1 | grep -v "^pass " | tail -25
+  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/prompts/test_prompt_examples.py -k gpu 2>&1 | tail -4
+  timeout 200 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" --max-seconds 180 2>&1 | tail -15
+  ;;
+C)
+  KBENCH_BASELINES=eager timeout 400 python3 -m kbench run --solutions reference --backend triton --device cuda \
+    --store /tmp/c.db 2>&1 | tail -25
+  python3 - <<'PY' > "$OUT/two_gpus.txt"
+import sqlite3, collections
+rows = sqlite3.connect("/tmp/c.db").execute("select verdict from verdicts").fetchall()
+import json; devs = collections.Counter(json.loads(r[0]).get("device") for r in rows)
+print("verdicts per device:", dict(devs))
+PY
+  cat "$OUT/two_gpus.txt"
   ;;
 esac
 ls -R "$OUT" | head -40

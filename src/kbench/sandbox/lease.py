@@ -34,8 +34,13 @@ def device_id(device: str) -> str:
     """A name for the physical GPU behind `device` (its UUID), stable across CUDA_VISIBLE_DEVICES."""
     import torch
 
-    props = torch.cuda.get_device_properties(torch.device(device))
-    return f"gpu-{props.uuid}"
+    dev = torch.device(device)
+    uuid = getattr(torch.cuda.get_device_properties(dev), "uuid", None)
+    if uuid is not None:
+        return f"gpu-{uuid}"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    index = dev.index or 0
+    return f"gpu-index-{visible[index] if index < len(visible) and visible[index] else index}"
 
 
 def acquire(name: str, jobdir: Path) -> float:

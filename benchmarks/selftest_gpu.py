@@ -1,0 +1,148 @@
+"""The anti-cheat fixtures on a GPU, plus every shipped solution as an honest control (false positives).
+
+    python benchmarks/selftest_gpu.py --out OUT [--solutions] [--max-seconds 300]
+
+Same fixtures, configs and judging as `kbench selftest --gpu` (kbench.selftest), but run through the local
+executor: CUDA fixtures are built by CPU builders in parallel first, and evaluations overlap their
+process start on the GPU lease. With --solutions, every shipped CUDA and Triton level-2 solution is
+evaluated too (baseline eager, full preset) and must get `ok` with no warning-free rule firing.
+Writes OUT/selftest_gpu.jsonl (one row per verdict, as it arrives) and OUT/selftest_gpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kbench.config import RunConfig
+from kbench.evaluate import evaluate, prebuild
+from kbench.executors import Job
+from kbench.executors.local import LocalExecutor
+from kbench.hardware import environment
+from kbench.problems.sources import load_source
+from kbench.selftest import discover, fixture_config, fixture_problem, judge
+from kbench.solutions import reference_candidate
+from kbench.types import BuildResult, Candidate, Verdict
+
+
+def jobs(with_solutions: bool, base: RunConfig) -> list[Job]:
+    out = []
+    for f in discover(backends=["cuda", "triton"], gpu=True):
+        problem = fixture_problem(f)
+        cand = Candidate(problem.key, f.backend, f.path.read_text(), origin=str(f.path))
+        out.append(Job(problem, cand, tag=("fixture", f, fixture_config(f, True, base))))
+    if with_solutions:
+        for backend in ("cuda", "triton"):
+            for p in load_source("kbench"):
+                c = reference_candidate(p, backend) if p.level == 2 else None
+                if c is not None:
+                    cfg = base.model_copy(
+                        update={
+                            "backend": backend,
+                            "device": "cuda",
+                            "preset": "full",
+                            "baselines": ["eager"],
+                        }
+                    )
+                    out.append(Job(p, c, tag=("solution", c.origin, cfg)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--solutions", action="store_true")
+    ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--slots", type=int, default=3)
+    ap.add_argument("--max-seconds", type=float, default=300.0)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    base = RunConfig(cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-")))
+    todo = jobs(args.solutions, base)
+    deadline = time.monotonic() + args.max_seconds
+    rows: list[dict[str, Any]] = []
+    log = (args.out / "selftest_gpu.jsonl").open("w")
+
+    def build(job: Job) -> BuildResult | None:
+        kind, _, cfg = job.tag
+        return prebuild(job.candidate, cfg, "cuda", batch=len(todo))
+
+    def run(job: Job, device: str, built: BuildResult | None) -> Verdict | None:
+        if time.monotonic() > deadline:
+            return None
+        _, _, cfg = job.tag
+        return evaluate(job.problem, job.candidate, cfg.model_copy(update={"device": device}))
+
+    def on_result(job: Job, v: Verdict | None) -> None:
+        kind, what, _ = job.tag
+        if v is None:
+            return
+        if kind == "fixture":
+            name, expected, passed = what.id, what.expected, judge(what, v)
+        else:
+            name, expected = Path(what).name, "ok"
+            passed = v.ok and not v.rule
+        row = {
+            "kind": kind,
+            "name": name,
+            "expected": expected,
+            "got": f"{v.status.value} {v.rule}".strip(),
+            "passed": passed,
+            "seconds": round(v.seconds, 1),
+            "warnings": list(v.warnings),
+            "speedup_eager": v.speedup("eager"),
+            "message": v.message[:300],
+        }
+        rows.append(row)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+        print(
+            ("pass " if passed else "FAIL ") + f"{kind} {name}: expected {expected}, got {row['got']} "
+            f"({v.seconds:.0f} s)",
+            flush=True,
+        )
+
+    t0 = time.monotonic()
+    LocalExecutor(device="cuda", builders=os.cpu_count() or 2, slots=args.slots).run(
+        todo,
+        build,
+        run,
+        on_result,  # type: ignore[arg-type]
+    )
+    wall = time.monotonic() - t0
+    env = environment()
+    lines = [
+        "# GPU selftest: anti-cheat fixtures and shipped solutions",
+        "",
+        f"{env.get('gpu_name')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
+        f"Python {env.get('python')}, {dt.date.today().isoformat()}. Wall time {wall:.0f} s for {len(rows)} of "
+        f"{len(todo)} verdicts (`python benchmarks/selftest_gpu.py{' --solutions' if args.solutions else ''}`).",
+        "",
+    ]
+    for kind in ("fixture", "solution"):
+        mine = [r for r in rows if r["kind"] == kind]
+        if mine:
+            lines += [
+                f"{kind}s: {sum(r['passed'] for r in mine)}/{len(mine)} got their expected verdict",
+                "",
+                "| name | expected | got | pass | s |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['name']} | {r['expected']} | {r['got']} | {'yes' if r['passed'] else '**NO**'} | "
+                f"{r['seconds']} |"
+                for r in sorted(mine, key=lambda r: r["name"])
+            ]
+            lines.append("")
+    (args.out / "selftest_gpu.md").write_text("\n".join(lines))
+    print("\n".join(lines[:4]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Evaluation throughput on one machine: a batch of distinct level-2 CUDA candidates, cold caches.
+
+    python benchmarks/throughput.py --out OUT [--variants 3] [--max-seconds 330]
+
+The batch is every shipped CUDA level-2 solution plus `--variants - 1` copies of each whose load_inline
+extension has another name, so every candidate is its own extension and no build is a cache hit (36
+solutions x 3 = 108 candidates). kbench's flow: the local executor with CPU builders (one per core,
+builders make a precompiled header for the batch; backends/fastbuild.py) ahead of the GPU lanes (several
+evaluations in flight, their GPU phases taking turns on the device lease), baseline eager only.
+
+Reported: wall time, verdicts per minute, build time per candidate by recipe (cold) and for a cache hit
+(warm), the GPU's idle share while verdicts were due (nvidia-smi utilization sampled every 200 ms), and a
+warm pass over part of the batch for the per-verdict overhead beyond the timing itself. With
+`--standard-sample N`, N candidates are first built the way load_inline builds them (no fast recipe), N
+builders at once, for the build cost of the plain flow on the same files.
+
+Writes OUT/throughput.json (every verdict and build) and OUT/throughput.md. A run cut by --max-seconds
+reports what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from kbench.config import RunConfig
+from kbench.evaluate import prebuild
+from kbench.executors import Job
+from kbench.executors.local import LocalExecutor
+from kbench.hardware import environment
+from kbench.pipeline import EvaluateJob, PrebuildJob
+from kbench.problems.sources import load_source
+from kbench.solutions import reference_candidate
+from kbench.types import BuildResult, Candidate, Verdict
+
+_NAME = re.compile(r"""(load_inline\(\s*name\s*=\s*)(["'])(\w+)\2""")
+
+
+def variant(source: str, k: int) -> str:
+    """The same candidate under another extension name (k = 0: unchanged)."""
+    if k == 0:
+        return source
+    renamed, n = _NAME.subn(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}_v{k}{m.group(2)}", source)
+    if n == 0:
+        raise ValueError("no load_inline(name=...) to rename")
+    return renamed
+
+
+def batch(variants: int, limit: int, backend: str = "cuda") -> list[Job]:
+    problems = [p for p in load_source("kbench") if p.level == 2]
+    jobs = []
+    for k in range(variants):
+        for p in problems:
+            c = reference_candidate(p, backend)
+            if c is not None:
+                cand = Candidate(p.key, backend, variant(c.source, k), origin=f"{c.origin}#v{k}")
+                jobs.append(Job(p, cand, tag=len(jobs)))
+    return jobs[:limit] if limit else jobs
+
+
+class GpuSampler:
+    """GPU utilization every 200 ms from nvidia-smi, in a background process."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int]] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=utilization.gpu",
+                    "--format=csv,noheader,nounits",
+                    "-lms",
+                    "200",
+                    "-i",
+                    "0",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        except OSError:
+            return
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip().isdigit():
+                self.samples.append((time.monotonic(), int(line)))
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait()
+
+    def idle_share(self, start: float, end: float) -> float | None:
+        xs = [u for t, u in self.samples if start <= t <= end]
+        return sum(u == 0 for u in xs) / len(xs) if xs else None
+
+
+def run_kbench(jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSampler) -> dict[str, Any]:
+    builds: dict[int, dict[str, Any]] = {}
+    verdicts: list[dict[str, Any]] = []
+    t0 = time.monotonic()
+    first_verdict = [0.0]
+    pre, ev = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg)
+
+    def build(job: Job) -> BuildResult | None:
+        if time.monotonic() > deadline:
+            return BuildResult(ok=False, backend=cfg.backend, log="skipped: --max-seconds reached")
+        s = time.monotonic()
+        b = pre(job)
+        if b is not None:
+            builds[job.tag] = {
+                "seconds": round(b.seconds, 2),
+                "wall": round(time.monotonic() - s, 2),
+                "recipe": b.recipe,
+                "ok": b.ok,
+                "done_at": round(time.monotonic() - t0, 1),
+            }
+        return b
+
+    def evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict | None:  # type: ignore[return]
+        if built is not None and built.log.startswith("skipped") or time.monotonic() > deadline + 45:
+            return None  # past the cap: report what finished
+        return ev(job, device, built)
+
+    def on_result(job: Job, v: Verdict | None) -> None:
+        if v is None:
+            return
+        now = time.monotonic() - t0
+        first_verdict[0] = first_verdict[0] or now
+        verdicts.append(
+            {
+                "tag": job.tag,
+                "problem": job.problem.key,
+                "origin": job.candidate.origin,
+                "status": v.status.value,
+                "rule": v.rule,
+                "message": v.message[:300],
+                "seconds": round(v.seconds, 2),
+                "done_at": round(now, 1),
+                "time_ms": v.timing.median_ms if v.timing else None,
+                "timed_ms": (v.timing.n * v.timing.mean_ms) if v.timing else None,
+                "speedup_eager": v.speedup("eager"),
+            }
+        )
+
+    ex = LocalExecutor(device=cfg.device, builders=cfg.builders, slots=cfg.gpu_slots)
+    ex.run(jobs, build, evaluate, on_result)  # type: ignore[arg-type]
+    wall = time.monotonic() - t0
+    return {
+        "wall_s": round(wall, 1),
+        "builds": builds,
+        "verdicts": verdicts,
+        "first_verdict_s": first_verdict[0],
+        "gpu_idle_share": sampler.idle_share(t0 + first_verdict[0], t0 + wall),
+    }
+
+
+def standard_builds(jobs: list[Job], cfg: RunConfig) -> list[dict[str, Any]]:
+    """Build each job's candidate as plain load_inline would (no fast recipe, no PCH), all at once."""
+    plain = cfg.model_copy(
+        update={
+            "fast_builds": False,
+            "precompiled_headers": "off",
+            "cache_dir": Path(tempfile.mkdtemp(prefix="kbench-plain-")),
+        }
+    )
+
+    def one(job: Job) -> dict[str, Any]:
+        b = prebuild(job.candidate, plain, cfg.device)
+        return {"problem": job.problem.key, "seconds": round(b.seconds, 1), "ok": b.ok, "recipe": b.recipe}
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(one, jobs))
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def summarize(
+    res: dict[str, Any], warm: dict[str, Any] | None, plain: list[dict[str, Any]], n_jobs: int
+) -> dict[str, Any]:
+    vs, bs = res["verdicts"], list(res["builds"].values())
+    cold = [b["seconds"] for b in bs if b["recipe"] != "cache"]
+    by_recipe: dict[str, list[float]] = {}
+    for b in bs:
+        by_recipe.setdefault(b["recipe"] or "?", []).append(b["seconds"])
+    out: dict[str, Any] = {
+        "candidates": n_jobs,
+        "verdicts": len(vs),
+        "wall_s": res["wall_s"],
+        "seconds_per_verdict": round(res["wall_s"] / len(vs), 2) if vs else None,
+        "verdicts_per_min": round(60 * len(vs) / res["wall_s"], 1) if vs else None,
+        "statuses": {s: sum(v["status"] == s for v in vs) for s in sorted({v["status"] for v in vs})},
+        "cold_build_s": {
+            "median": round(statistics.median(cold), 1),
+            "p90": round(_pct(cold, 0.9), 1),
+            "max": round(max(cold), 1),
+        }
+        if cold
+        else None,
+        "build_s_by_recipe": {
+            k: {"n": len(x), "median": round(statistics.median(x), 1)} for k, x in by_recipe.items()
+        },
+        "first_verdict_s": res["first_verdict_s"],
+        "gpu_idle_share": res["gpu_idle_share"],
+    }
+    if warm and warm["verdicts"]:
+        wv = warm["verdicts"]
+        per = warm["wall_s"] / len(wv)
+        timed = statistics.fmean((v["timed_ms"] or 0) / 1000 for v in wv)
+        hits = [b["seconds"] for b in warm["builds"].values()]
+        out["warm"] = {
+            "verdicts": len(wv),
+            "wall_s": warm["wall_s"],
+            "seconds_per_verdict": round(per, 2),
+            "timed_loop_s": round(timed, 2),
+            "overhead_per_verdict_s": round(per - timed, 2),
+            "cache_hit_build_s": round(statistics.median(hits), 2) if hits else None,
+        }
+    if plain:
+        xs = [p["seconds"] for p in plain if p["ok"]]
+        out["standard_build_s"] = (
+            {"n": len(xs), "median": round(statistics.median(xs), 1), "min": min(xs), "max": max(xs)}
+            if xs
+            else None
+        )
+    return out
+
+
+def markdown(env: dict[str, Any], s: dict[str, Any], args: argparse.Namespace) -> str:
+    date = dt.date.today().isoformat()
+    lines = [
+        "# Evaluation throughput: distinct level-2 CUDA candidates, cold caches",
+        "",
+        f"{env.get('gpu_name')} x{env.get('gpu_count', 1)}, {env.get('cpu_count')} CPUs ({env.get('cpu')}), "
+        f"torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, {date}.",
+        f"Command: `python benchmarks/throughput.py --variants {args.variants} --builders {args.builders} "
+        f"--slots {args.slots} --max-seconds {args.max_seconds:g}`",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+    ]
+    for k, v in s.items():
+        lines.append(f"| {k} | {json.dumps(v) if isinstance(v, dict) else v} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--variants", type=int, default=3)
+    ap.add_argument("--limit", type=int, default=0, help="at most this many candidates (0: all)")
+    ap.add_argument("--builders", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--slots", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=24, help="candidates in the warm pass (0: none)")
+    ap.add_argument("--standard-sample", type=int, default=0)
+    ap.add_argument("--standard-only", action="store_true", help="only the plain builds of --standard-sample")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh (cold) folder")
+    ap.add_argument("--max-seconds", type=float, default=330.0)
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run with the cpp solutions, small preset")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = environment()
+    gpu = args.device != "cpu"
+    jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp")
+    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-throughput-"))
+    cfg = RunConfig(
+        backend="cuda" if gpu else "cpp",
+        device=args.device,
+        preset="full" if gpu else "small",
+        baselines=["eager"],
+        cache_dir=cache,
+        builders=args.builders,
+        gpu_slots=args.slots,
+    )
+    plain = standard_builds(jobs[: args.standard_sample], cfg) if args.standard_sample else []
+    if args.standard_only:
+        (args.out / "plain_builds.json").write_text(json.dumps({"env": env, "standard": plain}, indent=1))
+        print(json.dumps(plain, indent=1))
+        return
+    sampler = GpuSampler()
+    sampler.start()
+    start = time.monotonic()
+    res = run_kbench(jobs, cfg, start + args.max_seconds, sampler)
+    warm = run_kbench(jobs[: args.warm], cfg, time.monotonic(), sampler) if args.warm else None
+    sampler.stop()
+    summary = summarize(res, warm, plain, len(jobs))
+    (args.out / "throughput.json").write_text(
+        json.dumps(
+            {"env": env, "summary": summary, "cold": res, "warm": warm, "standard": plain},
+            indent=1,
+            default=str,
+        )
+    )
+    (args.out / "throughput.md").write_text(markdown(env, summary, args))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
