@@ -16,6 +16,11 @@ Every timing is appended to OUT/timing_fidelity.jsonl as it ends; OUT/timing_fid
 tables. `--max-seconds` caps the run: no problem starts when the remaining time (less a reserve for
 step 3) is below the slowest problem so far; the report covers what finished. `--report-only` rebuilds
 the report from the JSONL. On the CPU (`--device cpu --backend cpp --preset small`) step 3 is skipped.
+
+A problem costs ~4 worker processes (~15-25 s on an H200 host), so 30 problems need ~10 minutes; to
+split a run under a shorter cap, give each call `--skip K --problems N`, concatenate the JSONL files
+into one folder and run `--report-only` there. `--cache-dir` may point at another run's kbench cache:
+its builds are reused, its reference timings are not touched.
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ class Run:
         self.notes: list[str] = []
         self.ncu_reserve = 0.0  # seconds kept for the Nsight Compute step
 
+    def note(self, text: str) -> None:
+        """A remark for the report, kept in the JSONL too so `--report-only` shows it."""
+        self.notes.append(text)
+        self.write({"kind": "note", "text": text})
+
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
@@ -134,7 +144,7 @@ def phase_build(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
             run.write(row)
             if not row["ok"]:
                 print(f"build failed: {row['problem']}: {row['log'][-300:]}", flush=True)
-    run.notes.append(f"prebuild of {len(items)} solutions: {time.perf_counter() - t0:.0f} s")
+    run.note(f"prebuild of {len(items)} solutions: {time.perf_counter() - t0:.0f} s")
 
 
 def _extra(stats: dict[str, Any]) -> dict[str, Any]:
@@ -198,12 +208,14 @@ def one_round(run: Run, problem: Problem, cand: Candidate, rnd: int) -> None:
         run.write(row)
 
 
-def phase_rounds(run: Run, items: list[tuple[Problem, Candidate]], reserve: float) -> list[tuple]:
+def phase_rounds(run: Run, items: list[tuple[Problem, Candidate]], reserve: float, per_item: float) -> list:
+    """Two rounds per problem while the slowest problem so far still fits before the reserve, which
+    grows by `per_item` seconds for every timed problem (its profiler pass)."""
     done: list[tuple[Problem, Candidate]] = []
     slowest = 0.0
     for problem, cand in items:
-        if run.left() - reserve < slowest:
-            run.notes.append(f"time cap: {len(done)} of {len(items)} problems timed (--max-seconds)")
+        if run.left() - reserve - per_item * (len(done) + 1) < slowest:
+            run.note(f"time cap: {len(done)} of {len(items)} problems timed (--max-seconds)")
             break
         t0 = time.perf_counter()
         for rnd in (1, 2):
@@ -252,14 +264,14 @@ def _sub(cmd: list[str], run: Run, timeout: float, log: Path) -> tuple[int, str]
 
 def phase_profile(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
     if not run.device.startswith("cuda"):
-        run.notes.append("profiler agreement skipped: it needs a CUDA device (torch.profiler device kernels)")
+        run.note("profiler agreement skipped: it needs a CUDA device (torch.profiler device kernels)")
         return
     req = _profile_request(run, items, run.args.profile_calls)
     timeout = run.left() - REPORT_S - run.ncu_reserve
     cmd = [sys.executable, str(PROFILE_WORKER), str(req)]
     rc, log = _sub(cmd, run, timeout, run.out / "profile_worker.log")
     if rc != 0:
-        run.notes.append(f"profiler worker exit {rc}: {log[-300:]}")
+        run.note(f"profiler worker exit {rc}: {log[-300:]}")
 
 
 def phase_ncu(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
@@ -267,7 +279,7 @@ def phase_ncu(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
         return
     ncu = shutil.which("ncu")
     if ncu is None:
-        run.notes.append("--ncu given but ncu is not on PATH: Nsight Compute agreement skipped")
+        run.note("--ncu given but ncu is not on PATH: Nsight Compute agreement skipped")
         return
     from timing_fidelity_profile import ncu_command, parse_ncu_csv
 
@@ -278,7 +290,7 @@ def phase_ncu(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
     }
     for problem, cand in [it for it in items if it[0].key in single][: run.args.ncu_count]:
         if run.left() < REPORT_S + 10:
-            run.notes.append("ncu: out of time")
+            run.note("ncu: out of time")
             break
         req = _profile_request(run, [(problem, cand)], run.args.ncu_calls)
         log = run.out / f"ncu_{problem.level}_{problem.number}.csv"
@@ -291,14 +303,15 @@ def phase_ncu(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
             import statistics
 
             row |= {"ncu_ms_median": statistics.median(parsed), "kernels": len(parsed)}
-        else:
-            row["error"] = tail[-500:]
+        else:  # ncu's own messages (e.g. ERR_NVGPUCTRPERM) are in its log file, the worker's in tail
+            row["error"] = ((log.read_text()[-400:] if log.exists() else "") + "\n" + tail[-400:]).strip()
         run.write(row)
 
 
 def report(args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
     out = Path(args.out)
     rows = read_rows((out / ROWS).read_text()) if (out / ROWS).exists() else []
+    notes = [r["text"] for r in rows if r.get("kind") == "note"] + notes
     table = build_table(rows)
     summary = summarize(table, rows)
     meta = {
@@ -349,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.report_only:
-        print(json.dumps(report(args, ["rebuilt from the JSONL"]), indent=1))
+        print(json.dumps(report(args, ["report rebuilt from the JSONL (--report-only)"]), indent=1))
         return
     run = Run(args)
     try:
@@ -366,11 +379,13 @@ def measure(run: Run, args: argparse.Namespace) -> None:
         return
     gpu = run.device.startswith("cuda")
     run.ncu_reserve = args.ncu_count * min(args.ncu_timeout_s, 30.0) if gpu and args.ncu else 0.0
-    profile_reserve = (10.0 + 0.5 * len(items)) if gpu else 0.0  # one process: ~5 s start, ~0.3 s each
-    done = phase_rounds(run, items, REPORT_S + profile_reserve + run.ncu_reserve)
+    # The profiler pass is one process: ~5-10 s to start, then ~1 s per solution (inputs made on the
+    # CPU, as the workers make them, dominate at the full preset).
+    start, per_item = (10.0, 1.0) if gpu else (0.0, 0.0)
+    done = phase_rounds(run, items, REPORT_S + start + run.ncu_reserve, per_item)
     phase_profile(run, done)
     phase_ncu(run, done)
-    summary = report(args, run.notes)
+    summary = report(args, [])  # the run's notes are in the JSONL
     print(json.dumps(summary, indent=1))
     print(f"wrote {Path(args.out) / 'timing_fidelity.md'}", flush=True)
 

@@ -66,7 +66,7 @@ def _device_events(prof: Any) -> list[tuple[float, float, str]]:
 def flush_names(flush: torch.Tensor) -> set[str]:
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:  # as profile_item
         for _ in range(FLUSH_PROBES):
             flush.bitwise_not_()
         torch.cuda.synchronize()
