@@ -27,10 +27,9 @@ A)
   timeout 100 python3 benchmarks/evaluator_gpu.py --out "$OUT/evaluator_gpu" 2>&1 | tail -12
   ;;
 B)
-  timeout 330 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions --cache-dir $CACHE \
-    --max-seconds 300 2>&1 | grep -v "^pass " | tail -25
-  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/prompts/test_prompt_examples.py -k gpu 2>&1 | tail -4
-  timeout 200 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" --max-seconds 180 2>&1 | tail -15
+  timeout 400 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda --cache-dir $CACHE \
+    --max-seconds 360 2>&1 | grep -v "^pass " | tail -25
+  timeout 150 python3 benchmarks/evaluator_gpu.py --out "$OUT/evaluator_gpu" 2>&1 | tail -12
   ;;
 C)
   KBENCH_BASELINES=eager timeout 400 python3 -m kbench run --solutions reference --backend triton --device cuda \

@@ -1,6 +1,6 @@
 """The anti-cheat fixtures on a GPU, plus every shipped solution as an honest control (false positives).
 
-    python benchmarks/selftest_gpu.py --out OUT [--solutions] [--max-seconds 300]
+    python benchmarks/selftest_gpu.py --out OUT [--solutions cuda,triton] [--max-seconds 300]
 
 Same fixtures, configs and judging as `kbench selftest --gpu` (kbench.selftest), but run through the local
 executor: CUDA fixtures are built by CPU builders in parallel first, and evaluations overlap their
@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +26,36 @@ from kbench.evaluate import evaluate, prebuild
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
-from kbench.problems.sources import load_source
+from kbench.problems.sources import load_source, make_problem
+from kbench.prompts.builder import EXAMPLES
 from kbench.selftest import discover, fixture_config, fixture_problem, judge
 from kbench.solutions import reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
 
-def jobs(with_solutions: bool, base: RunConfig) -> list[Job]:
+def jobs(solution_backends: list[str], base: RunConfig) -> list[Job]:
     out = []
     for f in discover(backends=["cuda", "triton"], gpu=True):
         problem = fixture_problem(f)
         cand = Candidate(problem.key, f.backend, f.path.read_text(), origin=str(f.path))
         out.append(Job(problem, cand, tag=("fixture", f, fixture_config(f, True, base))))
-    if with_solutions:
+    for i, (stem, _) in enumerate(EXAMPLES):  # the prompts' worked examples are honest controls too
+        ref = (resources.files("kbench.prompts") / "examples" / "reference" / f"{stem}.py").read_text()
+        problem = make_problem("examples", 0, i + 1, stem, ref, None)
         for backend in ("cuda", "triton"):
+            text = (resources.files("kbench.prompts") / "examples" / backend / f"{stem}.py").read_text()
+            cfg = base.model_copy(
+                update={"backend": backend, "device": "cuda", "preset": "full", "baselines": ["eager"]}
+            )
+            out.append(
+                Job(
+                    problem,
+                    Candidate(problem.key, backend, text, origin=f"example/{backend}/{stem}"),
+                    tag=("example", f"{backend}/{stem}", cfg),
+                )
+            )
+    if solution_backends:
+        for backend in solution_backends:
             for p in load_source("kbench"):
                 c = reference_candidate(p, backend) if p.level == 2 else None
                 if c is not None:
@@ -57,14 +74,14 @@ def jobs(with_solutions: bool, base: RunConfig) -> list[Job]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--solutions", action="store_true")
+    ap.add_argument("--solutions", default="", help="backends whose shipped solutions to add: cuda,triton")
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     base = RunConfig(cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-")))
-    todo = jobs(args.solutions, base)
+    todo = jobs([b for b in args.solutions.split(",") if b], base)
     deadline = time.monotonic() + args.max_seconds
     rows: list[dict[str, Any]] = []
     log = (args.out / "selftest_gpu.jsonl").open("w")
@@ -86,7 +103,7 @@ def main() -> None:
         if kind == "fixture":
             name, expected, passed = what.id, what.expected, judge(what, v)
         else:
-            name, expected = Path(what).name, "ok"
+            name, expected = (Path(what).name if kind == "solution" else what), "ok"
             passed = v.ok and not v.rule
         row = {
             "kind": kind,
@@ -98,6 +115,7 @@ def main() -> None:
             "warnings": list(v.warnings),
             "speedup_eager": v.speedup("eager"),
             "message": v.message[:300],
+            "phases": dict(v.phases),
         }
         rows.append(row)
         log.write(json.dumps(row) + "\n")
@@ -109,7 +127,8 @@ def main() -> None:
         )
 
     t0 = time.monotonic()
-    LocalExecutor(device="cuda", builders=os.cpu_count() or 2, slots=args.slots).run(
+    builders = max(1, (os.cpu_count() or 2) - 4)  # leave cores to the GPU lanes' worker processes
+    LocalExecutor(device="cuda", builders=builders, slots=args.slots).run(
         todo,
         build,
         run,
@@ -122,10 +141,10 @@ def main() -> None:
         "",
         f"{env.get('gpu_name')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
         f"Python {env.get('python')}, {dt.date.today().isoformat()}. Wall time {wall:.0f} s for {len(rows)} of "
-        f"{len(todo)} verdicts (`python benchmarks/selftest_gpu.py{' --solutions' if args.solutions else ''}`).",
+        f"{len(todo)} verdicts (`python benchmarks/selftest_gpu.py{' --solutions ' + args.solutions if args.solutions else ''}`).",
         "",
     ]
-    for kind in ("fixture", "solution"):
+    for kind in ("fixture", "example", "solution"):
         mine = [r for r in rows if r["kind"] == kind]
         if mine:
             lines += [

@@ -153,6 +153,7 @@ def run_kbench(jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSam
                 "status": v.status.value,
                 "rule": v.rule,
                 "message": v.message[:300],
+                "phases": dict(v.phases),
                 "seconds": round(v.seconds, 2),
                 "done_at": round(now, 1),
                 "time_ms": v.timing.median_ms if v.timing else None,

@@ -132,7 +132,7 @@ def run_reference(
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None:
         raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
-    data = ReferenceData(cache_hit=cached is not None)
+    data = ReferenceData(cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)})
     _absorb(data, result, jobdir)
     if cached is None:
         write_cache(folder, jobdir, result, plan.fixed)
@@ -264,6 +264,11 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
     )
 
 
+def _phases(ref: ReferenceData | None, result: WorkerResult | None) -> tuple[tuple[str, float], ...]:
+    found = [(f"ref.{k}", v) for k, v in (ref.phases if ref else {}).items()]
+    return tuple(found + [(f"cand.{k}", v) for k, v in (result.phases if result else {}).items()])
+
+
 def run_candidate(
     problem: Problem, candidate: Candidate, cfg: RunConfig, plan: Plan, workdir: Path
 ) -> Outcome:
@@ -288,6 +293,8 @@ def run_candidate(
     env = _worker_env(candidate.backend, cfg, plan.device)
     exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
     outcome = read_worker(exit_, jobdir)
+    if outcome.result is not None:
+        outcome.result.phases["wall"] = round(exit_.seconds, 3)
     if exit_.leftover and outcome.status is Status.OK:
         outcome = Outcome(
             Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
@@ -395,6 +402,7 @@ def _verdict(
         kernel_share=result.kernel_share if result is not None else None,
         warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
         seconds=round(seconds, 3),
+        phases=_phases(ref, result),
     )
 
 

@@ -36,6 +36,7 @@ class ReferenceData:
     checksums: dict[int, list[str]] = field(default_factory=dict)
     timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # mode -> TimingStats fields
     cache_hit: bool = False
+    phases: dict[str, float] = field(default_factory=dict)  # the reference worker's, plus its wall time
 
 
 def _timed_modes(
@@ -77,12 +78,14 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     if device.type == "cuda":
         from kbench.sandbox import lease
 
-        lease.acquire(lease.device_id(spec.device), jobdir)  # before any GPU work (sandbox/lease.py)
+        waited = lease.acquire(lease.device_id(spec.device), jobdir)  # before any GPU work (sandbox/lease.py)
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
     model = build_model(loaded, spec.init_seed).to(device)
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
     result = WorkerResult()
+    if device.type == "cuda":
+        result.phases["lease"] = round(waited, 3)
     t0 = time.perf_counter()
     for seed in spec.seeds:
         inputs = make_inputs(loaded.get_inputs, seed, device, spec.dtype)

@@ -192,6 +192,7 @@ class Verdict:
     sol_ms: float | None = None
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0  # wall time of the whole evaluation
+    phases: tuple[tuple[str, float], ...] = ()  # where the seconds went: ref.* / cand.* worker phases
 
     @property
     def ok(self) -> bool:
