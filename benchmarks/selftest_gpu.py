@@ -71,17 +71,29 @@ def jobs(solution_backends: list[str], base: RunConfig) -> list[Job]:
     return out
 
 
+def _name(job: Job) -> str:
+    kind, what, _ = job.tag
+    return str(what.id if kind == "fixture" else Path(what).name if kind == "solution" else what)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--solutions", default="", help="backends whose shipped solutions to add: cuda,triton")
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--slots", type=int, default=3)
+    ap.add_argument(
+        "--skip-passed", type=Path, default=None, help="a selftest_gpu.jsonl: skip what passed there"
+    )
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     base = RunConfig(cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-")))
     todo = jobs([b for b in args.solutions.split(",") if b], base)
+    if args.skip_passed is not None:
+        rows_before = [json.loads(line) for line in args.skip_passed.read_text().splitlines() if line.strip()]
+        passed = {r["name"] for r in rows_before if r["passed"]}
+        todo = [j for j in todo if _name(j) not in passed]
     deadline = time.monotonic() + args.max_seconds
     rows: list[dict[str, Any]] = []
     log = (args.out / "selftest_gpu.jsonl").open("w")
@@ -110,6 +122,7 @@ def main() -> None:
             "name": name,
             "expected": expected,
             "got": f"{v.status.value} {v.rule}".strip(),
+            "device": v.device,
             "passed": passed,
             "seconds": round(v.seconds, 1),
             "warnings": list(v.warnings),

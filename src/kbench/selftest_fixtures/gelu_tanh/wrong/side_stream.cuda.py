@@ -1,4 +1,4 @@
-# expect: cheat wallclock-disagreement | cheat timing-output-mismatch | mismatch | ok
+# expect: cheat wallclock-disagreement | cheat timing-output-mismatch | cheat beyond-speed-of-light | mismatch | ok
 # warns: static:streams
 # Launches on a side stream the timing events are not recorded on.
 # ok is acceptable only with the streams warning: the timer synchronizes the whole device.

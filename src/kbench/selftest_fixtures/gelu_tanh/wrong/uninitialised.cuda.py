@@ -1,5 +1,6 @@
-# expect: mismatch
+# expect: mismatch | cheat no-custom-kernel
 # Returns never-written device memory, hoping it still holds a freed reference output.
+# Either catch is right: the outputs are garbage, and no kernel of its own ever ran.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
