@@ -18,6 +18,7 @@ that bounds real use; RLIMIT_DATA counts only writable private mappings, so it b
 from __future__ import annotations
 
 import os
+import re
 import resource
 import secrets
 import signal
@@ -140,6 +141,25 @@ def _wait(proc: subprocess.Popen[bytes], jobdir: Path, timeout_s: float, t0: flo
             continue
 
 
+def one_gpu(spec: JobSpec, env: dict[str, str] | None) -> tuple[JobSpec, dict[str, str]]:
+    """Show a GPU worker only its own GPU: CUDA_VISIBLE_DEVICES names the one physical device and the
+    worker uses `cuda:0`. A worker that saw every GPU would launch a candidate's `<<<...>>>` kernels on
+    the current device (0) with tensors on `cuda:N` (illegal memory access), and could touch other jobs'
+    GPUs. Build jobs (no GPU) and CPU jobs are left as they are.
+    """
+    env = dict(env or {})
+    found = re.fullmatch(r"cuda(?::(\d+))?", spec.device)
+    if found is None or spec.role == "build":
+        return spec, env
+    index = int(found.group(1) or 0)
+    visible = env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    ids = [x.strip() for x in visible.split(",") if x.strip()] if visible is not None else None
+    if ids is not None and index >= len(ids):
+        return spec, env  # not a visible device: the worker reports torch's own error
+    env["CUDA_VISIBLE_DEVICES"] = ids[index] if ids is not None else str(index)
+    return spec.model_copy(update={"device": "cuda:0"}), env
+
+
 def run_worker(
     module: str,
     jobdir: Path,
@@ -149,6 +169,7 @@ def run_worker(
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; always returns, never raises for the job."""
     jobdir.mkdir(parents=True, exist_ok=True)
+    spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = secrets.token_bytes(KEY_BYTES)
     cuda = spec.device.startswith("cuda")
