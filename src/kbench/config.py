@@ -69,7 +69,7 @@ class RunConfig(BaseModel):
     cpu_threads: int = 1  # torch/OpenMP threads of CPU workers, the same for reference and candidate
     cpu_timing_budget_s: float = 1.0  # cap of the per-callable timing budget on the CPU
     executor: str = "local"
-    builders: int = 0  # CPU build workers; 0 = one per core
+    builders: int = 0  # CPU build workers; 0 = half the cores less two per GPU (executors/local.py)
     gpu_slots: int = 3  # evaluations in flight per GPU; their GPU phases take turns (sandbox/lease.py)
     fast_builds: bool = True  # light CUDA headers + precompiled torch headers, falling back to a plain build
     precompiled_headers: Literal["auto", "on", "off"] = "auto"  # auto: builders make one for big batches

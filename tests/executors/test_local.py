@@ -87,3 +87,11 @@ def test_registry_and_unknown_name() -> None:
 
     with pytest.raises(ConfigError, match="local"):
         get_executor("nonesuch")
+
+
+def test_default_builders_leave_cores_to_the_lanes() -> None:
+    from kbench.executors.local import default_builders
+
+    assert default_builders(16, ["cuda:0"]) == 7  # 14 compilers + 2 cores for the lanes' workers
+    assert default_builders(32, ["cuda:0", "cuda:1"]) == 14
+    assert default_builders(2, ["cpu"]) == 1 and default_builders(1, ["cuda:0"]) == 1
