@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import tempfile
 import time
 from importlib import resources
@@ -140,8 +139,7 @@ def main() -> None:
         )
 
     t0 = time.monotonic()
-    builders = max(1, (os.cpu_count() or 2) - 4)  # leave cores to the GPU lanes' worker processes
-    LocalExecutor(device="cuda", builders=builders, slots=args.slots).run(
+    LocalExecutor(device="cuda", slots=args.slots).run(
         todo,
         build,
         run,

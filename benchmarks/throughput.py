@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import re
 import statistics
 import subprocess
@@ -271,7 +270,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--variants", type=int, default=3)
     ap.add_argument("--limit", type=int, default=0, help="at most this many candidates (0: all)")
-    ap.add_argument("--builders", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--builders", type=int, default=0, help="0: the local executor's default")
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--warm", type=int, default=24, help="candidates in the warm pass (0: none)")
     ap.add_argument("--standard-sample", type=int, default=0)
