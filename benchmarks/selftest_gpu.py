@@ -122,6 +122,7 @@ def main() -> None:
             "expected": expected,
             "got": f"{v.status.value} {v.rule}".strip(),
             "device": v.device,
+            "backend": job.candidate.backend,
             "passed": passed,
             "seconds": round(v.seconds, 1),
             "warnings": list(v.warnings),
