@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 16
+batch_size = 24
 in_channels = 128
 out_channels = 64
 height = 128

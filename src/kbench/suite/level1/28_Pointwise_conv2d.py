@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 16
+batch_size = 48
 in_channels = 256
 out_channels = 256
 height = 128

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 64
+batch_size = 128
 seq_len = 4096
 hidden = 1024
 

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-M = 16384
+M = 24576
 N = 16384
 
 KBENCH_PRESETS = {"small": {"M": 61, "N": 127}}
