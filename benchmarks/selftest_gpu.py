@@ -20,8 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kbench.build import prebuild
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate, prebuild
+from kbench.evaluate import evaluate
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment

@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kbench.build import prebuild
 from kbench.config import RunConfig
-from kbench.evaluate import prebuild
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment

@@ -42,16 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
 
+from kbench.build import prebuild, worker_env  # noqa: E402
 from kbench.config import RunConfig  # noqa: E402
 from kbench.errors import KbenchError  # noqa: E402
-from kbench.evaluate import (  # noqa: E402
-    _worker_env,
-    make_plan,
-    prebuild,
-    resolve_device,
-    run_candidate,
-    run_reference,
-)
+from kbench.evaluate import make_plan, resolve_device, run_candidate, run_reference  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.problems import select  # noqa: E402
 from kbench.sandbox.outcome import check_outputs  # noqa: E402
@@ -251,7 +245,7 @@ def _profile_request(run: Run, items: list[tuple[Problem, Candidate]], calls: in
 
 def _sub(cmd: list[str], run: Run, timeout: float, log: Path) -> tuple[int, str]:
     """Run `cmd` with the evaluation workers' build environment (same build keys: cached builds load)."""
-    env = os.environ | _worker_env(run.args.backend, run.cfg, run.device)
+    env = os.environ | worker_env(run.args.backend, run.cfg, run.device)
     with log.open("a") as fh:
         try:
             rc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=max(timeout, 1.0))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from evalfixtures import cpu_config, fixture_source
 
-from kbench.evaluate import cuda_arch_list, evaluate, prebuild
+from kbench.build import cuda_arch_list, prebuild
+from kbench.evaluate import evaluate
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status
 

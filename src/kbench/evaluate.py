@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kbench.backends import get_backend
+from kbench.build import threads_env, worker_env
 from kbench.config import RunConfig
 from kbench.errors import ProblemError
 from kbench.problems.loader import preset_overrides
@@ -31,7 +32,6 @@ from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, T
 FIXED_SEED_BASE = 1000
 REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
 SAMPLE_CALLS = [0, 3, 7, 12, 19]  # timed calls whose outputs are re-checked (all < min_runs = 20)
-PCH_MIN_BATCH = 16  # queued builds from which a builder makes a precompiled header (~50 s, ~0.8 GB)
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 
 
@@ -123,7 +123,7 @@ def run_reference(
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
     jobdir = workdir / "reference"
-    env = _threads_env(cfg, plan.device)
+    env = threads_env(cfg, plan.device)
     if not plan.device.startswith("cuda"):
         # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
@@ -132,7 +132,9 @@ def run_reference(
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None:
         raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
-    data = ReferenceData(cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)})
+    data = ReferenceData(
+        cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)}
+    )
     _absorb(data, result, jobdir)
     if cached is None:
         write_cache(folder, jobdir, result, plan.fixed)
@@ -181,89 +183,6 @@ def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).sol_ms
 
 
-def cuda_arch_list(cfg: RunConfig, device: str) -> str:
-    """The TORCH_CUDA_ARCH_LIST of every build and evaluation worker, so their build keys agree.
-
-    The host's own setting wins; else the GPU's capability when the host sees one; else `cfg.cuda_arch`.
-    """
-    import os
-
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return os.environ["TORCH_CUDA_ARCH_LIST"]
-    if device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability(torch.device(device))
-            return f"{major}.{minor}"
-    return cfg.cuda_arch
-
-
-def _threads_env(cfg: RunConfig, device: str) -> dict[str, str]:
-    """OpenMP's thread count for CPU workers (reference and candidate alike), set before it starts."""
-    return {} if device.startswith("cuda") else {"OMP_NUM_THREADS": str(cfg.cpu_threads)}
-
-
-def _worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
-    from kbench.backends import fastbuild
-
-    env = get_backend(backend_name).worker_env(device) | _threads_env(cfg, device)
-    pch = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
-    return env | {
-        "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),
-        fastbuild.RECIPE_ENV: "fast" if cfg.fast_builds else "standard",
-        fastbuild.PCH_ENV: pch,
-    }
-
-
-def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) -> BuildResult:
-    """Build the candidate's extension into the content-addressed cache, with no GPU visible.
-
-    A sandboxed `role="build"` worker imports the candidate (its load_inline calls build), so the later
-    evaluation worker, started with the same TORCH_CUDA_ARCH_LIST, only loads the binary. Builds
-    nothing (ok, 0 s) for backends that compile at first launch (Triton). `batch` is how many builds the
-    caller has queued: from PCH_MIN_BATCH on (or with precompiled_headers="on") the builder also makes
-    the precompiled header its flags need, which later builds then use.
-    """
-    backend = get_backend(candidate.backend)
-    if not backend.prebuilds:
-        return BuildResult(ok=True, backend=candidate.backend)
-    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kbench-build-", dir=cfg.cache_dir) as tmp:
-        jobdir = Path(tmp)
-        path = jobdir / "candidate.py"
-        path.write_text(candidate.source)
-        spec = JobSpec(
-            role="build",
-            preset=cfg.preset,
-            dtype=cfg.dtype,
-            device=device,
-            backend=candidate.backend,
-            candidate_file=str(path),
-            memory_limit_gb=cfg.memory_limit_gb,
-            cache_dir=str(cfg.cache_dir),
-        )
-        make_pch = cfg.precompiled_headers == "on" or (
-            cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
-        )
-        env = _worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
-        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
-        outcome = read_worker(exit_, jobdir)
-    result = outcome.result
-    if result is None:
-        return BuildResult(ok=False, backend=candidate.backend, seconds=exit_.seconds, log=outcome.message)
-    log = result.build_log or ("" if outcome.status is Status.OK else outcome.message)
-    return BuildResult(
-        ok=outcome.status is not Status.BUILD_ERROR,
-        backend=candidate.backend,
-        seconds=result.build_seconds,
-        cache_hit=result.build_cache_hit,
-        recipe=result.build_recipe,
-        log=log[-8000:],
-        kernels=tuple(backend.kernel_names(candidate.source)),
-    )
-
-
 def _phases(ref: ReferenceData | None, result: WorkerResult | None) -> tuple[tuple[str, float], ...]:
     found = [(f"ref.{k}", v) for k, v in (ref.phases if ref else {}).items()]
     return tuple(found + [(f"cand.{k}", v) for k, v in (result.phases if result else {}).items()])
@@ -290,7 +209,7 @@ def run_candidate(
         sample_calls=SAMPLE_CALLS,
         measure=cfg.measure,
     )
-    env = _worker_env(candidate.backend, cfg, plan.device)
+    env = worker_env(candidate.backend, cfg, plan.device)
     exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:

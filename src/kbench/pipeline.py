@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbench.build import prebuild
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
-from kbench.evaluate import evaluate, prebuild, resolve_device
+from kbench.evaluate import evaluate, resolve_device
 from kbench.executors import Job, get_executor
 from kbench.solutions import reference_candidate
 from kbench.store import Store, VerdictKey, reuse
