@@ -42,6 +42,36 @@ def test_cpu_timing_rotates_inputs_and_samples_outputs() -> None:
     assert len(res.times_ms) == st.n
 
 
+def test_disguised_sample_calls_expose_a_memo_keyed_on_the_tensor() -> None:
+    """A sampled call sees another set's values in the same tensor (same version): a candidate that
+    memoises per tensor returns the stale output; an honest one computes on the new values."""
+    sets = [(torch.full((8,), float(i)),) for i in range(3)]
+
+    def disguise(k: int) -> tuple[int, object]:
+        j = (k + 1) % len(sets)
+        old = sets[k][0].data.clone()
+        sets[k][0].data.copy_(sets[j][0].data)
+        return j, lambda: sets[k][0].data.copy_(old)
+
+    memo: dict[tuple[int, int], torch.Tensor] = {}
+
+    def memoised(x: torch.Tensor) -> torch.Tensor:
+        return memo.setdefault((x.data_ptr(), x._version), x * 2)
+
+    for fn, stale in ((lambda x: x * 2, False), (memoised, True)):
+        seen: list[tuple[int, int, float]] = []
+        settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=3, min_runs=20)
+        res = time_callable(
+            fn, sets, settings, torch.device("cpu"), lambda c, k, o, seen=seen: seen.append((c, k, float(o[0]))),
+            frozenset({0, 4}), disguise,
+        )  # fmt: skip
+        assert [(c, k) for c, k, _ in seen] == [(0, 1), (4, 2)]  # the set whose values the call saw
+        wrong = [v != 2.0 * k for _, k, v in seen]
+        assert all(wrong) if stale else not any(wrong)
+        assert [float(s[0][0]) for s in sets] == [0.0, 1.0, 2.0]  # values restored after each call
+        assert res.stats.n >= 20
+
+
 def test_adaptive_repeats_stop_at_target_rse() -> None:
     settings = TimingSettings(budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.5)
     res = time_callable(lambda: None, [()], settings, torch.device("cpu"))

@@ -230,11 +230,15 @@ def time_callable(
     device: torch.device,
     on_output: Callable[[int, int, Any], None] | None = None,
     sample_at: frozenset[int] = frozenset(),
+    disguise: Callable[[int], tuple[int, Callable[[], None]]] | None = None,
 ) -> TimingResult:
     """Time `fn(*inputs)` rotating over `input_sets`.
 
     `on_output(call_index, set_index, output)` is called, outside the timed region, for the call
-    indices in `sample_at`, so the caller can re-check outputs produced while being timed.
+    indices in `sample_at`, so the caller can re-check outputs produced while being timed. Before such
+    a call, `disguise(set_index)` may put another set's values into this set's tensors (same objects,
+    same version counters); it returns the index of the set whose values the call sees and a function
+    that undoes it, run after the call.
     """
     clock = _Clock(device, settings.flush_l2)
     before = gpu_clocks(device)
@@ -246,11 +250,15 @@ def time_callable(
     t0 = _perf_counter_ns()
     while len(times) < settings.max_runs:
         k = len(times) % len(calls)
+        sampled = on_output is not None and len(times) in sample_at
+        seen, undo = disguise(k) if sampled and disguise is not None else (k, None)
         dt, wall, out = clock.time(calls[k])
         times.append(dt / settings.batch)
         walls.append(wall / settings.batch)
-        if on_output is not None and len(times) - 1 in sample_at:
-            on_output(len(times) - 1, k, out)
+        if sampled and on_output is not None:
+            on_output(len(times) - 1, seen, out)
+        if undo is not None:
+            undo()
         elapsed = (_perf_counter_ns() - t0) / 1e9
         if len(times) >= settings.min_runs:
             if elapsed > settings.budget_s or summarize(times, "", "").rse < settings.target_rse:
