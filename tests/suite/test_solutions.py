@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -166,13 +167,55 @@ def test_triton_solution_matches_reference(path: Path, triton_results: dict[str,
     assert triton_results.get(path.stem) == "ok", triton_results.get(path.stem)
 
 
+@pytest.fixture(scope="module")
+def cpp_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """kbench's build cache for the in-process builds, as a batch: the first build makes the precompiled
+    header its flags need (all cpp solutions share them), the others use it. Yields the recipes used."""
+    import torch.utils.cpp_extension as ext
+
+    from kbench.backends import KernelRecorder, fastbuild
+    from kbench.backends.buildcache import install
+
+    original, mode = ext.load_inline, os.environ.get(fastbuild.PCH_ENV)
+    os.environ[fastbuild.PCH_ENV] = "make"
+    recipes: list[str] = []
+    recorder = KernelRecorder()
+    install(recorder, tmp_path_factory.mktemp("builds"))
+    wrapped = ext.load_inline
+
+    def load_inline(*args: object, **kwargs: object) -> object:
+        module = wrapped(*args, **kwargs)
+        recipes.append(str(recorder.extra.get("build_recipe")))
+        return module
+
+    ext.load_inline = load_inline  # type: ignore[assignment]
+    try:
+        yield recipes
+    finally:
+        ext.load_inline = original  # type: ignore[assignment]
+        if mode is None:
+            os.environ.pop(fastbuild.PCH_ENV, None)
+        else:
+            os.environ[fastbuild.PCH_ENV] = mode
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", _paths("cpp"), ids=lambda p: p.stem)
-def test_cpp_solution_matches_reference(path: Path, problems: dict[str, Problem]) -> None:
+def test_cpp_solution_matches_reference(
+    path: Path, problems: dict[str, Problem], cpp_builds: list[str]
+) -> None:
     if sys.platform == "win32" or shutil.which("ninja") is None:
         pytest.skip("cpp solutions need a C++ toolchain and ninja")
-    module = _import(path)  # builds once; torch caches the build by name and source
+    module = _import(path)
     _check_against_reference(problems[path.stem], module.ModelNew)
+
+
+@pytest.mark.slow
+def test_cpp_solutions_were_built_with_the_precompiled_header(cpp_builds: list[str]) -> None:
+    """Runs after the builds above (file order): all but the first used the header the first made."""
+    if len(cpp_builds) < 2:
+        pytest.skip("needs the cpp solution tests of this module to have run first")
+    assert cpp_builds[0] == "standard" and set(cpp_builds[1:]) == {"pch"}, cpp_builds
 
 
 if __name__ == "__main__":
