@@ -143,3 +143,21 @@ def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch:
     pipeline._store_baselines(store, problem, verdict("cuda:0"))
     [(key, _)] = store.baselines()
     assert key[4] == hardware.fingerprint(gpu_host)
+
+
+def test_model_run_without_a_gpu_defaults_to_the_small_preset(tmp_path: Path) -> None:
+    """`--preset` left out on a CPU: the small preset, as documented (the replayed model
+    answers in prose, so the verdict is `no_code` and nothing is built)."""
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    (replay / "level_2_problem_24_sample_0_turn_0.md").write_text(
+        "Fuse the three operations into one loop.\n"
+    )
+    store = tmp_path / "kbench.db"
+    args = ["run", "--model", f"replay/{replay}", "--problems", "2/24", "--backend", "cpp", "--device", "cpu",
+            "--store", str(store)]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with Store(store) as db:
+        ((_, verdict),) = db.verdicts(db.runs()[-1].run_id)
+    assert verdict.status is Status.NO_CODE and verdict.preset == "small"

@@ -129,6 +129,8 @@ def run_cmd(
             chosen = chosen or select_problems(cfg.model_copy(update={"level": 2}))
             outcome = pipeline.run_solutions(cfg, chosen, backends, resume, on_verdict=show)
         else:
+            if "preset" not in cfg.model_fields_set and not _gpu_present(cfg.device):
+                cfg = cfg.model_copy(update={"preset": "small"})  # the documented default without a GPU
             outcome = pipeline.run_model(cfg, chosen or [], resume, on_verdict=show)
     path = _report(cfg, outcome.run_id, html)
     console.print(
