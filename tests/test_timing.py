@@ -120,3 +120,14 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
     cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")
     assert (cpu.threads, cpu.budget_s) == (2, 1.0)
     assert (gpu.threads, gpu.budget_s) == (0, 5.0)
+
+
+def test_only_like_input_sets_trade_values() -> None:
+    from kbench.sandbox.worker import _swappable
+
+    t = torch.zeros(2, 3)
+    assert _swappable([t, 4, "mean"], [torch.ones(2, 3), 4, "mean"])
+    assert not _swappable([t, 4], [torch.ones(2, 3), 5])  # a differing scalar: the sets are not alike
+    assert not _swappable([t], [torch.ones(3, 2)])  # another shape
+    assert not _swappable([t], [torch.ones(2, 3, dtype=torch.float64)])
+    assert not _swappable([t], [t, t]) and not _swappable([t], [1.0])

@@ -43,6 +43,23 @@ def _failure(exc: BaseException, default: str) -> Stop:
     return Stop(default, f"{type(exc).__name__}: {exc}\n{tb}"[-4000:])
 
 
+def _swappable(a: list[Any], b: list[Any]) -> bool:
+    """Two input sets whose tensors can trade values in place and whose other values are equal."""
+    import torch
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+                return False
+            if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 class CandidateJob:
     def __init__(self, spec: JobSpec, jobdir: Path) -> None:
         import torch
@@ -215,6 +232,8 @@ class CandidateJob:
             """Give set k the next set's values in place, through `.data` (no version bump), so an output
             memoised by pointer, shape or version is stale for this sampled call."""
             j = (k + 1) % len(sets)
+            if not _swappable(sets[k], sets[j]):
+                return k, lambda: None  # different shapes or non-tensor values: the plain call is sampled
             pairs = [(a, b) for a, b in zip(sets[k], sets[j], strict=True) if isinstance(a, torch.Tensor)]
             saved = [a.data.clone() for a, _ in pairs]
             for a, b in pairs:
