@@ -68,22 +68,14 @@ def toolchain(with_cuda: bool) -> dict[str, str]:
     return info
 
 
-def _with_cuda(arguments: dict[str, Any]) -> bool:
-    return bool(arguments.get("cuda_sources")) or bool(arguments.get("with_cuda"))
-
-
 def build_key(arguments: dict[str, Any]) -> str:
     relevant = {k: v for k, v in arguments.items() if k not in _IGNORED_ARGS}
     blob = json.dumps(
-        {"args": relevant, "toolchain": toolchain(_with_cuda(relevant))}, sort_keys=True, default=repr
+        {"args": relevant, "toolchain": toolchain(fastbuild.with_cuda(relevant))},
+        sort_keys=True,
+        default=repr,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
 
 
 def _count_calls(module: Any, recorder: KernelRecorder) -> None:
@@ -141,7 +133,7 @@ def _build(
     mode = fastbuild.pch_mode()
     pch_folder = None
     if mode != "off" and fastbuild.fast_recipe():
-        pch_folder = fastbuild.pch_dir(root, arguments, toolchain(_with_cuda(arguments)))
+        pch_folder = fastbuild.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
     attempts = _recipes(arguments, pch_folder)
     for i, (label, attempt) in enumerate(attempts):
         try:
@@ -172,7 +164,7 @@ def cached_load_inline(
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
-        for src in _as_list(arguments.get("cuda_sources")):
+        for src in fastbuild.as_list(arguments.get("cuda_sources")):
             recorder.defined.update(_GLOBAL_RE.findall(src))
         t0 = time.perf_counter()
         try:

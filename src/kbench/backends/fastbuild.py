@@ -52,10 +52,16 @@ def pch_mode() -> str:
     return mode if mode in ("make", "use", "off") else "use"
 
 
-def _as_list(value: Any) -> list[str]:
+def as_list(value: Any) -> list[str]:
+    """A load_inline source/flag argument (None, one string or a sequence) as a list."""
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
+
+
+def with_cuda(arguments: dict[str, Any]) -> bool:
+    """Whether load_inline builds these arguments with nvcc."""
+    return bool(arguments.get("cuda_sources")) or bool(arguments.get("with_cuda"))
 
 
 def light_cuda_sources(arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -64,7 +70,7 @@ def light_cuda_sources(arguments: dict[str, Any]) -> dict[str, Any] | None:
     None when no CUDA source includes it (nothing to gain). The line becomes `#include <torch/types.h>`
     so a candidate that passes `no_implicit_headers=True` still sees tensors.
     """
-    sources = _as_list(arguments.get("cuda_sources"))
+    sources = as_list(arguments.get("cuda_sources"))
     if not any(_FULL_HEADER.search(s) for s in sources):
         return None
     light = [_FULL_HEADER.sub("#include <torch/types.h>", s) for s in sources]
@@ -72,13 +78,12 @@ def light_cuda_sources(arguments: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def pch_dir(root: Path, arguments: dict[str, Any], toolchain: dict[str, str]) -> Path:
-    with_cuda = bool(arguments.get("cuda_sources")) or bool(arguments.get("with_cuda"))
     blob = json.dumps(
         {
             "toolchain": toolchain,
-            "with_cuda": with_cuda,
-            "cflags": _as_list(arguments.get("extra_cflags")),
-            "includes": _as_list(arguments.get("extra_include_paths")),
+            "with_cuda": with_cuda(arguments),
+            "cflags": as_list(arguments.get("extra_cflags")),
+            "includes": as_list(arguments.get("extra_include_paths")),
         },
         sort_keys=True,
     )
@@ -89,7 +94,7 @@ def with_pch(arguments: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     """The arguments with the PCH folder searched first; None when that PCH does not exist (yet)."""
     if not (folder / PCH_FILE).is_file():
         return None
-    includes = _as_list(arguments.get("extra_include_paths"))
+    includes = as_list(arguments.get("extra_include_paths"))
     return dict(arguments, extra_include_paths=[str(folder), *includes])
 
 
