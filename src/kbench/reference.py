@@ -68,6 +68,7 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     from kbench import timing
     from kbench.correctness import TORCH_DTYPES, checksum, flatten_outputs, ieee_numerics, make_inputs
     from kbench.problems import build_model, load
+    from kbench.sandbox import lease
     from kbench.types import Problem
 
     ieee_numerics()
@@ -75,17 +76,13 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     timing.pin_threads(timing.TimingSettings(**spec.timing))
     device = torch.device(spec.device)
     assert spec.problem is not None
-    if device.type == "cuda":
-        from kbench.sandbox import lease
-
-        waited = lease.acquire(lease.device_id(spec.device), jobdir)  # before any GPU work (sandbox/lease.py)
+    result = WorkerResult()
+    if lease.required(spec.role, spec.device):  # before any GPU work (sandbox/lease.py)
+        result.phases["lease"] = round(lease.acquire(lease.device_id(spec.device), jobdir), 3)
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
     model = build_model(loaded, spec.init_seed).to(device)
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
-    result = WorkerResult()
-    if device.type == "cuda":
-        result.phases["lease"] = round(waited, 3)
     t0 = time.perf_counter()
     for seed in spec.seeds:
         inputs = make_inputs(loaded.get_inputs, seed, device, spec.dtype)

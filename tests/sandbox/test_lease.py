@@ -64,3 +64,8 @@ def test_jobs_without_a_lease_keep_the_plain_limit(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 1.4
     proc.kill()
     proc.wait()
+
+
+def test_every_gpu_worker_but_a_build_takes_the_lease() -> None:
+    assert lease.required("candidate", "cuda:1") and lease.required("reference", "cuda")
+    assert not lease.required("build", "cuda:0") and not lease.required("candidate", "cpu")

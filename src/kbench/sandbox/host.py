@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbench.sandbox.lease import LEASE_FILE
+from kbench.sandbox import lease
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, LOG_FILE, JobSpec
 
 LOG_TAIL_LINES = 60
@@ -125,7 +125,7 @@ def _wait(proc: subprocess.Popen[bytes], jobdir: Path, timeout_s: float, t0: flo
     A GPU job's limit runs from when it holds the device lease (sandbox/lease.py): before that only
     kbench's own code runs (imports, then waiting for other jobs' GPU phases), bounded by LEASE_WAIT_S.
     """
-    marker = jobdir / LEASE_FILE
+    marker = jobdir / lease.LEASE_FILE
     watching = leased
     deadline = t0 + (LEASE_WAIT_S if leased else timeout_s)
     while True:
@@ -192,7 +192,7 @@ def run_worker(
             proc.stdin.close()
         except (ProcessLookupError, BrokenPipeError, OSError):
             pass  # the worker already died; its exit status tells the story
-        timed_out = not _wait(proc, jobdir, timeout_s, t0, cuda and spec.role != "build")
+        timed_out = not _wait(proc, jobdir, timeout_s, t0, lease.required(spec.role, spec.device))
         if timed_out:
             kill_group(pgid)
             proc.wait()

@@ -26,6 +26,11 @@ DIR_ENV = "KBENCH_LEASE_DIR"
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
 
 
+def required(role: str, device: str) -> bool:
+    """Whether a worker of this role on this device takes the lease (every GPU worker but a build)."""
+    return device.startswith("cuda") and role != "build"
+
+
 def lease_dir() -> Path:
     return Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir(), "kbench-gpu-leases"))
 

@@ -276,7 +276,7 @@ class CandidateJob:
         from kbench.types import Problem
 
         try:
-            if self.spec.role != "build" and self.device.type == "cuda":
+            if lease.required(self.spec.role, self.spec.device):
                 self.phase("lease", lambda: lease.acquire(lease.device_id(self.spec.device), self.jobdir))
             self.phase("import", self.import_candidate)
             if self.spec.role == "build" or self.spec.problem is None:
