@@ -17,6 +17,7 @@ from typing import Any
 
 from kbench.config import RunConfig
 from kbench.evaluate import evaluate
+from kbench.reference_pool import ReferencePool
 from kbench.hardware import environment
 from kbench.problems import get_problem
 from kbench.types import Candidate, Verdict
@@ -92,15 +93,21 @@ def main() -> None:
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-gpu-bench-"))
     problem = get_problem(args.problem)
     rows = []
+    pool = ReferencePool()  # one run: the steps on this problem share its reference job
     for label, name, backend, expected in STEPS:
         cfg = RunConfig(
             preset=args.preset,
             device="cuda",
             backend=backend,
             cache_dir=cache,
-            baselines=["eager", "compile", "compile-max-autotune"],
+            baselines=["eager", "compile"],
         )
-        v = evaluate(problem, Candidate(problem.key, backend, (HERE / name).read_text(), origin=name), cfg)
+        v = evaluate(
+            problem,
+            Candidate(problem.key, backend, (HERE / name).read_text(), origin=name),
+            cfg,
+            references=pool,
+        )
         rows.append(row(label, v, expected))
         print(f"{label}: {v.status.value} {v.rule} {v.message[:200]} ({v.seconds:.1f} s)", flush=True)
     a, b = rows[3]["median_ms"], rows[4]["median_ms"]

@@ -23,6 +23,7 @@ from typing import Any
 from kbench.build import prebuild
 from kbench.config import RunConfig
 from kbench.evaluate import evaluate
+from kbench.reference_pool import ReferencePool
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
@@ -73,7 +74,13 @@ def jobs(solution_backends: list[str], base: RunConfig) -> list[Job]:
 
 def _name(job: Job) -> str:
     kind, what, _ = job.tag
-    return str(what.id if kind == "fixture" else Path(what).name if kind == "solution" else what)
+    if kind == "solution":  # one file name per problem in every backend
+        return f"{job.candidate.backend}/{Path(what).name}"
+    return str(what.id if kind == "fixture" else what)
+
+
+def _row_name(row: dict[str, Any]) -> str:
+    return f"{row['backend']}/{row['name']}" if row["kind"] == "solution" else str(row["name"])
 
 
 def main() -> None:
@@ -92,9 +99,10 @@ def main() -> None:
     todo = jobs([b for b in args.solutions.split(",") if b], base)
     if args.skip_passed is not None:
         rows_before = [json.loads(line) for line in args.skip_passed.read_text().splitlines() if line.strip()]
-        passed = {r["name"] for r in rows_before if r["passed"]}
+        passed = {_row_name(r) for r in rows_before if r["passed"]}
         todo = [j for j in todo if _name(j) not in passed]
     deadline = time.monotonic() + args.max_seconds
+    pool = ReferencePool()  # one reference run per problem (and per fixture config), as `kbench run` does
     rows: list[dict[str, Any]] = []
     log = (args.out / "selftest_gpu.jsonl").open("w")
 
@@ -106,7 +114,9 @@ def main() -> None:
         if time.monotonic() > deadline:
             return None
         _, _, cfg = job.tag
-        return evaluate(job.problem, job.candidate, cfg.model_copy(update={"device": device}))
+        return evaluate(
+            job.problem, job.candidate, cfg.model_copy(update={"device": device}), references=pool
+        )
 
     def on_result(job: Job, v: Verdict | None) -> None:
         kind, what, _ = job.tag

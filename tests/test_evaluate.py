@@ -156,3 +156,36 @@ def test_static_checks_see_the_problem_dtype(cache_dir: Path, dtype: str, warned
     cfg = cpu_config(cache_dir, static_checks=True, dtype=dtype)
     rules = {f.rule for f in _static(Candidate("p", "cpp", source), cfg).findings}
     assert ("precision-downgrade" in rules) is warned, rules
+
+
+def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
+    from kbench.reference_pool import ReferencePool
+    from kbench.store.reuse import source_of
+
+    problem = get_problem(PROBLEM)
+    cfg = cpu_config(cache_dir)
+    pool = ReferencePool()
+    first = evaluate(
+        problem, Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")), cfg, references=pool
+    )
+    wrong = evaluate(
+        problem, Candidate(problem.key, "cpp", fixture_source("cpp_wrong.py")), cfg, references=pool
+    )
+    assert first.status is Status.OK, first.message + first.log_tail
+    assert wrong.status is Status.MISMATCH, wrong.message
+    assert (pool.runs, pool.reuses) == (1, 1)
+    assert any(k.startswith("ref.") for k, _ in first.phases)
+    assert not any(k.startswith("ref.") for k, _ in wrong.phases)  # no second reference worker
+    # a baseline timed by this run's first evaluation says so; one read from the disk cache stays "cache"
+    first_source = source_of(dict(first.baselines)["eager"])
+    assert source_of(dict(wrong.baselines)["eager"]) == ("run" if first_source == "measured" else "cache")
+    # the shared secret seed is the same in both verdicts; a new pool draws a new one
+    assert first.correctness is not None and wrong.correctness is not None
+    assert first.correctness.seeds == wrong.correctness.seeds
+    other = evaluate(
+        problem,
+        Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")),
+        cfg,
+        references=ReferencePool(),
+    )
+    assert other.correctness is not None and other.correctness.seeds != first.correctness.seeds

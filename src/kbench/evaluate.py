@@ -22,6 +22,7 @@ from kbench.config import RunConfig
 from kbench.errors import ProblemError
 from kbench.problems.loader import preset_overrides
 from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache, write_cache
+from kbench.reference_pool import ReferencePool, pool_key
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
 from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, read_result
@@ -301,7 +302,9 @@ def _verdict(
             kernels=tuple(result.kernels_ran),
         )
     timing = _stats(result.timing) if result is not None else None
-    baselines = (measured(ref.timings, plan.settings, ref.cache_hit) if ref else {}) | dict(reused or {})
+    baselines = (measured(ref.timings, plan.settings, ref.cache_hit, ref.shared) if ref else {}) | dict(
+        reused or {}
+    )
     return Verdict(
         status=outcome.status,
         problem_key=problem.key,
@@ -326,10 +329,15 @@ def _verdict(
 
 
 def evaluate(
-    problem: Problem, candidate: Candidate, cfg: RunConfig, baselines: Mapping[str, TimingStats] | None = None
+    problem: Problem,
+    candidate: Candidate,
+    cfg: RunConfig,
+    baselines: Mapping[str, TimingStats] | None = None,
+    references: ReferencePool | None = None,
 ) -> Verdict:
     """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises.
-    `baselines` (store.reuse.baselines_for) that match the device and timing settings are not re-timed."""
+    `baselines` (store.reuse.baselines_for) that match the device and timing settings are not re-timed;
+    with `references`, evaluations of one problem in one run share a reference run (reference_pool)."""
     t0 = time.monotonic()
     device = resolve_device(cfg.device, candidate.backend)
     plan = make_plan(cfg, device)
@@ -343,7 +351,13 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="kbench-job-", dir=cfg.cache_dir) as tmp:
         workdir = Path(tmp)
         reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
-        ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
+        if references is None:
+            ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
+        else:
+            key = pool_key(problem, cfg, device, reused.keys())
+            plan, ref, _ = references.get(
+                key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
+            )
         outcome = run_candidate(problem, candidate, cfg, plan, workdir)
         judged = _judge(outcome, problem, cfg, plan, ref, workdir)
         judged.log_tail = outcome.log_tail

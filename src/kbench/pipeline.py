@@ -17,6 +17,7 @@ from kbench.config import RunConfig
 from kbench.errors import ConfigError
 from kbench.evaluate import evaluate, resolve_device
 from kbench.executors import Job, get_executor
+from kbench.reference_pool import ReferencePool
 from kbench.solutions import reference_candidate
 from kbench.store import Store, VerdictKey, reuse
 from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
@@ -40,10 +41,11 @@ class EvaluateJob:
     def __init__(self, cfg: RunConfig, baselines: dict[str, dict[str, TimingStats]] | None = None) -> None:
         self.cfg = cfg
         self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
+        self.references = ReferencePool()  # one reference run per problem and device in this run
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
-        return evaluate(job.problem, job.candidate, cfg, self.baselines.get(job.problem.key))
+        return evaluate(job.problem, job.candidate, cfg, self.baselines.get(job.problem.key), self.references)
 
 
 class PrebuildJob:

@@ -36,6 +36,7 @@ class ReferenceData:
     checksums: dict[int, list[str]] = field(default_factory=dict)
     timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # mode -> TimingStats fields
     cache_hit: bool = False
+    shared: bool = False  # reused from an earlier evaluation of this run (reference_pool)
     phases: dict[str, float] = field(default_factory=dict)  # the reference worker's, plus its wall time
 
 
@@ -106,7 +107,7 @@ def main(argv: list[str]) -> int:
     os._exit(0)
 
 
-NUMERICS = "ieee-fp32-v1"  # correctness.ieee_numerics' settings; part of the reference cache key
+NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
 
 # ---- host side: cache ----------------------------------------------------------------------------
 

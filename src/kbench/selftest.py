@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
+from kbench.reference_pool import ReferencePool
 from kbench.types import Candidate, Problem, Verdict
 
 _KEYS = ("expect", "static", "timeout", "requires", "warns")
@@ -167,14 +168,19 @@ def judge(fixture: Fixture, verdict: Verdict) -> bool:
     return all(w in warned for w in fixture.warns)
 
 
-def run_fixture(fixture: Fixture, gpu: bool = False, base: RunConfig | None = None) -> Outcome:
+def run_fixture(
+    fixture: Fixture,
+    gpu: bool = False,
+    base: RunConfig | None = None,
+    references: ReferencePool | None = None,
+) -> Outcome:
     from kbench.evaluate import evaluate  # the evaluator under test
 
     cfg = fixture_config(fixture, gpu, base)
     problem = fixture_problem(fixture)
     candidate = Candidate(problem.key, fixture.backend, fixture.path.read_text(), origin=str(fixture.path))
     start = time.perf_counter()
-    verdict = evaluate(problem, candidate, cfg)
+    verdict = evaluate(problem, candidate, cfg, references=references)
     seconds = time.perf_counter() - start
     return Outcome(
         fixture, verdict.status.value, verdict.rule, judge(fixture, verdict), seconds, verdict.message
@@ -185,4 +191,5 @@ def run_suite(
     backends: Iterable[str] | None = None, gpu: bool = False, select: str = "", base: RunConfig | None = None
 ) -> list[Outcome]:
     fixtures = [f for f in discover(backends=backends, gpu=gpu) if select in f.id]
-    return [run_fixture(f, gpu, base) for f in fixtures]
+    references = ReferencePool()  # the fixtures of one problem share its reference run
+    return [run_fixture(f, gpu, base, references) for f in fixtures]

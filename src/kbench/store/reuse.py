@@ -30,6 +30,7 @@ SOURCE = "source"
 SETTINGS = "timing_settings"
 STORED_AT = "stored_at"
 MEASURED, CACHED, STORED = "measured", "cache", "store"  # the values of `source`
+SHARED = "run"  # measured by an earlier evaluation of the same run (reference_pool)
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
@@ -50,10 +51,14 @@ def source_of(stats: TimingStats) -> str | None:
 
 
 def measured(
-    timings: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Any], cache_hit: bool
+    timings: Mapping[str, Mapping[str, Any]],
+    settings: Mapping[str, Any],
+    cache_hit: bool,
+    shared: bool = False,
 ) -> dict[str, TimingStats]:
     """The reference job's timings (TimingStats fields by mode) as stats that say how they were taken."""
-    notes = {SOURCE: CACHED if cache_hit else MEASURED, SETTINGS: settings_text(settings)}
+    source = CACHED if cache_hit else SHARED if shared else MEASURED
+    notes = {SOURCE: source, SETTINGS: settings_text(settings)}
     return {
         mode: annotate(from_dict(TimingStats, dict(fields), f"reference timing {mode}"), **notes)
         for mode, fields in timings.items()
