@@ -90,3 +90,43 @@ def test_ieee_numerics_turns_tf32_off() -> None:
         assert torch.get_float32_matmul_precision() == "highest"
     finally:
         torch.set_float32_matmul_precision("highest")
+
+
+def test_device_digest_detects_writes_and_permutations() -> None:
+    from kbench.correctness import device_digest
+
+    x = torch.randn(1000, 37)
+    base = device_digest(x)
+    assert device_digest(x.clone()) == base and len(base) == 32
+    swapped = x.clone()
+    swapped[0, 0], swapped[5, 3] = x[5, 3].item(), x[0, 0].item()
+    assert device_digest(swapped) != base  # same multiset of values, other positions
+    flipped = x.clone()
+    flipped.view(torch.int32)[123, 7] ^= 1  # one bit
+    assert device_digest(flipped) != base
+    assert device_digest(torch.sort(x.reshape(-1)).values.reshape(x.shape)) != base
+    assert device_digest(x.reshape(-1)[:-1]) != device_digest(x.reshape(-1)[:-2])  # padding is not ignored
+    assert device_digest(torch.empty(0)) == device_digest(torch.empty(0, 3))
+
+
+def test_device_digest_does_not_depend_on_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbench.correctness as c
+
+    x = torch.randint(-(2**31), 2**31 - 1, (4099,), dtype=torch.int64)
+    whole = c.device_digest(x)
+    monkeypatch.setattr(c, "DIGEST_CHUNK", 100)
+    assert c.device_digest(x) == whole
+    assert c.device_digest(x.flip(0).flip(0)) == whole  # another tensor, equal bytes
+
+
+@pytest.mark.gpu
+def test_gpu_inputs_and_checksums_are_made_on_the_device() -> None:
+    import kbench.correctness as c
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    made = c.make_inputs(lambda: [torch.randn(1000, 100), 3], 5, torch.device("cuda:0"), "fp32")
+    again = c.make_inputs(lambda: [torch.randn(1000, 100), 3], 5, torch.device("cuda:0"), "fp32")
+    assert made[0].is_cuda and made[1] == 3 and torch.equal(made[0], again[0])
+    x = torch.randn(64, 64, device="cuda")
+    assert c.checksum([x]) == c.checksum([x.clone()]) and c.checksum([x]) != c.checksum([x.cpu()])

@@ -86,11 +86,17 @@ def time_eager(fn: Callable[[], Any], device: str, budget_s: float = 0.5, max_re
 
 
 def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
-    """`get_inputs()` under a seed, generated on CPU (same values on every device), then moved."""
+    """`get_inputs()` under a seed, generated on `device` as the evaluator does (correctness.make_inputs
+    without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
     import torch
 
     torch.manual_seed(seed)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in loaded.get_inputs()]
+    if device == "cpu":
+        made = loaded.get_inputs()
+    else:
+        with torch.device(device):
+            made = loaded.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]
 
 
 def tensor_bytes(values: Iterable[Any]) -> int:
@@ -142,12 +148,14 @@ def _run_reference(loaded: LoadedProblem, device: str) -> tuple[LintContext, flo
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
     model = build_model(loaded).to(device)
     inputs = seeded_inputs(loaded, SEEDS[0], device)
     if cuda:
         # What the problem itself needs: parameters, inputs and one plain forward (its output included),
-        # before verify's own copies (the alternative seed's inputs, defensive clones) exist.
+        # before verify's own copies (the alternative seed's inputs, defensive clones) exist. The count
+        # starts once the inputs exist: temporaries of their generation on the GPU are not the problem's.
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
         with torch.no_grad():
             model(*inputs)
         torch.cuda.synchronize(device)
