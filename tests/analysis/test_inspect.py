@@ -33,3 +33,24 @@ def test_compile_view_reports_inductor_fusions() -> None:
     assert compiled.nodes_after < compiled.nodes_before
     assert any("fused" in k for k in compiled.kernels)
     assert compiled.launch_count < report.graph.groups[0].ops.__len__() + 1
+    assert compiled.kernel_ms is None  # profiled kernel time exists on a GPU only
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_compiled_kernel_time_on_gpu() -> None:
+    report = inspect_problem(get_problem("2/23"), get_gpu("H200"), preset="small", device="cuda")
+    assert report.compiled is not None and report.compiled.kernel_ms is not None
+    assert 0 < report.compiled.kernel_ms and report.eager_ms is not None and report.eager_ms > 0
+
+
+def test_shards_partition_a_level() -> None:
+    from kbench.cli.inspect import _shard
+    from kbench.errors import ConfigError
+
+    keys = [p.key for p in LEVEL2]
+    parts = [keys[slice(*_shard(f"{i}/3"))] for i in range(3)]
+    assert sorted(sum(parts, [])) == sorted(keys) and all(parts)
+    for bad in ("3/3", "x", "1/0", "-1/2"):
+        with pytest.raises(ConfigError):
+            _shard(bad)

@@ -28,6 +28,7 @@ class CompileView:
     kernels: list[str] = field(default_factory=list)  # generated fused kernels
     launches: list[str] = field(default_factory=list)  # kernel calls of one forward, in order
     log_lines: int = 0
+    kernel_ms: float | None = None  # device time of the compiled forward's kernels (GPU only, profiler)
 
     @property
     def launch_count(self) -> int:
@@ -70,19 +71,29 @@ def parse_compile(log: str, codes: list[str]) -> CompileView:
     return view
 
 
-def compile_view(model: Any, inputs: list[Any]) -> CompileView:
-    """Compile `model` with inductor from a fresh cache and capture its fusion log and generated code."""
+def compile_view(model: Any, inputs: list[Any], device: str = "cpu") -> CompileView:
+    """Compile `model` with inductor from a fresh cache and capture its fusion log and generated code; on a
+    GPU also profile the compiled forward, as the eager one is, so the two kernel times compare."""
     import torch
     import torch._dynamo
     from torch._inductor.utils import run_and_get_code
 
+    from kbench.analysis.profile import profile_eager
+
     buf = io.StringIO()
+    kernel_ms = None
     with _fresh_inductor_cache(), contextlib.redirect_stderr(buf), torch.no_grad():
         torch._dynamo.reset()
         torch._logging.set_logs(fusion=True)  # the handler binds sys.stderr now, i.e. our buffer
         try:
-            _, codes = run_and_get_code(torch.compile(model), *inputs)
+            compiled = torch.compile(model)
+            _, codes = run_and_get_code(compiled, *inputs)
+            torch._logging.set_logs()
+            if device.startswith("cuda"):
+                kernel_ms = sum(r.time_ms for r in profile_eager(compiled, inputs, device).kernels)
         finally:
             torch._logging.set_logs()
             torch._dynamo.reset()
-    return parse_compile(buf.getvalue(), list(codes))
+    view = parse_compile(buf.getvalue(), list(codes))
+    view.kernel_ms = kernel_ms
+    return view

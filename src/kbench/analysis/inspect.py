@@ -84,5 +84,5 @@ def inspect_problem(
             source = report.eager.kernels if device.startswith("cuda") else report.eager.ops
             report.eager_ms = sum(r.time_ms for r in source)
         if compile:
-            report.compiled = compile_view(model, inputs)
+            report.compiled = compile_view(model, inputs, device)
     return report

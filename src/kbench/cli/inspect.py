@@ -25,6 +25,17 @@ def _gpu(name: str | None, measure: bool):  # type: ignore[no-untyped-def]
     return detected or get_gpu("H100")
 
 
+def _shard(text: str) -> tuple[int, None, int]:
+    """`I/N` -> the slice start/stop/step of shard I of N."""
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: expected I/N, e.g. 0/4") from None
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"--shard {text!r}: need 0 <= I < N")
+    return index, None, count
+
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
@@ -61,6 +72,7 @@ def _show(report) -> None:  # type: ignore[no-untyped-def]
         c = report.compiled
         console.print(
             f"torch.compile: {c.nodes_before} -> {c.nodes_after} scheduler nodes, {c.launch_count} launches"
+            + ("" if c.kernel_ms is None else f", kernels {c.kernel_ms:.4f} ms per forward")
         )
         console.print("  fusions: " + ("; ".join(c.fusions) or "none"))
         console.print("  kernels: " + (", ".join(c.kernels) or "none"))
@@ -70,15 +82,18 @@ def _table_row(report) -> str:  # type: ignore[no-untyped-def]
     s, c = report.sol, report.compiled
     eager = "-" if report.eager_ms is None else f"{report.eager_ms:.4f}"
     ratio = "-" if report.eager_ms is None or not s.sol_ms else f"{report.eager_ms / s.sol_ms:.2f}"
+    compiled_ms = None if c is None else c.kernel_ms
+    compiled = "-" if compiled_ms is None else f"{compiled_ms:.4f}"
+    gain = "-" if not compiled_ms or report.eager_ms is None else f"{report.eager_ms / compiled_ms:.2f}"
     cells = [report.problem_key, report.name, f"{s.flops / 1e9:.3f}", f"{s.bytes / 2**20:.2f}", f"{s.intensity:.1f}",
              s.bound, f"{s.sol_ms:.4f}", eager, ratio, str(len(report.graph.fusion_groups)),
              f"{report.graph.bytes_saved / 2**20:.2f}", f"{report.eager.kernel_launches:g}" if report.eager else "-",
-             str(c.launch_count) if c else "-"]  # fmt: skip
+             str(c.launch_count) if c else "-", compiled, gain]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = ("| key | name | GFLOP | min MiB | FLOP/B | bound | SOL ms | eager ms | eager/SOL | fusion groups "
-          "| MiB saved | eager launches | compiled launches |")  # fmt: skip
+          "| MiB saved | eager launches | compiled launches | compiled ms | eager/compiled |")  # fmt: skip
 
 
 @app.command("inspect")
@@ -96,6 +111,9 @@ def inspect_cmd(
     source: str = typer.Option("kbench", "--source", "-s"),
     level: int | None = typer.Option(None, "--level", "-l"),
     out: Path | None = typer.Option(None, "--out", help="with --all: write the Markdown table here"),
+    shard: str | None = typer.Option(
+        None, "--shard", help="I/N: with --all, only problems I, I+N, I+2N, ... (0-based; parallel runs)"
+    ),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """Eager ops and kernels, torch.compile fusions, fusion groups and speed-of-light for a problem."""
@@ -106,6 +124,8 @@ def inspect_cmd(
     dev = resolve_device(device)
     spec = _gpu(gpu, measure)
     problems = select(source, level=level) if all_ else [get_problem(problem, source)]
+    if shard:
+        problems = problems[slice(*_shard(shard))]
     reports = []
     for p in problems:
         reports.append(inspect_problem(p, spec, preset=preset, device=dev, dtype=dtype, compile=compile))
