@@ -95,3 +95,16 @@ def test_default_builders_leave_cores_to_the_lanes() -> None:
     assert default_builders(16, ["cuda:0"]) == 7  # 14 compilers + 2 cores for the lanes' workers
     assert default_builders(32, ["cuda:0", "cuda:1"]) == 14
     assert default_builders(2, ["cpu"]) == 1 and default_builders(1, ["cuda:0"]) == 1
+
+
+def test_builders_count_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from kbench.executors import local
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    assert local.usable_cpus() == 10
+    assert local.LocalExecutor(devices=["cuda:0"]).builders == 4

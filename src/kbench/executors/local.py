@@ -41,6 +41,13 @@ def local_devices(device: str = "auto") -> list[str]:
     return [f"cuda:{i}" for i in range(count)]
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity mask: taskset, cgroup cpusets), else all."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 2
+
+
 def default_builders(cpus: int, devices: list[str]) -> int:
     """Builders that fill the cores without starving the GPU lanes.
 
@@ -58,7 +65,7 @@ class LocalExecutor:
         self, devices: list[str] | None = None, builders: int = 0, device: str = "auto", slots: int = 3
     ) -> None:
         self.devices = devices or local_devices(device)
-        self.builders = builders or default_builders(os.cpu_count() or 2, self.devices)
+        self.builders = builders or default_builders(usable_cpus(), self.devices)
         self.slots = max(1, slots)
 
     def lanes(self) -> list[str]:
