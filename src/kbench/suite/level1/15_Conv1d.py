@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 32
+batch_size = 48
 in_channels = 64
 out_channels = 128
 length = 32768

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 4096
+batch_size = 8192
 dim = 65536
 min_val = -0.5
 max_val = 1.0

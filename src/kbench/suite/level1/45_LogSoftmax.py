@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 8192
+batch_size = 12288
 dim = 32768
 
 KBENCH_PRESETS = {"small": {"batch_size": 24, "dim": 199}}

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 64
+batch_size = 96
 channels = 64
 height = 256
 width = 256

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 128
+batch_size = 192
 channels = 256
 height = 130
 width = 130

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 8192
+batch_size = 16384
 dim1 = 64
 dim2 = 1024
 reduce_dim = 1
@@ -22,7 +22,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.rand(batch_size, dim1, dim2) + 0.5]
+    return [torch.rand(batch_size, dim1, dim2).add_(0.5)]
 
 
 def get_init_inputs():

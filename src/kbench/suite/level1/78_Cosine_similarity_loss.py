@@ -1,4 +1,8 @@
-"""Cosine-similarity loss: mean over rows of 1 - cos(predictions, targets)."""
+"""Cosine-similarity loss per row (no reduction over the batch): 1 - cos(predictions, targets).
+
+Per row, not the batch mean: at the full size the mean of 1 - cos over 65536 random pairs is 1.0 to
+within 1e-5 on every seed, so a kernel returning a constant would pass.
+"""
 
 import torch
 import torch.nn as nn
@@ -17,7 +21,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return torch.mean(1.0 - F.cosine_similarity(predictions, targets, dim=1))
+        return 1.0 - F.cosine_similarity(predictions, targets, dim=1)
 
 
 def get_inputs():

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 
 # 64 x 4096 tokens x 1024 dims: a 1 GiB output gathered from a 196 MiB table.
-batch_size = 64
+batch_size = 128
 seq_len = 4096
 num_embeddings = 50257
 embedding_dim = 1024

@@ -5,7 +5,7 @@ import torch.nn as nn
 
 num_rows = 65536
 dim = 2048
-num_indices = 131072
+num_indices = 262144
 
 KBENCH_PRESETS = {"small": {"num_rows": 97, "dim": 40, "num_indices": 131}}
 KBENCH_TAGS = ["gather"]

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 16
+batch_size = 24
 seq_len = 4096
 hidden = 4096
 

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 4096
+batch_size = 6144
 dim = 65536
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "dim": 261}}

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 8192
+batch_size = 12288
 dim = 8192
 eps = 1e-6
 

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 32
+batch_size = 48
 in_channels = 64
 out_channels = 128
 height = 128

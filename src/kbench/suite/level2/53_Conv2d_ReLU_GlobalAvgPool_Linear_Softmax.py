@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 64
+batch_size = 96
 in_channels = 64
 out_channels = 256
 height = 64

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 32
+batch_size = 48
 in_channels = 192
 height = 56
 width = 56

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 64
+batch_size = 128
 in_channels = 256
 squeeze_channels = 32
 expand1x1_channels = 128

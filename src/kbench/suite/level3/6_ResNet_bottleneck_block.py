@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-batch_size = 32
+batch_size = 64
 in_channels = 256
 mid_channels = 128
 out_channels = 512
