@@ -1,5 +1,5 @@
 """Run `verify --preset full --device cuda` on the whole embedded suite and write the table of eager time and
-peak memory per problem to benchmarks/results/verify_full.md (run on the GPU machine)."""
+peak memory per problem to benchmarks/results/verify_full.md, or the path given (run on the GPU machine)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from kbench.hardware import environment
 from kbench.problems import select
 from kbench.verify import VerifyResult, verify_problems
 
-OUT = Path(__file__).parent / "results" / "verify_full.md"
+# argv: [OUT.md [SKIP | PROBLEM...]]: SKIP resumes a run cut by a time limit; PROBLEMs re-check a few
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results" / "verify_full.md"
+PICK = sys.argv[2:]
 
 
 def _row(r: VerifyResult) -> str:
@@ -20,9 +22,17 @@ def _row(r: VerifyResult) -> str:
     return f"| {r.problem_key} | {r.name} | {eager} | {peak} | {notes} |"
 
 
+def _problems():  # type: ignore[no-untyped-def]
+    from kbench.problems import get_problem
+
+    if PICK and PICK[0].isdigit():
+        return select("kbench")[int(PICK[0]) :]
+    return [get_problem(p) for p in PICK] if PICK else select("kbench")
+
+
 def main() -> int:
     run = verify_problems(
-        select("kbench"), preset="full", device="cuda", on_result=lambda r: print(_row(r), flush=True)
+        _problems(), preset="full", device="cuda", on_result=lambda r: print(_row(r), flush=True)
     )
     gpu = environment().get("gpu")
     lines = [f"verify --preset full --device cuda on {gpu}", "", "| key | name | eager ms | peak MiB | findings |",
