@@ -86,7 +86,8 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
             cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
         )
         env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
-        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
+        start = cfg.worker_start
+        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env, start=start)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
     if result is None:

@@ -129,7 +129,8 @@ def run_reference(
         # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    exit_ = run_worker("kbench.reference", jobdir, spec, timeout_s=max(cfg.timeout_s, 600.0), env=env)
+    timeout = max(cfg.timeout_s, 600.0)
+    exit_ = run_worker("kbench.reference", jobdir, spec, timeout, env=env, start=cfg.worker_start)
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None:
         raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
@@ -211,7 +212,8 @@ def run_candidate(
         measure=cfg.measure,
     )
     env = worker_env(candidate.backend, cfg, plan.device)
-    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env)
+    start = cfg.worker_start
+    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env, start=start)
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
         outcome.result.phases["wall"] = round(exit_.seconds, 3)

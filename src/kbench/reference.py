@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, JobSpec, WorkerResult, save_tensors, write_result
+from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, read_key, save_tensors, write_result
 
 COMPILE_MODES = {"eager": None, "compile": "default", "compile-max-autotune": "max-autotune-no-cudagraphs"}
 CACHE_FILE = "reference.json"
@@ -97,7 +97,7 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
 
 def main(argv: list[str]) -> int:
     jobdir = Path(argv[1])
-    key = sys.stdin.buffer.read(KEY_BYTES)
+    key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
     write_result(jobdir, run_reference(spec, jobdir), key)
     sys.stdout.flush()

@@ -101,3 +101,73 @@ def test_torch_own_dynamo_wrapper_is_not_a_patch() -> None:
 
     proc = subprocess.run([sys.executable, "-c", _DYNAMO_SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_forked_worker_gets_its_key_env_and_folder(tmp_path: Path) -> None:
+    body = (
+        "import os, sys\nfrom kbench.sandbox.protocol import read_key\n"
+        "key = read_key()\nprint(len(key), os.environ.get('JOB_VAR'), os.getcwd() == sys.path[0], os.getsid(0) == os.getpid())\n"
+        "print('fifo left', os.path.exists(os.path.join(sys.argv[1], 'key.fifo')))\n"
+    )
+    env = _module(tmp_path, body) | {"JOB_VAR": "x1"}
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    assert exit_.returncode == 0, exit_.log_tail
+    assert exit_.log_tail.splitlines() == ["32 x1 True True", "fifo left False"]
+
+
+def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.sandbox import starter
+
+    seen: list[dict[str, object]] = []
+    real = starter.Starter.start
+
+    def spy(self, request):  # type: ignore[no-untyped-def]
+        seen.append(request)
+        return real(self, request)
+
+    monkeypatch.setattr(starter.Starter, "start", spy)
+    env = _module(tmp_path, "from kbench.sandbox.protocol import read_key\nread_key()\n")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    assert exit_.returncode == 0 and len(seen) == 1
+    assert exit_.key.hex() not in json.dumps(seen[0]) and exit_.key.decode("latin-1") not in json.dumps(
+        seen[0]
+    )
+
+
+def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> None:
+    body = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(0.5)\n"
+    env = _module(tmp_path, body)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    assert not exit_.timed_out and exit_.returncode is not None  # followed through /proc, not hung
+    env2 = _module(tmp_path, "import sys\nsys.exit(5)\n")
+    again = run_worker("fakeworker", tmp_path / "job2", SPEC, timeout_s=20.0, env=env2, start="fork")
+    assert again.returncode == 5
+
+
+def test_spawn_is_used_when_no_starter_can_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.errors import ConfigError
+    from kbench.sandbox import starter
+
+    monkeypatch.setattr(starter, "starter_for", lambda env: None)
+    env = _module(tmp_path, "import sys\nsys.exit(4)\n")
+    assert run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env).returncode == 4
+    with pytest.raises(ConfigError):
+        run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+
+
+@pytest.mark.gpu
+def test_forked_worker_uses_cuda_when_the_starter_runs(tmp_path: Path) -> None:
+    from kbench.sandbox.starter import failure_reason, starter_for
+
+    body = (
+        "import torch\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
+        "x = torch.ones(1000, device='cuda')\nprint('sum', float(x.sum()))\n"
+    )
+    env = _module(tmp_path, body)
+    gpu_spec = SPEC.model_copy(update={"device": "cuda:0"})
+    exit_ = run_worker("fakeworker", tmp_path / "job", gpu_spec, timeout_s=60.0, env=env)
+    assert exit_.returncode == 0 and "sum 1000.0" in exit_.log_tail, exit_.log_tail
+    from kbench.sandbox.host import worker_env
+
+    if starter_for(worker_env(env)) is None:  # it was spawned instead: say why
+        pytest.skip(f"no warm starter on this GPU machine: {failure_reason(worker_env(env))}")

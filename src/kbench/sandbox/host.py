@@ -1,9 +1,10 @@
 """Host side of the sandbox: spawn a worker process, limit it, time it out, kill its whole group.
 
-What this does: each worker is `python -m MODULE JOBDIR` in a new session (its own process group), with
-a temporary working folder, core dumps off, an address-space limit (RLIMIT_AS) on CPU jobs and a data
-limit (RLIMIT_DATA) on CUDA jobs, and a hard wall-clock limit after which the host sends SIGKILL to the
-whole group. After the worker ends, any process still in its group is killed and reported.
+What this does: each worker is `python -m MODULE JOBDIR` (or the same module in a child forked by the
+warm starter, sandbox/starter.py, which skips importing torch per job) in a new session (its own process
+group), with a temporary working folder, core dumps off, an address-space limit (RLIMIT_AS) on CPU jobs
+and a data limit (RLIMIT_DATA) on CUDA jobs, and a hard wall-clock limit after which the host sends
+SIGKILL to the whole group. After the worker ends, any process still in its group is killed and reported.
 
 What this does not stop: the worker runs as the same user with the same filesystem and network access,
 so a hostile candidate can read or write the user's files (including the build cache), or escape the
@@ -25,14 +26,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.sandbox import lease
-from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, LOG_FILE, JobSpec
+from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, JobSpec
+from kbench.sandbox.starter import ForkedProcess
 
 LOG_TAIL_LINES = 60
+KEY_FIFO = "key.fifo"
+KEY_DELIVERY_S = 600.0  # a forked worker opens its key FIFO first thing; a loaded host may be slow
 LEASE_WAIT_S = 3600.0  # a GPU job's imports plus its wait for other jobs' GPU phases (each bounded)
 
 
@@ -119,7 +124,9 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _wait(proc: subprocess.Popen[bytes], jobdir: Path, timeout_s: float, t0: float, leased: bool) -> bool:
+def _wait(
+    proc: subprocess.Popen[bytes] | ForkedProcess, jobdir: Path, timeout_s: float, t0: float, leased: bool
+) -> bool:
     """Wait for the worker; False when it ran past its limit.
 
     A GPU job's limit runs from when it holds the device lease (sandbox/lease.py): before that only
@@ -166,32 +173,31 @@ def run_worker(
     spec: JobSpec,
     timeout_s: float,
     env: dict[str, str] | None = None,
+    start: str = "auto",
 ) -> WorkerExit:
-    """Run `python -m module jobdir` for `spec` under the limits; always returns, never raises for the job."""
+    """Run `python -m module jobdir` for `spec` under the limits; always returns, never raises for the job.
+
+    `start`: `fork` takes the worker from the warm starter (sandbox/starter.py: no torch import per job),
+    `spawn` starts a new interpreter, `auto` forks when a starter runs here and spawns otherwise.
+    """
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = secrets.token_bytes(KEY_BYTES)
-    cuda = spec.device.startswith("cuda")
-    with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd, (jobdir / LOG_FILE).open("wb") as log:
+    with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(jobdir.resolve())],
-            cwd=cwd,
-            env=worker_env(env),
-            stdin=subprocess.PIPE,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc: subprocess.Popen[bytes] | ForkedProcess | None = None
+        if start != "spawn":
+            proc = _fork(module, jobdir, cwd, env, spec, key)
+            if proc is None and start == "fork":
+                from kbench.errors import ConfigError
+                from kbench.sandbox.starter import failure_reason
+
+                why = failure_reason(worker_env(env)) or "the starter did not fork"
+                raise ConfigError(f"worker_start=fork: no warm starter here ({why}); use auto or spawn")
+        if proc is None:
+            proc = _spawn(module, jobdir, cwd, env, spec, key)
         pgid = proc.pid  # a new session makes the worker its group's leader
-        try:
-            _limit(proc.pid, spec.memory_limit_gb, cuda)
-            assert proc.stdin is not None
-            proc.stdin.write(key)
-            proc.stdin.close()
-        except (ProcessLookupError, BrokenPipeError, OSError):
-            pass  # the worker already died; its exit status tells the story
         timed_out = not _wait(proc, jobdir, timeout_s, t0, lease.required(spec.role, spec.device))
         if timed_out:
             kill_group(pgid)
@@ -207,3 +213,50 @@ def run_worker(
         key=key,
         pgid=pgid,
     )
+
+
+def _spawn(
+    module: str, jobdir: Path, cwd: str, env: dict[str, str], spec: JobSpec, key: bytes
+) -> subprocess.Popen[bytes]:
+    with (jobdir / LOG_FILE).open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(jobdir.resolve())],
+            cwd=cwd,
+            env=worker_env(env),
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        _limit(proc.pid, spec.memory_limit_gb, spec.device.startswith("cuda"))
+        assert proc.stdin is not None
+        proc.stdin.write(key)
+        proc.stdin.close()
+    except (ProcessLookupError, BrokenPipeError, OSError):
+        pass  # the worker already died; its exit status tells the story
+    return proc
+
+
+def _fork(
+    module: str, jobdir: Path, cwd: str, env: dict[str, str], spec: JobSpec, key: bytes
+) -> ForkedProcess | None:
+    """The worker forked by the warm starter, its key on the way through a FIFO; None without a starter."""
+    from kbench.sandbox import starter
+
+    full = worker_env(env)
+    fifo = jobdir / KEY_FIFO
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo, 0o600)
+    full[KEY_FIFO_ENV] = str(fifo.resolve())
+    limit = None
+    if spec.memory_limit_gb > 0:
+        name = "RLIMIT_DATA" if spec.device.startswith("cuda") else "RLIMIT_AS"
+        limit = (name, int(spec.memory_limit_gb * 2**30))
+    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, limit)
+    if proc is None:
+        fifo.unlink(missing_ok=True)
+        return None
+    args = (fifo, key, proc, KEY_DELIVERY_S)
+    threading.Thread(target=starter.deliver_key, args=args, name="kbench-key", daemon=True).start()
+    return proc

@@ -1,7 +1,8 @@
 """The files a worker job exchanges with the host: `job.json` in, `result.json` + tensor files out.
 
-The result is signed with HMAC-SHA256 under a per-job key the host writes to the worker's stdin (never
-to disk); the signature covers the JSON body, which lists the SHA-256 of every tensor file. A candidate
+The result is signed with HMAC-SHA256 under a per-job key the host writes to the worker's stdin, or for
+a forked worker into a FIFO in the job folder that the worker reads and removes first thing (never to a
+file); the signature covers the JSON body, which lists the SHA-256 of every tensor file. A candidate
 that writes its own `result.json` and exits does not know the key, so the host reports `result-forged`.
 Tensor files are read with `torch.load(weights_only=True)`, which unpickles tensors only.
 """
@@ -20,6 +21,26 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 KEY_BYTES = 32
+KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
+
+
+def read_key() -> bytes:
+    """The job's HMAC key: from the FIFO the host named (forked workers), else from stdin (spawned)."""
+    import os
+    import sys
+
+    fifo = os.environ.pop(KEY_FIFO_ENV, None)
+    if fifo is None:
+        key = sys.stdin.buffer.read(KEY_BYTES)
+        sys.stdin.close()
+        return key
+    with open(fifo, "rb") as f:
+        key = f.read(KEY_BYTES)
+    try:
+        os.unlink(fifo)
+    except OSError:
+        pass
+    return key
 
 
 class ProblemSpec(BaseModel):

@@ -1,6 +1,6 @@
 """The candidate worker: `python -m kbench.sandbox.worker JOBDIR` — the only entry that runs candidate code.
 
-Order matters: the HMAC key is read from stdin, the clocks are bound (kbench.timing), the load_inline
+Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.timing), the load_inline
 cache and call recorders are installed and the global-state/timer/reference snapshots are taken, all
 *before* the candidate is imported. Then: build `ModelNew` under the reference's init seed, run one
 forward per seed on fresh inputs (checksummed before/after; outputs checked for type, aliasing),
@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, JobSpec, WorkerResult, save_tensors, write_result
+from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, read_key, save_tensors, write_result
 
 
 class Stop(Exception):
@@ -295,8 +295,7 @@ class CandidateJob:
 
 def main(argv: list[str]) -> int:
     jobdir = Path(argv[1])
-    key = sys.stdin.buffer.read(KEY_BYTES)
-    sys.stdin.close()
+    key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
     t0 = time.perf_counter()
     job = CandidateJob(spec, jobdir)

@@ -1,0 +1,239 @@
+"""Host side of the warm starter (sandbox/zygote.py): start workers by fork instead of `python -m`.
+
+`start_worker` returns a `ForkedProcess` (pid, returncode, wait, poll: what sandbox/host.py uses of a
+Popen) or None when no starter is usable, and the host then spawns the worker as before. One starter runs
+per interpreter start-up environment (PYTHONPATH and the like, which a fork cannot change); a starter that
+died (a candidate may kill its parent) is replaced for the next job, and the jobs it had started are
+followed through /proc. The key reaches the child through a FIFO (`deliver_key`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kbench.sandbox.protocol import KEY_FIFO_ENV
+
+START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
+FORK_TIMEOUT_S = 30.0
+# The environment a forked child cannot take from its job: read once when the interpreter starts.
+STARTUP_VARS = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSAFEPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PYTHONNOUSERSITE",
+)
+UNKNOWN_EXIT = 255  # the starter died before reporting a child's exit status
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+class ForkedProcess:
+    def __init__(self, starter: Starter, pid: int) -> None:
+        self.starter, self.pid = starter, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            code = self.starter.exit_code(self.pid)
+            if code is None and not self.starter.alive() and not _pid_alive(self.pid):
+                code = UNKNOWN_EXIT
+            self.returncode = code
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            self.starter.wait_event(0.02 if deadline is None else min(0.02, deadline - time.monotonic()))
+        assert self.returncode is not None
+        return self.returncode
+
+
+class Starter:
+    """One zygote process and the thread that reads its messages."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._cwd = tempfile.TemporaryDirectory(prefix="kbench-starter-")
+        self.log = Path(self._cwd.name) / "starter.log"
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._started: dict[int, int] = {}
+        self._exits: dict[int, int] = {}
+        self._next = 0
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kbench.sandbox.zygote"],
+                cwd=self._cwd.name,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        ready = self._first_line()
+        self.ready = bool(ready.get("ready"))
+        self.reason = str(ready.get("reason", ""))
+        if self.ready:
+            threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
+        else:
+            self.close()
+
+    def _first_line(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        result: dict[str, Any] = {"ready": False, "reason": "the starter did not answer in time"}
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            line = self.proc.stdout.readline()
+            if line:
+                result.update(json.loads(line))
+            else:
+                result["reason"] = f"the starter exited ({self.log.read_text(errors='replace')[-500:]})"
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(START_TIMEOUT_S)
+        return result
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            with self._changed:
+                if "started" in msg:
+                    self._started[msg["started"]] = msg["pid"]
+                elif "exit" in msg:
+                    self._exits[msg["exit"]] = msg["code"]
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._changed:
+            return self._exits.pop(pid, None)
+
+    def wait_event(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait(max(timeout, 0.001))
+
+    def start(self, request: dict[str, Any]) -> ForkedProcess | None:
+        """Fork a worker for `request` (see zygote.py); None when the starter is gone."""
+        with self._lock:
+            if not self.alive():
+                return None
+            self._next += 1
+            ident = self._next
+            assert self.proc.stdin is not None
+            try:
+                self.proc.stdin.write((json.dumps({**request, "id": ident}) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                return None
+        deadline = time.monotonic() + FORK_TIMEOUT_S
+        with self._changed:
+            while ident not in self._started:
+                if not self.alive() or time.monotonic() > deadline:
+                    return None
+                self._changed.wait(0.05)
+            pid = self._started.pop(ident)
+        return ForkedProcess(self, pid)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+        self._cwd.cleanup()
+
+
+_starters: dict[tuple[str, ...], Starter] = {}
+_failed: dict[tuple[str, ...], str] = {}
+_guard = threading.Lock()
+
+
+def _signature(env: dict[str, str]) -> tuple[str, ...]:
+    return (sys.executable, *(env.get(v, "") for v in STARTUP_VARS))
+
+
+def starter_for(env: dict[str, str]) -> Starter | None:
+    """The live starter for this start-up environment, started on first use; None if it cannot run."""
+    key = _signature(env)
+    with _guard:
+        if key in _failed:
+            return None
+        found = _starters.get(key)
+        if found is not None and found.alive():
+            return found
+        starter = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV})
+        if not starter.ready:
+            _failed[key] = starter.reason
+            return None
+        _starters[key] = starter
+        return starter
+
+
+def start_worker(
+    module: str, jobdir: Path, cwd: str, env: dict[str, str], log: Path, limit: tuple[str, int] | None
+) -> ForkedProcess | None:
+    starter = starter_for(env)
+    if starter is None:
+        return None
+    request = {"module": module, "jobdir": str(jobdir.resolve()), "cwd": cwd, "env": env, "log": str(log),
+               "limit": list(limit) if limit else None}  # fmt: skip
+    return starter.start(request)
+
+
+def failure_reason(env: dict[str, str]) -> str | None:
+    """Why no starter runs for this environment (None: one runs or was never tried)."""
+    return _failed.get(_signature(env))
+
+
+def deliver_key(fifo: Path, key: bytes, proc: ForkedProcess, timeout_s: float) -> None:
+    """Write `key` into `fifo` once the worker opens it (it does so first thing); give up when the worker
+    ends or `timeout_s` passes (the worker then cannot sign a result: a crash, not a wrong verdict)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno not in (errno.ENXIO, errno.EINTR):
+                return
+            time.sleep(0.005)
+            continue
+        try:
+            os.set_blocking(fd, True)
+            os.write(fd, key)
+        finally:
+            os.close(fd)
+        return
+
+
+@atexit.register
+def _close_all() -> None:
+    for starter in list(_starters.values()):
+        starter.close()

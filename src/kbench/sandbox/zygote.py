@@ -1,0 +1,138 @@
+"""The warm starter (`python -m kbench.sandbox.zygote`): forks workers from a process that imported torch.
+
+A worker started with `python -m` spends seconds importing torch before it does anything (2.3 s on a
+quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and kbench's
+worker modules once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
+session exactly as a spawned one would: its own process group, the job's environment (set before any
+CUDA use, so CUDA_VISIBLE_DEVICES still picks its GPU), working folder, log file, core dumps off and its
+memory limit, and every descriptor of this process closed. The HMAC key never passes through here: the
+host hands it to the child through a FIFO in the job folder, so a later child cannot find an earlier
+job's key in memory inherited from this process.
+
+Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str} once, then reads
+requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0, "limit": [name, bytes] | null} and
+answers {"started": id, "pid": pid}; when a child ends it writes {"exit": pid, "code": code} (negative:
+killed by that signal, like subprocess). It stays single-threaded, so forking is safe, and exits when
+the host closes its stdin. If importing torch mapped the CUDA driver (fork would then break CUDA in the
+children), it answers ready=false and exits: the host spawns workers instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import sys
+import traceback
+from typing import Any
+
+PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
+_PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
+
+
+def _send(message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(_PROTO, data) :]
+
+
+def cuda_driver_loaded() -> bool:
+    """True when the CUDA driver library is mapped into this process (fork is then unsafe for CUDA)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libcuda.so" in line for line in maps)
+    except OSError:
+        return True  # cannot tell: do not fork
+
+
+def _child(req: dict[str, Any]) -> None:
+    """Become the worker for `req`; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if req.get("limit"):
+            name, limit = req["limit"]
+            resource.setrlimit(getattr(resource, name), (limit, limit))
+        sys.path[0] = req["cwd"]  # as `python -m` would have it: the worker's own (empty) folder
+        sys.argv = [req["module"], req["jobdir"]]
+        import runpy
+
+        runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def serve() -> None:
+    buf = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.02)
+        _reap()
+        if not readable:
+            continue
+        data = os.read(0, 1 << 16)
+        if not data:
+            return  # the host is gone; running children live on in their own sessions
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            req = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _child(req)
+            _send({"started": req["id"], "pid": pid})
+
+
+def main() -> int:
+    global _PROTO
+    _PROTO = os.dup(1)
+    os.dup2(2, 1)  # stray prints of imported modules go to the log, not into the protocol
+    try:
+        for name in PRELOAD:
+            __import__(name)
+    except Exception as exc:  # the host spawns workers instead and the job reports its own error
+        _send({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
+        return 1
+    if cuda_driver_loaded():
+        _send({"ready": False, "reason": "importing torch loaded the CUDA driver: forked workers could not"})
+        return 1
+    _send({"ready": True, "reason": ""})
+    serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
