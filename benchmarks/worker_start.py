@@ -1,0 +1,103 @@
+"""Worker start cost: a new interpreter per job (`spawn`) against a fork of the warm starter (`fork`).
+
+    python benchmarks/worker_start.py --out benchmarks/results/worker-start-cpu.md [--device cuda]
+
+1. Bare start: a worker module that imports torch and kbench's worker, reads its key and exits, through
+   sandbox.host.run_worker: wall seconds from the call to its return, median of `--repeats`.
+2. Whole verdicts: `evaluate` of an honest candidate (cpp on the CPU, Triton on a GPU) with the build and
+   reference caches warm, `measure=False`: median verdict seconds and the workers' wall time, per mode.
+The starter's own start (one torch import) is paid once per process and is left out of both (one
+warm-up run per mode first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kbench.config import RunConfig
+from kbench.evaluate import evaluate
+from kbench.hardware import environment
+from kbench.problems import get_problem
+from kbench.sandbox.host import run_worker
+from kbench.sandbox.protocol import JobSpec, ProblemSpec
+from kbench.types import Candidate
+
+HERE = Path(__file__).resolve().parent
+BARE = "import torch\nimport kbench.sandbox.worker\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
+CANDIDATES = {"cpu": ("cpp", "tests/fixtures/eval/cpp_honest.py"), "cuda": ("triton", "benchmarks/candidates/triton_gemm_relu.py")}  # fmt: skip
+
+
+def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
+    (folder / "bareworker.py").write_text(BARE)
+    spec = JobSpec(role="candidate", problem=ProblemSpec(source="t", level=0, number=0, name="t", code=""),
+                   preset="small", dtype="fp32", device="cpu" if device == "cpu" else "cuda")  # fmt: skip
+    env = {"PYTHONPATH": f"{folder}:{HERE.parent / 'src'}"}
+    times = []
+    for i in range(repeats + 1):
+        t0 = time.monotonic()
+        exit_ = run_worker("bareworker", folder / f"job-{mode}-{i}", spec, 60.0, env=env, start=mode)
+        assert exit_.returncode == 0, exit_.log_tail
+        if i:  # the first one starts the starter (fork) or warms the page cache (spawn)
+            times.append(time.monotonic() - t0)
+    return times
+
+
+def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
+    backend, path = CANDIDATES[device]
+    problem = get_problem("kbench:2/1")
+    source = (HERE.parent / path).read_text()
+    if path.startswith("tests/fixtures/eval/"):
+        first = source.splitlines()[0]
+        if first.startswith("# include:"):
+            source = (HERE.parent / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
+    cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
+                    cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
+    totals, workers = [], []
+    for i in range(repeats + 1):
+        v = evaluate(problem, Candidate(problem.key, backend, source), cfg)
+        assert v.ok, v.message + v.log_tail
+        if i:
+            phases = dict(v.phases)
+            totals.append(v.seconds)
+            workers.append(phases.get("ref.wall", 0.0) + phases.get("cand.wall", 0.0))
+    return totals, workers
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="kbench-start-"))
+    rows = []
+    for mode in ("spawn", "fork"):
+        b = bare(mode, args.repeats, folder, args.device)
+        t, w = verdicts(mode, args.repeats, folder / "cache", args.device)
+        rows.append((mode, statistics.median(b), statistics.median(t), statistics.median(w)))
+        print(f"{mode}: bare start {statistics.median(b):.3f} s, verdict {statistics.median(t):.2f} s", flush=True)
+    env = environment()
+    lines = [
+        f"# Worker start, {args.device} ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})", "",
+        f"kbench {env.get('kbench')}, torch {env.get('torch')}, python {env.get('python')}, "
+        f"{env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}", "",
+        f"Medians of {args.repeats} runs after one warm-up per mode. Bare start: a worker that imports torch and "
+        "kbench's worker and exits. Verdict: `evaluate` of an honest candidate on problem 2/1 with warm build "
+        "and reference caches and `measure=False` (two workers: reference and candidate).", "",
+        "| start | bare worker s | verdict s | reference + candidate worker wall s |", "|---|---|---|---|",
+        *[f"| {m} | {b:.3f} | {t:.2f} | {w:.2f} |" for m, b, t, w in rows], "",
+    ]  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
