@@ -8,6 +8,8 @@
 # 2: GPU0: GPU fixtures + every solution as an honest control (issues 5, 10); GPU1: timing fidelity
 #    (issue 11), both reusing $CACHE's builds.
 # 3: (fresh machine) verify and inspect again after fixes, then the remaining solutions on both GPUs.
+# 4: leftovers of 3. 5: throughput (issue 9). 6: timing fidelity alone on a GPU (issue 11). 7: the solutions
+#    not yet run as controls (issues 5, 10).
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -69,6 +71,23 @@ case "${1:-1}" in
     1/49 2/41 2>&1 | tail -3
   timeout 250 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE \
     --max-seconds 225 --slots 3 --skip-passed benchmarks/results/device-2026-11-30c/selftest_gpu.jsonl 2>&1 \
+    | grep -v "^pass " | tail -12
+  ;;
+5)
+  # (one H200, nothing else running) the throughput batch (issue 9), cold caches: 108 distinct CUDA
+  # candidates through the pool, the warm starter and GPU-made inputs
+  timeout 580 python3 benchmarks/throughput.py --out "$OUT/throughput" --max-seconds 480 --warm 24 2>&1 | tail -25
+  ;;
+6)
+  # (one H200, nothing else running) timing fidelity (issue 11) over 30 problems, then the solutions not
+  # yet run as controls (issues 5, 10) with whatever time is left in a second call of this step
+  CUDA_VISIBLE_DEVICES=0 timeout 585 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" \
+    --cache-dir $CACHE --problems 30 --ncu --max-seconds 560 > "$OUT/fidelity.log" 2>&1
+  echo "fidelity exit $?"; tail -15 "$OUT/fidelity.log"
+  ;;
+7)
+  timeout 580 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE \
+    --max-seconds 540 --slots 3 --skip-passed benchmarks/results/device-2026-11-30c/selftest_gpu.jsonl 2>&1 \
     | grep -v "^pass " | tail -12
   ;;
 esac
