@@ -130,3 +130,18 @@ def test_gpu_inputs_and_checksums_are_made_on_the_device() -> None:
     assert made[0].is_cuda and made[1] == 3 and torch.equal(made[0], again[0])
     x = torch.randn(64, 64, device="cuda")
     assert c.checksum([x]) == c.checksum([x.clone()]) and c.checksum([x]) != c.checksum([x.cpu()])
+
+
+def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:
+    from kbench.correctness import summarize
+
+    ref = torch.zeros(3, 4)
+    out = ref.clone()
+    out[1, 2] = 7.0
+    good, bad = compare(ref, ref, 1e-4), compare(out, ref, 1e-4)
+    secret = 8123456789
+    hidden = summarize([(1000, good), (secret, bad)], secret=[secret])
+    assert not hidden.passed and "secret seed" in hidden.report and "1 of 12 elements" in hidden.report
+    assert str(secret) not in hidden.report and "7" not in hidden.report and "(1, 2)" not in hidden.report
+    public = summarize([(1000, bad)], secret=[secret])  # a fixed seed's report keeps positions and values
+    assert "seed 1000" in public.report and "(1, 2)" in public.report and "got 7" in public.report

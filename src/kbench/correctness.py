@@ -12,7 +12,7 @@ computed on the device (a permutation or a write changes it), so nothing large c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,11 +189,26 @@ def _report(o: torch.Tensor, r: torch.Tensor, ok: torch.Tensor, tol: float) -> s
     return "\n".join(lines)
 
 
-def summarize(results: list[tuple[int, Comparison]]) -> Correctness:
-    """Fold per-(seed, output) comparisons into one Correctness; the first failure's report wins."""
+def seed_label(seed: int, secret: Collection[int] = ()) -> str:
+    """How a report names a seed: a secret one by neither number nor anything else that identifies it."""
+    return "a secret seed" if seed in secret else f"seed {seed}"
+
+
+def summarize(results: list[tuple[int, Comparison]], secret: Collection[int] = ()) -> Correctness:
+    """Fold per-(seed, output) comparisons into one Correctness; the first failure's report wins.
+
+    A failure on a secret seed is reported without its seed, positions and values: the report reaches
+    the model as refinement feedback, and the evaluations of one run share their secret seeds
+    (reference_pool), so the number would let a later turn make the secret inputs itself."""
     seeds = tuple(dict.fromkeys(seed for seed, _ in results))
     failed = [(s, c) for s, c in results if not c.passed]
-    report = f"seed {failed[0][0]}: {failed[0][1].report}" if failed else ""
+    report = ""
+    if failed:
+        seed, comp = failed[0]
+        text = (
+            comp.report.splitlines()[0].removesuffix("; first positions:") if seed in secret else comp.report
+        )
+        report = f"{seed_label(seed, secret)}: {text}"
     return Correctness(
         passed=not failed,
         seeds=seeds,

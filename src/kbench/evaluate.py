@@ -232,7 +232,7 @@ def _judge(
     tol = problem.tol(cfg.dtype)
     if outcome.status is not Status.OK and outcome.rule != "child-process":
         return outcome
-    checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol)
+    checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol, plan.secret)
     if checked.status is not Status.OK or outcome.status is not Status.OK:
         return (
             checked

@@ -8,11 +8,12 @@ timing > timer vs wall clock > speed of light.
 from __future__ import annotations
 
 import signal
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.correctness import Comparison, compare, summarize
+from kbench.correctness import Comparison, compare, seed_label, summarize
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import ForgedResult, WorkerResult, load_tensors, read_result
 from kbench.types import Correctness, Status
@@ -76,18 +77,26 @@ def _compare_seed(
 
 
 def check_outputs(
-    outcome: Outcome, jobdir: Path, ref: Any, seeds: list[int], device: str, tol: float
+    outcome: Outcome,
+    jobdir: Path,
+    ref: Any,
+    seeds: list[int],
+    device: str,
+    tol: float,
+    secret: Collection[int] = (),
 ) -> Outcome:
-    """Compare the candidate's outputs (and input checksums) with the reference for each seed."""
+    """Compare the candidate's outputs (and input checksums) with the reference for each seed; messages
+    name the seeds in `secret` only as "a secret seed" (correctness.summarize says why)."""
     result = outcome.result
     assert result is not None
     per: list[tuple[int, Comparison]] = []
     for seed in seeds:
+        label = seed_label(seed, secret)
         files = result.outputs.get(str(seed))
         if files is None:
-            return Outcome(Status.CRASHED, f"no output for seed {seed}", result=result)
+            return Outcome(Status.CRASHED, f"no output for {label}", result=result)
         if result.input_checksums.get(str(seed)) != ref.checksums.get(seed):
-            msg = f"inputs for seed {seed} differ from the reference's (random state or inputs tampered)"
+            msg = f"inputs for {label} differ from the reference's (random state or inputs tampered)"
             return Outcome(Status.CHEAT, msg, "inputs-mutated", result)
         comps = _compare_seed(
             str(seed), load_tensors(jobdir, files), ref.outputs[seed], [f.device for f in files], device, tol
@@ -95,10 +104,9 @@ def check_outputs(
         per.extend((seed, c) for c in comps)
         structural = next((c for c in comps if c.rule), None)
         if structural is not None:
-            return Outcome(
-                Status.MISMATCH, f"seed {seed}: {structural.report}", structural.rule, result, summarize(per)
-            )
-    correctness = summarize(per)
+            msg = f"{label}: {structural.report}"
+            return Outcome(Status.MISMATCH, msg, structural.rule, result, summarize(per, secret))
+    correctness = summarize(per, secret)
     if not correctness.passed:
         return Outcome(Status.MISMATCH, correctness.report, "", result, correctness)
     return Outcome(Status.OK, result=result, correctness=correctness)
