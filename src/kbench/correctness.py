@@ -4,9 +4,10 @@ Inputs are generated on the evaluation device under `torch.manual_seed(seed)` (f
 `get_inputs` run inside a `torch.device` context; the reference and the candidate worker run the same
 code on the same device, so they get bit-identical inputs), then cast to the problem dtype. On a GPU this
 takes milliseconds where the CPU's generator took seconds for the `full` presets' largest inputs.
-Checksums of CPU tensors are SHA-256 over their bytes; those of GPU tensors are a position-weighted digest
-computed on the device (a permutation or a write changes it), so nothing large crosses to the host. The comparison runs on the host, on CPU copies, in float64:
-|out - ref| <= tol + tol * |ref|, with NaN and inf required at the same positions with the same sign.
+Checksums of CPU tensors are SHA-256 over their bytes; those of GPU tensors are a position-weighted
+digest computed on the device (a permutation or a write changes it), so nothing large crosses to the
+host. The comparison runs on the host, on CPU copies, in float64: |out - ref| <= tol + tol * |ref|, with
+NaN and inf required at the same positions with the same sign.
 """
 
 from __future__ import annotations
@@ -38,16 +39,20 @@ def ieee_numerics() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def make_inputs(get_inputs: Any, seed: int, device: torch.device, dtype: str) -> list[Any]:
-    """`get_inputs()` under `seed`, generated on `device` (CPU-made tensors are moved), cast to `dtype`.
+def generate_inputs(get_inputs: Any, seed: int, device: torch.device | str) -> list[Any]:
+    """`get_inputs()` under `seed`, its factory calls made on `device` (as returned: not moved or cast).
     Changing where inputs are made changes their values: bump reference.NUMERICS with it."""
+    device = torch.device(device)
     torch.manual_seed(seed)
     if device.type == "cpu":
-        inputs = list(get_inputs())
-    else:
-        with torch.device(device):
-            inputs = list(get_inputs())
-    return [_place(x, device, dtype) for x in inputs]
+        return list(get_inputs())
+    with torch.device(device):
+        return list(get_inputs())
+
+
+def make_inputs(get_inputs: Any, seed: int, device: torch.device, dtype: str) -> list[Any]:
+    """`get_inputs()` under `seed`, generated on `device` (CPU-made tensors are moved), cast to `dtype`."""
+    return [_place(x, device, dtype) for x in generate_inputs(get_inputs, seed, device)]
 
 
 def _place(x: Any, device: torch.device, dtype: str) -> Any:

@@ -304,9 +304,8 @@ def _verdict(
             kernels=tuple(result.kernels_ran),
         )
     timing = _stats(result.timing) if result is not None else None
-    baselines = (measured(ref.timings, plan.settings, ref.cache_hit, ref.shared) if ref else {}) | dict(
-        reused or {}
-    )
+    timed = measured(ref.timings, plan.settings, ref.cache_hit, ref.shared) if ref else {}
+    baselines = timed | dict(reused or {})
     return Verdict(
         status=outcome.status,
         problem_key=problem.key,

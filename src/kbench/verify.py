@@ -90,12 +90,9 @@ def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
     without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
     import torch
 
-    torch.manual_seed(seed)
-    if device == "cpu":
-        made = loaded.get_inputs()
-    else:
-        with torch.device(device):
-            made = loaded.get_inputs()
+    from kbench.correctness import generate_inputs
+
+    made = generate_inputs(loaded.get_inputs, seed, device)
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]
 
 

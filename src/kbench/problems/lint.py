@@ -163,7 +163,6 @@ def _uses_parameters(ctx: LintContext) -> list[str]:
 
 @lint_rule("deterministic")
 def _deterministic(ctx: LintContext) -> list[str]:
-
     again = ctx.forward(ctx.inputs)
     if len(again) != len(ctx.outputs) or any(
         a.shape != b.shape for a, b in zip(again, ctx.outputs, strict=True)

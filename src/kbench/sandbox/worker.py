@@ -1,11 +1,12 @@
 """The candidate worker: `python -m kbench.sandbox.worker JOBDIR` — the only entry that runs candidate code.
 
-Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.timing), the load_inline
-cache and call recorders are installed and the global-state/timer/reference snapshots are taken, all
-*before* the candidate is imported. Then: build `ModelNew` under the reference's init seed, run one
-forward per seed on fresh inputs (checksummed before/after; outputs checked for type, aliasing),
-profile one forward for the candidate's own kernels, and time it while sampling outputs. Outputs go to
-JOBDIR as tensor files; the expected outputs never enter this process. The result is signed.
+Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.timing),
+the load_inline cache and call recorders are installed and the global-state/timer/reference snapshots
+are taken, all *before* the candidate is imported. Then: build `ModelNew` under the reference's init
+seed, run one forward per seed on fresh inputs (checksummed before/after; outputs checked for type,
+aliasing), profile one forward for the candidate's own kernels, and time it while sampling outputs.
+Outputs go to JOBDIR as tensor files; the expected outputs never enter this process. The result is
+signed.
 
 This process is untrusted once the candidate is imported: everything it reports after that point is
 re-checked by the host where possible (outputs, sampled outputs), and the rest (guards, kernel use) is
