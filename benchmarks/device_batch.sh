@@ -90,6 +90,30 @@ case "${1:-1}" in
     --max-seconds 540 --slots 3 --skip-passed benchmarks/results/device-2026-11-30c/selftest_gpu.jsonl 2>&1 \
     | grep -v "^pass " | tail -12
   ;;
+8)
+  # (2-GPU host) GPU tests of the launch spin, NVML clocks and the warm starter; then GPU0 + cores 0-15:
+  # the throughput batch, cold (issue 9); GPU1 + cores 16-31: timing fidelity over 30 problems (issue 11)
+  CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_timing.py \
+    tests/sandbox/test_sandbox_host.py > "$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 540 python3 benchmarks/throughput.py --out "$OUT/throughput" \
+    --max-seconds 450 --warm 24 > "$OUT/throughput.log" 2>&1 &
+  TP=$!
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 540 python3 benchmarks/timing_fidelity.py \
+    --out "$OUT/fidelity" --cache-dir $CACHE --problems 30 --jobs 8 --ncu --max-seconds 510 > "$OUT/fidelity.log" 2>&1
+  echo "fidelity exit $?"; tail -14 "$OUT/fidelity.log"
+  wait $TP; echo "throughput exit $?"; tail -22 "$OUT/throughput.log"
+  ;;
+9)
+  # (one H200, nothing else running) GPU tests of the launch spin, NVML clocks and the warm starter, then
+  # timing fidelity over 30 problems (issue 11)
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_timing.py \
+    tests/sandbox/test_sandbox_host.py > "$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests exit $?"; tail -4 "$OUT/gpu_tests.log"
+  timeout 470 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" --cache-dir $CACHE --problems 30 \
+    --ncu --max-seconds 450 > "$OUT/fidelity.log" 2>&1
+  echo "fidelity exit $?"; tail -14 "$OUT/fidelity.log"
+  ;;
 esac
 ls -R "$OUT" | head -40
 # at most 8 files come back from a call: everything travels as one archive

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -86,7 +87,7 @@ class GpuSampler:
                     "-lms",
                     "200",
                     "-i",
-                    "0",
+                    (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0],  # the GPU the run uses
                 ],
                 stdout=subprocess.PIPE,
                 text=True,

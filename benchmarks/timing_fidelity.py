@@ -163,6 +163,9 @@ def timing_row(problem: Problem, rnd: int, role: str, stats: dict[str, Any] | No
         "clocks_moved": extra.get("clocks_moved"),
         "sm_clock_mhz": extra.get("sm_clock_mhz"),
         "temp_c": extra.get("temp_c"),
+        "clock_limits": extra.get("clock_limits"),
+        "launch_ms": extra.get("launch_ms"),
+        "spin_ms": extra.get("spin_ms"),
     }
 
 

@@ -73,9 +73,44 @@ def test_disguised_sample_calls_expose_a_memo_keyed_on_the_tensor() -> None:
 
 
 def test_adaptive_repeats_stop_at_target_rse() -> None:
-    settings = TimingSettings(budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.5)
+    settings = TimingSettings(
+        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.5, min_time_s=0.0
+    )
     res = time_callable(lambda: None, [()], settings, torch.device("cpu"))
     assert res.stats.n == 20  # a loose target is met as soon as min_runs is reached
+
+
+def test_repeats_cover_the_minimum_timed_time() -> None:
+    settings = TimingSettings(
+        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=5, target_rse=0.5, min_time_s=0.1
+    )
+    res = time_callable(lambda: time.sleep(0.004), [()], settings, torch.device("cpu"))
+    assert 0.1 <= sum(res.times_ms) / 1e3 < 0.2 and res.stats.n >= 0.1 / 0.006
+
+
+@pytest.mark.gpu
+def test_spin_hides_the_launch_latency_of_a_slow_host() -> None:
+    """A call that spends 0.3 ms on the host before a ~0.1 ms kernel: without the spin the events count the
+    host's 0.3 ms; with it they count about the kernel alone, and the host clock still sees the whole call."""
+    x = torch.randn(4 << 20, device="cuda")
+
+    def call() -> torch.Tensor:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 3e-4:
+            pass
+        return x * 2.0
+
+    base = TimingSettings(budget_s=2.0, warmup_s=0.05, min_runs=30, min_time_s=0.0)
+    plain = time_callable(
+        call, [()], TimingSettings(**{**base.__dict__, "hide_launch": False}), torch.device("cuda")
+    )
+    spun = time_callable(call, [()], base, torch.device("cuda"))
+    assert spun.stats.method == "events+spin" and plain.stats.method == "events"
+    assert plain.stats.median_ms > 0.3 > spun.stats.median_ms
+    assert min(spun.wall_ms) > 0.3  # the host clock still covers the launch
+    extra = dict(spun.stats.extra)
+    assert extra["spin_ms"] >= extra["launch_ms"] >= 0.3
+    assert extra["clock_samples"] >= 2 and extra["sm_clock_mhz"][1] > 0  # NVML read the worker's GPU
 
 
 def test_batching_is_recorded_in_method() -> None:

@@ -3,10 +3,24 @@
 `time_callable` warms up until steady, then times one call at a time, rotating over several input sets:
 on CUDA it flushes L2 (writes a buffer of 2x the L2 size) before each call, brackets the call with CUDA
 events and ends with a device-wide `torch.cuda.synchronize()` (work on side streams is waited for); on
-CPU it uses `perf_counter_ns`. Repeats continue until the relative standard error of the mean is below
-`target_rse` (0.5 %) or the time budget ends. Every call is also timed by a host clock from before the
-start event until after the synchronize, so a timer that does not see the work (side stream, forged
-numbers) shows up as a disagreement (rule `wallclock-disagreement`).
+CPU it uses `perf_counter_ns`. Repeats continue until at least `min_runs` calls and `min_time_s` of timed
+calls are in and the relative standard error of the mean is below `target_rse` (0.5 %), or the time budget
+ends. Every call is also timed by a host clock from before the start event until after the synchronize,
+so a timer that does not see the work (side stream, forged numbers) shows up as a disagreement (rule
+`wallclock-disagreement`).
+
+Launch latency (`hide_launch`, CUDA): after a synchronize the GPU is idle, so the start event fires at
+once and the events would also count the host's time to launch the call's first kernel — Python, the
+dispatcher, a candidate's wrapper: 0.1 ms of a 1.4 ms GEMM on an H200, varying between processes. Each
+call is therefore queued behind a short spin kernel (`torch.cuda._sleep`) that outlasts the host's launch
+time (measured in warm-up): the events then bracket the device's execution of the call, as the profiler
+sees it. The host clock still covers the whole call; the empty-call floor it is compared with carries
+the same spin. The method is recorded as `events+spin`.
+
+GPU clocks: the SM clock and temperature are read through NVML (the driver's library, by ctypes) for the
+worker's own GPU (matched by UUID, so CUDA_VISIBLE_DEVICES remapping does not matter) at the start of
+the timed calls and every ~50 ms between them; a run whose SM clock moved more than 5 % while timing is
+flagged (`clocks_moved`), with the range and any clock-limit reasons NVML gave.
 
 The clocks are bound when this module is imported; the worker imports it before the candidate, so a
 candidate that replaces `time.perf_counter_ns` or `torch.cuda.Event` afterwards does not change what
@@ -15,11 +29,11 @@ is measured here (and the worker reports rule `timer-patched`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import os
 import statistics
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -32,6 +46,7 @@ from kbench.types import TimingStats
 _perf_counter_ns = time.perf_counter_ns
 _cuda_event = torch.cuda.Event
 _cuda_synchronize = torch.cuda.synchronize
+_cuda_sleep = getattr(torch.cuda, "_sleep", None)
 
 
 @dataclass(frozen=True)
@@ -41,10 +56,12 @@ class TimingSettings:
     warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
     min_warmup: int = 5
     min_runs: int = 20
+    min_time_s: float = 0.2  # of timed calls: a short run samples one moment of the clock's wander
     max_runs: int = 10_000
     batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
     graph: bool = False  # replay a captured CUDA graph instead of calling eagerly
     flush_l2: bool = True
+    hide_launch: bool = True  # CUDA: queue each call behind a spin kernel (module doc)
     threads: int = 0  # torch/OpenMP threads the worker pins before anything runs (0: leave as is)
 
 
@@ -98,12 +115,16 @@ def interpreted() -> bool:
 
 
 class _Clock:
-    """Times one call on `device`; returns (timer ms, host-clock ms)."""
+    """Times one call on `device`; returns (timer ms, host-clock ms, output)."""
+
+    SPIN_MAX_MS = 2.0  # a call whose launch takes longer has the rest counted, as before
 
     def __init__(self, device: torch.device, flush_l2: bool) -> None:
         self.cuda = device.type == "cuda"
         self.device = device
         self.flush: torch.Tensor | None = None
+        self.spin_cycles = 0
+        self.launch_ms: list[float] = []  # host time to enqueue each call (CUDA)
         if self.cuda and flush_l2:
             l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20)
             self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)
@@ -119,12 +140,41 @@ class _Clock:
         start, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
         _cuda_synchronize()
         w0 = _perf_counter_ns()
+        if self.spin_cycles and _cuda_sleep is not None:
+            _cuda_sleep(self.spin_cycles)
         start.record()
+        l0 = _perf_counter_ns()
         out = call()
+        self.launch_ms.append((_perf_counter_ns() - l0) / 1e6)
         end.record()
         _cuda_synchronize()  # device-wide: side streams are waited for, and show up on the host clock
         w1 = _perf_counter_ns()
         return float(start.elapsed_time(end)), (w1 - w0) / 1e6, out
+
+    def hide_launch(self) -> None:
+        """Size the spin to outlast the slowest recent launch (x1.5 + 20 us), from the warm-up's launches."""
+        if not self.cuda or _cuda_sleep is None or not self.launch_ms:
+            return
+        recent = sorted(self.launch_ms[-20:])
+        want_ms = min(1.5 * recent[-1] + 0.02, self.SPIN_MAX_MS)
+        self.spin_cycles = max(1, int(want_ms * _spin_cycles_per_ms(self.device)))
+
+
+@functools.lru_cache(maxsize=8)
+def _spin_cycles_per_ms(device: torch.device) -> float:
+    """Spin-kernel cycles per millisecond, measured once per device (SM clock while busy)."""
+    assert _cuda_sleep is not None
+    cycles = 2_000_000
+    _cuda_sleep(cycles)  # wake the clocks
+    best = math.inf
+    for _ in range(3):
+        start, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
+        start.record()
+        _cuda_sleep(cycles)
+        end.record()
+        end.synchronize()
+        best = min(best, float(start.elapsed_time(end)))
+    return cycles / max(best, 1e-3)
 
 
 def _replay(graph: Any, out: Any) -> Any:
@@ -188,39 +238,94 @@ def _overhead_ms(clock: _Clock) -> float:
     return statistics.median(walls)
 
 
-def gpu_clocks(device: torch.device) -> tuple[float, float] | None:
-    """(SM clock MHz, temperature C) of `device` via NVML when pynvml is importable, else nvidia-smi."""
-    if device.type != "cuda":
-        return None
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    try:
-        import pynvml  # type: ignore[import-not-found]
+class _Nvml:
+    """SM clock, temperature and clock-limit reasons of one GPU through the driver's NVML (ctypes).
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
-        return float(clock), float(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
-    except ImportError:
-        pass
-    query = [
-        "nvidia-smi",
-        f"--id={index}",
-        "--query-gpu=clocks.sm,temperature.gpu",
-        "--format=csv,noheader,nounits",
-    ]
-    try:
-        out = subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
-        clock, temp = (float(x) for x in out[0].split(","))
-        return clock, temp
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
+    Matched to the torch device by UUID, so a worker that sees its GPU as cuda:0 reads the right one. Every
+    read is best-effort: without the library or the GPU in NVML's list, `read()` returns None.
+    """
+
+    _lib: Any = None
+    _SM_CLOCK, _GPU_TEMP = 1, 0  # NVML_CLOCK_SM, NVML_TEMPERATURE_GPU
+
+    def __init__(self, device: torch.device) -> None:
+        self.handle: Any = None
+        try:
+            uuid = str(torch.cuda.get_device_properties(device).uuid)
+            lib = _Nvml._load()
+            handle = ctypes.c_void_p()
+            name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            if lib.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle)) == 0:
+                self.handle = handle
+        except (OSError, AttributeError, RuntimeError):
+            self.handle = None
+
+    @classmethod
+    def _load(cls) -> Any:
+        if cls._lib is None:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                raise OSError("nvmlInit failed")
+            cls._lib = lib
+        return cls._lib
+
+    def read(self) -> tuple[float, float, int] | None:
+        """(SM clock MHz, temperature C, clock-limit reason bits) now, or None."""
+        if self.handle is None:
+            return None
+        lib = self._lib
+        clock, temp, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        if lib.nvmlDeviceGetClockInfo(self.handle, self._SM_CLOCK, ctypes.byref(clock)) != 0:
+            return None
+        if lib.nvmlDeviceGetTemperature(self.handle, self._GPU_TEMP, ctypes.byref(temp)) != 0:
+            return None
+        if lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(reasons)) != 0:
+            reasons.value = 0
+        return float(clock.value), float(temp.value), int(reasons.value)
 
 
-def _clock_extras(before: tuple[float, float] | None, after: tuple[float, float] | None) -> dict[str, Any]:
-    if before is None or after is None:
-        return {}
-    moved = abs(after[0] - before[0]) / max(before[0], 1.0) > 0.05
-    return {"sm_clock_mhz": (before[0], after[0]), "temp_c": (before[1], after[1]), "clocks_moved": moved}
+# NVML clock-limit reasons that mean the clock was held down (idle and application-clock settings are not)
+_LIMIT_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "power_brake",
+}
+
+
+class _ClockLog:
+    """GPU clock samples taken between timed calls."""
+
+    EVERY_S = 0.05
+
+    def __init__(self, device: torch.device) -> None:
+        self.nvml = _Nvml(device) if device.type == "cuda" else None
+        self.samples: list[tuple[float, float, int]] = []
+        self.last = -math.inf
+
+    def sample(self, now_s: float, force: bool = False) -> None:
+        if self.nvml is None or (not force and now_s - self.last < self.EVERY_S):
+            return
+        self.last = now_s
+        got = self.nvml.read()
+        if got is not None:
+            self.samples.append(got)
+
+    def extras(self) -> dict[str, Any]:
+        if not self.samples:
+            return {}
+        clocks = [c for c, _, _ in self.samples]
+        temps = [t for _, t, _ in self.samples]
+        bits = functools.reduce(lambda a, b: a | b, (r for _, _, r in self.samples), 0)
+        moved = (max(clocks) - min(clocks)) / max(max(clocks), 1.0) > 0.05
+        return {
+            "sm_clock_mhz": (min(clocks), max(clocks)),
+            "temp_c": (min(temps), max(temps)),
+            "clocks_moved": moved,
+            "clock_samples": len(self.samples),
+            "clock_limits": sorted(name for bit, name in _LIMIT_REASONS.items() if bits & bit),
+        }
 
 
 def time_callable(
@@ -241,14 +346,19 @@ def time_callable(
     that undoes it, run after the call.
     """
     clock = _Clock(device, settings.flush_l2)
-    before = gpu_clocks(device)
+    log = _ClockLog(device)
     calls, method = _calls(fn, input_sets, settings, clock.cuda)
     _warmup(clock, calls, settings)
+    if settings.hide_launch and clock.cuda and _cuda_sleep is not None:
+        clock.hide_launch()
+        method += "+spin"
     overhead = _overhead_ms(clock)
     times: list[float] = []
     walls: list[float] = []
     t0 = _perf_counter_ns()
+    timed_s = 0.0
     while len(times) < settings.max_runs:
+        log.sample((_perf_counter_ns() - t0) / 1e9, force=not times)
         k = len(times) % len(calls)
         sampled = on_output is not None and len(times) in sample_at
         seen, undo = disguise(k) if sampled and disguise is not None else (k, None)
@@ -260,10 +370,17 @@ def time_callable(
         if undo is not None:
             undo()
         elapsed = (_perf_counter_ns() - t0) / 1e9
+        timed_s += dt / 1e3
         if len(times) >= settings.min_runs:
-            if elapsed > settings.budget_s or summarize(times, "", "").rse < settings.target_rse:
+            if elapsed > settings.budget_s:
                 break
-    extras = _clock_extras(before, gpu_clocks(device))
+            if timed_s >= settings.min_time_s and summarize(times, "", "").rse < settings.target_rse:
+                break
+    log.sample((_perf_counter_ns() - t0) / 1e9, force=True)
+    extras = log.extras()
+    if clock.spin_cycles:
+        extras["spin_ms"] = round(clock.spin_cycles / _spin_cycles_per_ms(device), 4)
+        extras["launch_ms"] = round(statistics.median(clock.launch_ms[-len(times) :]), 4)
     wall_s = round((_perf_counter_ns() - t0) / 1e9, 3)
     extras["threads"] = torch.get_num_threads()
     stats = summarize(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)

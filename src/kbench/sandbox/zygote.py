@@ -13,12 +13,13 @@ Protocol (one JSON object per line): this process writes {"ready": bool, "reason
 requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0, "limit": [name, bytes] | null} and
 answers {"started": id, "pid": pid}; when a child ends it writes {"exit": pid, "code": code} (negative:
 killed by that signal, like subprocess). It stays single-threaded, so forking is safe, and exits when
-the host closes its stdin. If importing torch mapped the CUDA driver (fork would then break CUDA in the
-children), it answers ready=false and exits: the host spawns workers instead.
+the host closes its stdin. If importing torch initialised the CUDA driver (fork would then break CUDA
+in the children), it answers ready=false and exits: the host spawns workers instead.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -37,12 +38,22 @@ def _send(message: dict[str, Any]) -> None:
         data = data[os.write(_PROTO, data) :]
 
 
-def cuda_driver_loaded() -> bool:
-    """True when the CUDA driver library is mapped into this process (fork is then unsafe for CUDA)."""
+_CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def cuda_initialized() -> bool:
+    """True when the CUDA driver was initialised (cuInit) in this process: CUDA breaks in children forked
+    after that. Having the driver library mapped is not enough (torch 2.11's CUDA build maps it on import
+    and never initialises it there): the driver is asked through `cuCtxGetCurrent`, which answers
+    CUDA_ERROR_NOT_INITIALIZED before cuInit and changes nothing."""
     try:
         with open("/proc/self/maps") as maps:
-            return any("libcuda.so" in line for line in maps)
-    except OSError:
+            if not any("libcuda.so" in line for line in maps):
+                return False
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        context = ctypes.c_void_p()
+        return int(driver.cuCtxGetCurrent(ctypes.byref(context))) != _CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
         return True  # cannot tell: do not fork
 
 
@@ -126,8 +137,9 @@ def main() -> int:
     except Exception as exc:  # the host spawns workers instead and the job reports its own error
         _send({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
         return 1
-    if cuda_driver_loaded():
-        _send({"ready": False, "reason": "importing torch loaded the CUDA driver: forked workers could not"})
+    torch = sys.modules["torch"]
+    if torch.cuda.is_initialized() or cuda_initialized():
+        _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
     _send({"ready": True, "reason": ""})
     serve()
