@@ -155,6 +155,10 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
     cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")
     assert (cpu.threads, cpu.budget_s) == (2, 1.0)
     assert (gpu.threads, gpu.budget_s) == (0, 5.0)
+    assert (
+        gpu.hide_launch
+        and not timing_settings(cfg.model_copy(update={"timing_hide_launch": False}), "cuda:0").hide_launch
+    )
 
 
 def test_only_like_input_sets_trade_values() -> None:

@@ -58,7 +58,12 @@ def resolve_device(device: str, backend: str) -> str:
 def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
     """One procedure for the reference and the candidate; on the CPU fixed threads and a capped budget."""
     if device.startswith("cuda"):
-        return TimingSettings(budget_s=cfg.timing_budget_s, batch=cfg.timing_batch, graph=cfg.timing_graph)
+        return TimingSettings(
+            budget_s=cfg.timing_budget_s,
+            batch=cfg.timing_batch,
+            graph=cfg.timing_graph,
+            hide_launch=cfg.timing_hide_launch,
+        )
     # CPU: 1 s per callable reaches the 0.5 % rse on small presets when nothing else runs; under load
     # the rse is reported instead of spending 5 s x 3 callables per verdict.
     budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
