@@ -1,6 +1,8 @@
-"""ConvTranspose3d + scale + softmax over channels: cuDNN transposed convolution without its bias, then one
-kernel (a thread per (sample, voxel), coalesced across voxels) adds the bias, scales, and runs an online
-softmax over the channel axis in place (eager: conv_transpose + bias + mul + softmax)."""
+"""ConvTranspose3d + scale + softmax over channels: cuDNN transposed convolution without its bias (NCHW:
+under IEEE fp32 its channels_last path is slower), then one kernel (a thread per (sample, voxel), coalesced
+across voxels) adds the bias and scales while loading up to 64 channel values into registers, so the tensor
+is read once and written once in place; more channels fall back to an online softmax that reads twice
+(eager: conv_transpose + bias + mul + softmax)."""
 
 import torch
 import torch.nn as nn
@@ -8,18 +10,46 @@ import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
 CUDA_KERNELS = r"""
+#define SOFTMAX_CACHE 64  // channel values a thread keeps in registers
+
 __global__ void bias_scale_softmax_kernel(float* __restrict__ y, const float* __restrict__ bias, int n,
                                           int channels, long long spatial, float scale) {
   long long total = (long long)n * spatial;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     float* base = y + (i / spatial) * channels * spatial + (i % spatial);
-    float m = -INFINITY, s = 0.0f;
-    for (int c = 0; c < channels; ++c) {
-      float v = (base[c * spatial] + bias[c]) * scale;
-      if (v > m) { s = s * expf(m - v) + 1.0f; m = v; } else { s += expf(v - m); }
+    if (channels <= SOFTMAX_CACHE) {
+      // Fully unrolled with constant indices, so v stays in registers; all loads are issued up front.
+      float v[SOFTMAX_CACHE];
+      float m = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < SOFTMAX_CACHE; ++c) {
+        if (c < channels) {
+          v[c] = (base[c * spatial] + __ldg(bias + c)) * scale;
+          m = fmaxf(m, v[c]);
+        }
+      }
+      float s = 0.0f;
+#pragma unroll
+      for (int c = 0; c < SOFTMAX_CACHE; ++c) {
+        if (c < channels) {
+          v[c] = expf(v[c] - m);
+          s += v[c];
+        }
+      }
+      float inv = 1.0f / s;
+#pragma unroll
+      for (int c = 0; c < SOFTMAX_CACHE; ++c) {
+        if (c < channels) base[c * spatial] = v[c] * inv;
+      }
+    } else {
+      float m = -INFINITY, s = 0.0f;
+      for (int c = 0; c < channels; ++c) {
+        float v = (base[c * spatial] + bias[c]) * scale;
+        if (v > m) { s = s * expf(m - v) + 1.0f; m = v; } else { s += expf(v - m); }
+      }
+      float inv = 1.0f / s;
+      for (int c = 0; c < channels; ++c) base[c * spatial] = expf((base[c * spatial] + bias[c]) * scale - m) * inv;
     }
-    float inv = 1.0f / s;
-    for (int c = 0; c < channels; ++c) base[c * spatial] = expf((base[c * spatial] + bias[c]) * scale - m) * inv;
   }
 }
 """

@@ -1,8 +1,9 @@
-"""Conv2d + BatchNorm (training mode, batch statistics) + ReLU: cuDNN convolution without its bias, one
-kernel (a block per channel) for the batch statistics with Welford that also updates the running
-statistics, and one vectorised kernel that normalizes and applies ReLU in place. The conv bias cancels in
-the normalized output; it only shifts the running mean, where it is added back (eager: conv + bias +
-batch_norm's stats/normalize + relu)."""
+"""Conv2d + BatchNorm (training mode, batch statistics) + ReLU: cuDNN convolution without its bias (NCHW:
+under IEEE fp32 its channels_last path is slower); one kernel with a block per (sample, channel) plane for
+partial statistics (shifted sums, merged with Chan's formula), one small kernel that merges a channel's
+partials in a fixed order and updates the running statistics, and one vectorised kernel that normalizes
+and applies ReLU in place. The conv bias cancels in the normalized output; it only shifts the running mean,
+where it is added back (eager: conv + bias + batch_norm's stats/normalize + relu)."""
 
 import torch
 import torch.nn as nn
@@ -19,15 +20,8 @@ __device__ __forceinline__ Stats merge(Stats a, Stats b) {
   return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
 }
 
-__device__ __forceinline__ void push(Stats& s, float v) {
-  s.n += 1.0f;
-  float d = v - s.mean;
-  s.mean += d / s.n;
-  s.m2 += d * (v - s.mean);
-}
-
-// Welford statistics of the whole block; every thread gets the merged result. smem holds 32 entries.
-__device__ Stats block_welford(Stats s, Stats* smem) {
+// Statistics of the whole block, merged in a fixed order; every thread gets the result. smem holds 32 entries.
+__device__ Stats block_merge(Stats s, Stats* smem) {
   for (int o = 16; o > 0; o >>= 1) {
     Stats t{__shfl_xor_sync(0xffffffffu, s.n, o), __shfl_xor_sync(0xffffffffu, s.mean, o),
             __shfl_xor_sync(0xffffffffu, s.m2, o)};
@@ -41,20 +35,55 @@ __device__ Stats block_welford(Stats s, Stats* smem) {
   return t;
 }
 
-// grid: channels. Writes scale/shift so that out = relu(v * scale + shift); updates the running stats.
-__global__ void batch_stats_kernel(const float* __restrict__ y, const float* __restrict__ conv_bias,
-                                   const float* __restrict__ gamma, const float* __restrict__ beta,
-                                   float* __restrict__ running_mean, float* __restrict__ running_var,
-                                   float* __restrict__ scale_shift, int n, int channels, int hw, float eps,
-                                   float momentum) {
+// grid: (samples, channels). Each block reduces one (sample, channel) plane into partial[c * n + sample].
+// A thread sums (v - k) and (v - k)^2 with k its first value (shifted data: no cancellation when k is near
+// the mean); V = 4 when the plane size is a multiple of 4 (every plane then starts 16-byte aligned).
+template <int V>
+__global__ void plane_stats_kernel(const float* __restrict__ y, Stats* __restrict__ partial, int channels, int hw) {
+  __shared__ Stats smem[32];
+  int sample = blockIdx.x, c = blockIdx.y;
+  const float* plane = y + ((long long)sample * channels + c) * hw;
+  int first = threadIdx.x * V;
+  float k = first < hw ? plane[first] : 0.0f;
+  float s1 = 0.0f, s2 = 0.0f;
+  int cnt = 0;
+  if constexpr (V == 4) {
+    for (int i = first; i < hw; i += blockDim.x * 4) {
+      float4 v = *reinterpret_cast<const float4*>(plane + i);
+      float d0 = v.x - k, d1 = v.y - k, d2 = v.z - k, d3 = v.w - k;
+      s1 += (d0 + d1) + (d2 + d3);
+      s2 += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+      cnt += 4;
+    }
+  } else {
+    for (int i = first; i < hw; i += blockDim.x) {
+      float d = plane[i] - k;
+      s1 += d;
+      s2 += d * d;
+      cnt += 1;
+    }
+  }
+  Stats s{0.0f, 0.0f, 0.0f};
+  if (cnt > 0) {
+    float nf = (float)cnt, dm = s1 / nf;
+    s = {nf, k + dm, fmaxf(s2 - s1 * dm, 0.0f)};
+  }
+  s = block_merge(s, smem);
+  if (threadIdx.x == 0) partial[(long long)c * gridDim.x + sample] = s;
+}
+
+// grid: channels. Merges the channel's n partials in order; writes scale/shift so that
+// out = relu(v * scale + shift) and updates the running stats.
+__global__ void finalize_stats_kernel(const Stats* __restrict__ partial, const float* __restrict__ conv_bias,
+                                      const float* __restrict__ gamma, const float* __restrict__ beta,
+                                      float* __restrict__ running_mean, float* __restrict__ running_var,
+                                      float* __restrict__ scale_shift, int n, int channels, float eps,
+                                      float momentum) {
   __shared__ Stats smem[32];
   int c = blockIdx.x;
   Stats s{0.0f, 0.0f, 0.0f};
-  for (int b = 0; b < n; ++b) {
-    const float* plane = y + ((long long)b * channels + c) * hw;
-    for (int i = threadIdx.x; i < hw; i += blockDim.x) push(s, plane[i]);
-  }
-  s = block_welford(s, smem);
+  for (int b = threadIdx.x; b < n; b += blockDim.x) s = merge(s, partial[(long long)c * n + b]);
+  s = block_merge(s, smem);
   if (threadIdx.x == 0) {
     float var = s.m2 / s.n;
     float scale = gamma[c] * rsqrtf(var + eps);
@@ -95,11 +124,20 @@ void batchnorm_relu(torch::Tensor y, torch::Tensor conv_bias, torch::Tensor gamm
                     torch::Tensor running_mean, torch::Tensor running_var, double eps, double momentum) {
   TORCH_CHECK(y.is_cuda() && y.is_contiguous() && y.scalar_type() == torch::kFloat32, "expected a contiguous float32 CUDA tensor");
   int n = (int)y.size(0), c = (int)y.size(1), hw = (int)(y.size(2) * y.size(3));
+  TORCH_CHECK(c <= 65535, "too many channels for grid.y");
   auto scale_shift = torch::empty({2 * c}, y.options());
+  auto partial = torch::empty({(long long)c * n * 3}, y.options());  // Stats (3 floats) per (channel, sample)
+  Stats* part = reinterpret_cast<Stats*>(partial.data_ptr<float>());
   auto stream = at::cuda::getCurrentCUDAStream();
-  batch_stats_kernel<<<c, 1024, 0, stream>>>(
-      y.data_ptr<float>(), conv_bias.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(),
-      running_mean.data_ptr<float>(), running_var.data_ptr<float>(), scale_shift.data_ptr<float>(), n, c, hw,
+  dim3 grid((unsigned)n, (unsigned)c);
+  if (hw % 4 == 0) {
+    plane_stats_kernel<4><<<grid, 256, 0, stream>>>(y.data_ptr<float>(), part, c, hw);
+  } else {
+    plane_stats_kernel<1><<<grid, 256, 0, stream>>>(y.data_ptr<float>(), part, c, hw);
+  }
+  finalize_stats_kernel<<<c, 256, 0, stream>>>(
+      part, conv_bias.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(),
+      running_mean.data_ptr<float>(), running_var.data_ptr<float>(), scale_shift.data_ptr<float>(), n, c,
       (float)eps, (float)momentum);
   long long total = y.numel();
   if (hw % 4 == 0) {

@@ -1,6 +1,7 @@
-"""ConvTranspose3d + scale + softmax over channels: cuDNN transposed convolution without its bias, then one
-Triton kernel (a block of voxels per program, coalesced) adds the bias, scales and runs an online softmax
-over the channel axis in place (eager: conv_transpose + bias + mul + softmax)."""
+"""ConvTranspose3d + scale + softmax over channels: cuDNN transposed convolution without its bias (NCDHW, as
+torch.compile also runs 3-D convolutions), then one Triton program per (sample, block of voxels) loads the
+[channels, voxels] tile once (coalesced along voxels), adds the bias, scales and writes the softmax over the
+channel axis in place: one read and one write of the activation (eager: conv_transpose + bias + mul + softmax)."""
 
 import torch
 import torch.nn as nn
@@ -10,21 +11,20 @@ import triton.language as tl
 
 
 @triton.jit
-def bias_scale_softmax_kernel(y_ptr, b_ptr, total, channels, spatial, scale, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < total
-    base = y_ptr + (offs // spatial) * channels * spatial + offs % spatial
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK], dtype=tl.float32)
-    for c in range(0, channels):
-        v = (tl.load(base + c * spatial, mask=mask, other=0.0) + tl.load(b_ptr + c)) * scale
-        m_new = tl.maximum(m, v)
-        s = s * tl.exp(m - m_new) + tl.exp(v - m_new)
-        m = m_new
-    inv = 1.0 / s
-    for c in range(0, channels):
-        v = (tl.load(base + c * spatial, mask=mask, other=0.0) + tl.load(b_ptr + c)) * scale
-        tl.store(base + c * spatial, tl.exp(v - m) * inv, mask=mask)
+def bias_scale_softmax_kernel(
+    y_ptr, b_ptr, channels, spatial, scale, BLOCK_C: tl.constexpr, BLOCK_V: tl.constexpr
+):
+    v = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)
+    c = tl.arange(0, BLOCK_C)  # every channel in one tile
+    cmask = c < channels
+    mask = cmask[:, None] & (v < spatial)[None, :]
+    offs = (tl.program_id(1).to(tl.int64) * channels + c[:, None]) * spatial + v[None, :]
+    b = tl.load(b_ptr + c, mask=cmask, other=0.0)
+    x = (tl.load(y_ptr + offs, mask=mask, other=0.0) + b[:, None]) * scale
+    x = tl.where(cmask[:, None], x, float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0)[None, :])
+    inv = 1.0 / tl.sum(e, axis=0)  # one division per voxel
+    tl.store(y_ptr + offs, e * inv[None, :], mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -42,7 +42,10 @@ class ModelNew(nn.Module):
         y = F.conv_transpose3d(x, ct.weight, None, ct.stride, ct.padding, ct.output_padding).contiguous()
         n, c = y.shape[:2]
         spatial = y.numel() // (n * c)
-        total = n * spatial
-        grid = (triton.cdiv(total, 256),)
-        bias_scale_softmax_kernel[grid](y, ct.bias, total, c, spatial, float(self.scale), BLOCK=256)
+        block_c = triton.next_power_of_2(c)
+        block_v = max(16, 4096 // block_c)
+        grid = (triton.cdiv(spatial, block_v), n)
+        bias_scale_softmax_kernel[grid](
+            y, ct.bias, c, spatial, float(self.scale), BLOCK_C=block_c, BLOCK_V=block_v, num_warps=8
+        )
         return y

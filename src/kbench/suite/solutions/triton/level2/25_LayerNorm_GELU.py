@@ -1,59 +1,62 @@
-"""LayerNorm + erf GELU: one Triton program per row. Rows up to 16384 floats are loaded once and kept in
-registers (statistics, normalize, affine and GELU from one read: 2 bytes moved per byte of output, the
-minimum); longer rows fall back to a centered two-pass loop whose re-reads hit L2 (eager: layer_norm +
-gelu, two full read+write passes)."""
+"""LayerNorm + erf GELU: one Triton program per row (several rows for short rows). Pass 1 streams the row in
+2048-float chunks keeping a running mean and M2 per lane (Welford on data shifted by the row's first element,
+merged across lanes with Chan's formula); pass 2 re-reads the row from L2 (pass 1 loads it evict_last),
+normalizes, applies the affine and GELU and writes once. Small per-thread state keeps many rows in flight per
+SM, where a whole row in registers left one 16-warp program per SM (eager: layer_norm + gelu, two full
+read+write passes)."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-MAX_ROW_BLOCK = 16384  # 32 floats per thread at 16 warps; above this registers spill
+TILE = 2048  # floats per program per step: 8 per thread at 8 warps
 
 
 @triton.jit
-def _gelu_affine(v, mean, rstd, w_ptr, b_ptr, cols, mask):
-    v = (v - mean) * rstd * tl.load(w_ptr + cols, mask=mask) + tl.load(b_ptr + cols, mask=mask)
-    return 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476))
+def _chan_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    n = n_a + n_b
+    w = tl.where(n > 0, n_b / tl.maximum(n, 1.0), 0.0)
+    d = mean_b - mean_a
+    return mean_a + d * w, m2_a + m2_b + d * d * n_a * w, n
 
 
 @triton.jit
-def layernorm_gelu_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n, eps, BLOCK: tl.constexpr, ROW_IN_REGS: tl.constexpr):
-    off = tl.program_id(0).to(tl.int64) * n
-    if ROW_IN_REGS:
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n
-        v = tl.load(x_ptr + off + cols, mask=mask, other=0.0)
-        mean = tl.sum(v, axis=0) / n
-        d = tl.where(mask, v - mean, 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n + eps)
-        tl.store(out_ptr + off + cols, _gelu_affine(v, mean, rstd, w_ptr, b_ptr, cols, mask), mask=mask)
-    else:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            acc += tl.load(x_ptr + off + cols, mask=cols < n, other=0.0)
-        mean = tl.sum(acc, axis=0) / n
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n
-            d = tl.where(mask, tl.load(x_ptr + off + cols, mask=mask) - mean, 0.0)
-            acc += d * d
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n + eps)
-        for start in range(0, n, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n
-            v = tl.load(x_ptr + off + cols, mask=mask)
-            tl.store(out_ptr + off + cols, _gelu_affine(v, mean, rstd, w_ptr, b_ptr, cols, mask), mask=mask)
-
-
-def row_launch(n: int) -> dict:
-    """Block size, path and warps for a row of n floats."""
-    block = triton.next_power_of_2(n)
-    if block > MAX_ROW_BLOCK:
-        return {"BLOCK": 2048, "ROW_IN_REGS": False, "num_warps": 8}
-    return {"BLOCK": block, "ROW_IN_REGS": True, "num_warps": max(4, min(16, block // 512))}
+def layernorm_gelu_kernel(x_ptr, w_ptr, b_ptr, out_ptr, rows, n, eps, R: tl.constexpr, CH: tl.constexpr):
+    r = tl.program_id(0) * R + tl.arange(0, R)
+    rmask = (r < rows)[:, None]
+    lanes = tl.arange(0, CH)[None, :]
+    offs = r.to(tl.int64)[:, None] * n + lanes
+    # data are shifted by each row's first element so the running means stay small (no cancellation)
+    shift = tl.load(x_ptr + r.to(tl.int64) * n, mask=r < rows, other=0.0)[:, None]
+    mean = tl.zeros([R, CH], dtype=tl.float32)
+    m2 = tl.zeros([R, CH], dtype=tl.float32)
+    nfull = n // CH
+    for i in range(0, nfull):
+        v = tl.load(x_ptr + offs + i * CH, mask=rmask, other=0.0, eviction_policy="evict_last") - shift
+        d = v - mean
+        mean += d * (1.0 / (i + 1))
+        m2 += d * (v - mean)
+    # ragged tail: lanes past the end keep nfull samples
+    tail = (nfull * CH + lanes) < n
+    tmask = rmask & tail
+    v = tl.load(x_ptr + offs + nfull * CH, mask=tmask, other=0.0, eviction_policy="evict_last") - shift
+    d = v - mean
+    mean = tl.where(tmask, mean + d * (1.0 / (nfull + 1)), mean)
+    m2 = tl.where(tmask, m2 + d * (v - mean), m2)
+    cnt = tl.zeros([R, CH], dtype=tl.float32) + (nfull + tail.to(tl.int32)).to(tl.float32)
+    mu, q, _ = tl.reduce((mean, m2, cnt), 1, _chan_merge)
+    mu = mu[:, None]
+    rstd = (1.0 / tl.sqrt(q / n + eps))[:, None]
+    for start in range(0, n, CH):
+        cols = start + lanes
+        cmask = cols < n
+        mask = rmask & cmask
+        v = tl.load(x_ptr + offs + start, mask=mask, other=0.0, eviction_policy="evict_first")
+        w = tl.load(w_ptr + cols, mask=cmask, eviction_policy="evict_last")
+        b = tl.load(b_ptr + cols, mask=cmask, eviction_policy="evict_last")
+        y = (v - shift - mu) * rstd * w + b
+        tl.store(out_ptr + offs + start, 0.5 * y * (1.0 + tl.erf(y * 0.7071067811865476)), mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -65,6 +68,11 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)
         n = x.shape[-1]
+        rows = x.numel() // n
+        ch = min(TILE, triton.next_power_of_2(n))
+        r = TILE // ch
         ln = self.layer_norm
-        layernorm_gelu_kernel[(x.numel() // n,)](x, ln.weight, ln.bias, out, n, ln.eps, **row_launch(n))
+        layernorm_gelu_kernel[(triton.cdiv(rows, r),)](
+            x, ln.weight, ln.bias, out, rows, n, ln.eps, R=r, CH=ch, num_warps=8
+        )
         return out

@@ -1,45 +1,51 @@
-"""Row variance written as mean, subtract, square, mean: one Triton program per row. Rows up to 16384 floats
-are read once and kept in registers for the centered two-pass statistics; longer rows loop, the second
-pass re-reading from L2 (eager: mean + sub + pow + mean, four passes and two temporaries)."""
+"""Row variance written as mean, subtract, square, mean: one Triton program per row (several rows for short
+rows) streams the row once in 2048-float chunks, keeping a running mean and M2 per lane (Welford on data
+shifted by the row's first element, one reciprocal per chunk), then merges the lanes with Chan's formula. One
+read of the input, no temporaries and no re-read (eager: mean + sub + pow + mean, four passes and two
+temporaries)."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-MAX_ROW_BLOCK = 16384  # 32 floats per thread at 16 warps; above this registers spill
+TILE = 2048  # floats per program per step: 8 per thread at 8 warps
 
 
 @triton.jit
-def row_variance_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ROW_IN_REGS: tl.constexpr):
-    row = x_ptr + tl.program_id(0).to(tl.int64) * n
-    if ROW_IN_REGS:
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n
-        v = tl.load(row + cols, mask=mask, other=0.0)
-        d = tl.where(mask, v - tl.sum(v, axis=0) / n, 0.0)
-        tl.store(out_ptr + tl.program_id(0), tl.sum(d * d, axis=0) / n)
-    else:
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            acc += tl.load(row + cols, mask=cols < n, other=0.0)
-        mean = tl.sum(acc, axis=0) / n
-        acc = tl.zeros([BLOCK], dtype=tl.float32)
-        for start in range(0, n, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < n
-            d = tl.where(mask, tl.load(row + cols, mask=mask) - mean, 0.0)
-            acc += d * d
-        tl.store(out_ptr + tl.program_id(0), tl.sum(acc, axis=0) / n)
+def _chan_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    n = n_a + n_b
+    w = tl.where(n > 0, n_b / tl.maximum(n, 1.0), 0.0)
+    d = mean_b - mean_a
+    return mean_a + d * w, m2_a + m2_b + d * d * n_a * w, n
 
 
-def row_launch(n: int) -> dict:
-    """Block size, path and warps for a row of n floats."""
-    block = triton.next_power_of_2(n)
-    if block > MAX_ROW_BLOCK:
-        return {"BLOCK": 2048, "ROW_IN_REGS": False, "num_warps": 8}
-    return {"BLOCK": block, "ROW_IN_REGS": True, "num_warps": max(4, min(16, block // 512))}
+@triton.jit
+def row_variance_kernel(x_ptr, out_ptr, rows, n, R: tl.constexpr, CH: tl.constexpr):
+    r = tl.program_id(0) * R + tl.arange(0, R)
+    rmask = (r < rows)[:, None]
+    lanes = tl.arange(0, CH)[None, :]
+    ptrs = x_ptr + r.to(tl.int64)[:, None] * n + lanes
+    # data are shifted by each row's first element so the running means stay small (no cancellation)
+    shift = tl.load(x_ptr + r.to(tl.int64) * n, mask=r < rows, other=0.0)[:, None]
+    mean = tl.zeros([R, CH], dtype=tl.float32)
+    m2 = tl.zeros([R, CH], dtype=tl.float32)
+    nfull = n // CH
+    for i in range(0, nfull):
+        v = tl.load(ptrs + i * CH, mask=rmask, other=0.0) - shift
+        d = v - mean
+        mean += d * (1.0 / (i + 1))
+        m2 += d * (v - mean)
+    # ragged tail: lanes past the end keep nfull samples
+    tail = (nfull * CH + lanes) < n
+    tmask = rmask & tail
+    v = tl.load(ptrs + nfull * CH, mask=tmask, other=0.0) - shift
+    d = v - mean
+    mean = tl.where(tmask, mean + d * (1.0 / (nfull + 1)), mean)
+    m2 = tl.where(tmask, m2 + d * (v - mean), m2)
+    cnt = tl.zeros([R, CH], dtype=tl.float32) + (nfull + tail.to(tl.int32)).to(tl.float32)
+    _, q, _ = tl.reduce((mean, m2, cnt), 1, _chan_merge)
+    tl.store(out_ptr + r, q / n, mask=r < rows)
 
 
 class ModelNew(nn.Module):
@@ -49,6 +55,9 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         n = x.shape[-1]
+        rows = x.numel() // n
         out = torch.empty(x.shape[:-1], device=x.device, dtype=x.dtype)
-        row_variance_kernel[(x.numel() // n,)](x, out, n, **row_launch(n))
+        ch = min(TILE, triton.next_power_of_2(n))
+        r = TILE // ch
+        row_variance_kernel[(triton.cdiv(rows, r),)](x, out, rows, n, R=r, CH=ch, num_warps=8)
         return out
