@@ -146,6 +146,22 @@ def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> 
     assert again.returncode == 5
 
 
+def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path) -> None:
+    """torch._dynamo and triton.testing (imported by every GPU worker) are preloaded once the probe shows they
+    are fork-safe; TRITON_INTERPRET decides how triton binds at import, so each mode has its own starter."""
+    from kbench.sandbox.host import worker_env
+    from kbench.sandbox.starter import starter_for
+
+    compiled = starter_for(worker_env(_module(tmp_path, "")))
+    interpreted = starter_for(worker_env({**_module(tmp_path, ""), "TRITON_INTERPRET": "1"}))
+    assert compiled is not None and interpreted is not None and compiled is not interpreted
+    assert "torch._dynamo" in compiled.preloaded
+    body = "import sys\nprint('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
+    env = _module(tmp_path, body)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=60.0, env=env, start="fork")
+    assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
+
+
 def test_spawn_is_used_when_no_starter_can_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kbench.errors import ConfigError
     from kbench.sandbox import starter

@@ -33,6 +33,7 @@ STARTUP_VARS = (
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",
     "PYTHONNOUSERSITE",
+    "TRITON_INTERPRET",  # read when triton is imported, and the starter may preload triton
 )
 UNKNOWN_EXIT = 255  # the starter died before reporting a child's exit status
 
@@ -92,6 +93,7 @@ class Starter:
         ready = self._first_line()
         self.ready = bool(ready.get("ready"))
         self.reason = str(ready.get("reason", ""))
+        self.preloaded = [str(name) for name in ready.get("preloaded", [])]  # beyond torch and kbench
         if self.ready:
             threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
         else:

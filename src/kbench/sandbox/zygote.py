@@ -29,6 +29,10 @@ import traceback
 from typing import Any
 
 PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
+# What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
+# importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
+# to the workers instead of ruining the starter.
+OPTIONAL_PRELOAD = ("torch._dynamo", "triton.testing")
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
 
 
@@ -55,6 +59,32 @@ def cuda_initialized() -> bool:
         return int(driver.cuCtxGetCurrent(ctypes.byref(context))) != _CUDA_ERROR_NOT_INITIALIZED
     except (OSError, AttributeError):
         return True  # cannot tell: do not fork
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _fork_safe_import(name: str) -> bool:
+    """Import `name` in a forked probe first; True if it imported there without initialising CUDA or
+    starting a thread (the caller then imports it here)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            before = _threads()
+            __import__(name)
+            torch = sys.modules["torch"]
+            code = (
+                0 if not (torch.cuda.is_initialized() or cuda_initialized()) and _threads() <= before else 3
+            )
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _child(req: dict[str, Any]) -> None:
@@ -141,7 +171,8 @@ def main() -> int:
     if torch.cuda.is_initialized() or cuda_initialized():
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
-    _send({"ready": True, "reason": ""})
+    preloaded = [name for name in OPTIONAL_PRELOAD if _fork_safe_import(name) and __import__(name)]
+    _send({"ready": True, "reason": "", "preloaded": preloaded})
     serve()
     return 0
 
