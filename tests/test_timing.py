@@ -131,6 +131,11 @@ def test_wallclock_disagreement() -> None:
     assert not wallclock_disagrees([2.0] * 50, [2.03] * 50, 0.020)
     # side stream: the timer sees 10 us, the device-wide synchronize waits 1 ms
     assert wallclock_disagrees([0.010] * 50, [1.0] * 50, 0.020)
+    # behind a 0.1 ms launch spin the honest gap is the spin plus the synchronize; a side stream's 0.3 ms of
+    # work that outlasts the spin still shows (the threshold counts the spin once, not three times)
+    assert not wallclock_disagrees([0.010] * 50, [0.135] * 50, 0.120, spin_ms=0.100)
+    assert wallclock_disagrees([0.010] * 50, [0.330] * 50, 0.120, spin_ms=0.100)
+    assert not wallclock_disagrees([0.010] * 50, [0.330] * 50, 0.120)  # without knowing the spin: missed
 
 
 def test_threads_are_pinned_and_recorded() -> None:

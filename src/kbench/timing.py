@@ -387,18 +387,22 @@ def time_callable(
     return TimingResult(stats=stats, times_ms=times, wall_ms=walls, overhead_ms=overhead)
 
 
-def wallclock_disagrees(times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float) -> bool:
+def wallclock_disagrees(
+    times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float, spin_ms: float = 0.0
+) -> bool:
     """True when the timer saw much less work than the host clock (minus the empty-call overhead).
 
-    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200). A side
-    stream or a forged timer gives timer << wall. We flag when the median gap exceeds both half the
-    wall time and 3x the overhead + 50 us, so launch jitter on tiny kernels never fires.
+    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200, plus the spin
+    when launches are hidden behind one). A side stream or a forged timer gives timer << wall. We flag when
+    the median gap exceeds both half the wall time and the overhead plus twice its synchronize part (the
+    overhead less the spin) + 50 us, so launch jitter on tiny kernels never fires; with no spin that is
+    3x the overhead + 50 us.
     """
     if not times_ms or not wall_ms:
         return False
     gap = statistics.median(w - t for w, t in zip(wall_ms, times_ms, strict=False))
     wall = statistics.median(wall_ms)
-    return gap > 0.5 * wall and gap > 3 * overhead_ms + 0.05
+    return gap > 0.5 * wall and gap > overhead_ms + 2 * max(overhead_ms - spin_ms, 0.0) + 0.05
 
 
 def with_budget(settings: TimingSettings, budget_s: float) -> TimingSettings:
