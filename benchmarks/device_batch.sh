@@ -114,6 +114,31 @@ case "${1:-1}" in
     --ncu --max-seconds 450 > "$OUT/fidelity.log" 2>&1
   echo "fidelity exit $?"; tail -14 "$OUT/fidelity.log"
   ;;
+10)
+  # (2-GPU host) GPU1 + cores 16-31: the solutions table (issue 10). GPU0 + cores 0-15: GPU tests, the CUDA
+  # solutions prebuilt, then side by side (their GPU phases take turns on the lease): the GPU selftest,
+  # fixtures and the solutions not yet run as controls with this code (issues 5, 10; ${SKIP:-} lists the
+  # rest), and timing fidelity over 30 problems (issue 11)
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/solutions.py \
+    --out "$OUT/solutions" --jobs 16 > "$OUT/solutions.log" 2>&1 &
+  SOL=$!
+  CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_timing.py \
+    tests/sandbox/test_sandbox_host.py > "$OUT/gpu_tests.log" 2>&1 &
+  TESTS=$!
+  taskset -c 0-15 timeout 140 python3 benchmarks/timing_fidelity.py --out /tmp/prebuild --cache-dir $CACHE \
+    --build-only --problems 36 --jobs 16 > "$OUT/prebuild.log" 2>&1
+  echo "prebuild exit $?"; tail -1 "$OUT/prebuild.log"
+  wait $TESTS; echo "gpu tests exit $?"; tail -3 "$OUT/gpu_tests.log"
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 390 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" \
+    --cache-dir $CACHE --problems 30 --ncu --max-seconds 370 > "$OUT/fidelity.log" 2>&1 &
+  FID=$!
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 380 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" \
+    --solutions cuda,triton --cache-dir $CACHE --max-seconds 360 --slots 3 ${SKIP:+--skip-passed $SKIP} \
+    > "$OUT/selftest.log" 2>&1
+  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
+  wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
+  wait $SOL; echo "solutions exit $?"; tail -6 "$OUT/solutions.log"
+  ;;
 esac
 ls -R "$OUT" | head -40
 # at most 8 files come back from a call: everything travels as one archive

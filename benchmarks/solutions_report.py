@@ -87,7 +87,7 @@ def markdown(
         f"# Level-2 solutions on {meta.get('gpu') or 'CPU'}, preset {meta.get('preset')}",
         "",
         f"{meta['date']}; torch {meta['torch']}, triton {meta['triton']}, CUDA {meta['cuda']}. Times are "
-        "medians in ms (kbench.timing: CUDA events, L2 flushed, >= 50 calls); speedups are eager/solution and "
+        "medians in ms (kbench.timing: CUDA events behind a launch spin, L2 flushed, >= 50 calls; IEEE fp32, TF32 off); speedups are eager/solution and "
         "compile/solution; SOL is kbench.analysis.roofline's speed-of-light time.",
         "",
     ]

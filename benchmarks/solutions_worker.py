@@ -218,6 +218,9 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
     args = ap.parse_args()
+    from kbench.correctness import ieee_numerics
+
+    ieee_numerics()  # fp32 as fp32 (TF32 off for cuDNN too), as the evaluator's workers run
     if args.warm:
         warm(args)
     elif args.batch:

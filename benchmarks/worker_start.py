@@ -29,7 +29,9 @@ from kbench.sandbox.protocol import JobSpec, ProblemSpec
 from kbench.types import Candidate
 
 HERE = Path(__file__).resolve().parent
-BARE = "import torch\nimport kbench.sandbox.worker\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
+BARE = (
+    "import torch\nimport kbench.sandbox.worker\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
+)
 CANDIDATES = {"cpu": ("cpp", "tests/fixtures/eval/cpp_honest.py"), "cuda": ("triton", "benchmarks/candidates/triton_gemm_relu.py")}  # fmt: skip
 
 
@@ -55,7 +57,9 @@ def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[fl
     if path.startswith("tests/fixtures/eval/"):
         first = source.splitlines()[0]
         if first.startswith("# include:"):
-            source = (HERE.parent / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
+            source = (
+                HERE.parent / "tests/fixtures/eval" / first.split(":", 1)[1].strip()
+            ).read_text() + source
     cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
                     cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
     totals, workers = [], []
@@ -81,7 +85,10 @@ def main() -> int:
         b = bare(mode, args.repeats, folder, args.device)
         t, w = verdicts(mode, args.repeats, folder / "cache", args.device)
         rows.append((mode, statistics.median(b), statistics.median(t), statistics.median(w)))
-        print(f"{mode}: bare start {statistics.median(b):.3f} s, verdict {statistics.median(t):.2f} s", flush=True)
+        print(
+            f"{mode}: bare start {statistics.median(b):.3f} s, verdict {statistics.median(t):.2f} s",
+            flush=True,
+        )
     env = environment()
     lines = [
         f"# Worker start, {args.device} ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})", "",
