@@ -9,7 +9,9 @@
 #    (issue 11), both reusing $CACHE's builds.
 # 3: (fresh machine) verify and inspect again after fixes, then the remaining solutions on both GPUs.
 # 4: leftovers of 3. 5: throughput (issue 9). 6: timing fidelity alone on a GPU (issue 11). 7: the solutions
-#    not yet run as controls (issues 5, 10).
+#    not yet run as controls (issues 5, 10). 8-10: the fourth set (results/device-2026-11-30d).
+# 11, then 12 at once (same machine, builds reused): every fixture and solution through the evaluator on
+#    two GPUs; then timing fidelity alone on GPU0 beside the throughput batch on GPU1.
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -138,6 +140,24 @@ case "${1:-1}" in
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   wait $SOL; echo "solutions exit $?"; tail -6 "$OUT/solutions.log"
+  ;;
+11)
+  # (2-GPU host, first call of a session) the GPU selftest with every solution as a control (issues 5, 10),
+  # on both GPUs through the local executor, all 32 cores building
+  timeout 570 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton \
+    --cache-dir $CACHE --max-seconds 540 --slots 3 > "$OUT/selftest.log" 2>&1
+  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -15
+  ;;
+12)
+  # (2-GPU host, right after 11: its builds are in $CACHE) GPU0 + cores 0-15: timing fidelity over 30
+  # problems, alone on its GPU (issue 11); GPU1 + cores 16-31: the throughput batch, cold (issue 9)
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" \
+    --cache-dir $CACHE --problems 30 --ncu --max-seconds 550 > "$OUT/fidelity.log" 2>&1 &
+  FID=$!
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 570 python3 benchmarks/throughput.py \
+    --out "$OUT/throughput" --max-seconds 480 --warm 24 > "$OUT/throughput.log" 2>&1
+  echo "throughput exit $?"; tail -22 "$OUT/throughput.log"
+  wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   ;;
 esac
 ls -R "$OUT" | head -40
