@@ -52,6 +52,7 @@ def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = 
         "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),
         fastbuild.RECIPE_ENV: "fast" if cfg.fast_builds else "standard",
         fastbuild.PCH_ENV: pch,
+        fastbuild.OPS_ENV: "1" if cfg.op_headers else "0",
     }
 
 

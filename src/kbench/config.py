@@ -74,6 +74,7 @@ class RunConfig(BaseModel):
     gpu_slots: int = 3  # evaluations in flight per GPU; their GPU phases take turns (sandbox/lease.py)
     fast_builds: bool = True  # light CUDA headers + precompiled torch headers, falling back to a plain build
     precompiled_headers: Literal["auto", "on", "off"] = "auto"  # auto: builders make one for big batches
+    op_headers: bool = True  # nvcc sees only the ATen operators a CUDA source names (with fast_builds)
     worker_start: Literal["auto", "fork", "spawn"] = "auto"  # fork: from a warm starter (sandbox/starter.py)
     ray_address: str | None = None
 

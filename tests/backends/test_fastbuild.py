@@ -41,7 +41,7 @@ def _fake_builder(needs_full_header: bool, seen: list[dict[str, Any]]) -> Any:
     return load_inline
 
 
-def test_fast_recipe_first_then_the_candidates_own_build(
+def test_fast_recipes_first_then_the_candidates_own_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
@@ -49,16 +49,55 @@ def test_fast_recipe_first_then_the_candidates_own_build(
     seen: list[dict[str, Any]] = []
     recorder = KernelRecorder()
     assert _build(_fake_builder(False, seen), {"name": "m", "cuda_sources": [CUDA]}, tmp_path, "a", recorder)
-    assert len(seen) == 1 and recorder.extra["build_recipe"] == "light-headers"
+    assert len(seen) == 1 and recorder.extra["build_recipe"] == "op-headers+light-headers"
+    shim = Path(seen[0]["extra_include_paths"][0], "torch", "types.h")
+    assert shim.is_file() and "#include_next <torch/types.h>" in shim.read_text()
 
     seen.clear()
     recorder = KernelRecorder()
     args = {"name": "m", "cuda_sources": [CUDA]}
     assert _build(_fake_builder(True, seen), args, tmp_path, "b", recorder) == "module"
-    assert len(seen) == 2 and seen[1]["cuda_sources"] == [CUDA]  # redone exactly as asked
+    assert len(seen) == 3 and seen[2]["cuda_sources"] == [CUDA]  # redone exactly as asked
+    assert "extra_include_paths" not in seen[1]  # the light headers alone, without the shim
     assert recorder.extra["build_recipe"] == "standard (fast recipe failed)"
-    assert "torch::nn" in recorder.extra["fast_recipe_error"]
+    errors = recorder.extra["fast_recipe_errors"]
+    assert (
+        set(errors) == {"op-headers+light-headers", "light-headers"}
+        and "torch::nn" in errors["light-headers"]
+    )
     assert (tmp_path / "b" / "m.so").exists() and list((tmp_path / ".staging").iterdir()) == []
+
+    monkeypatch.setenv(fastbuild.OPS_ENV, "0")
+    seen.clear()
+    recorder = KernelRecorder()
+    assert _build(_fake_builder(False, seen), {"name": "m", "cuda_sources": [CUDA]}, tmp_path, "c", recorder)
+    assert recorder.extra["build_recipe"] == "light-headers"
+
+
+def test_op_header_shim_names_the_operators_the_sources_use(tmp_path: Path) -> None:
+    src = (
+        "#include <torch/types.h>\ntorch::Tensor f(torch::Tensor x) {\n"
+        "  auto y = torch::empty_like(x); auto z = at::zeros({4}, x.options());\n"
+        "  return x.contiguous(); }\n__global__ void softmax_kernel(float* p) { p[0] = expf(p[0]); }\n"
+    )
+    folder = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]})
+    assert folder is not None
+    text = (folder / "torch" / "types.h").read_text()
+    ops = {line.split("/")[-1][:-3] for line in text.splitlines() if line.startswith("#include <ATen/ops/")}
+    # every identifier that names an ATen operator, and only those: all overloads of each come with it
+    assert {"empty_like", "zeros", "contiguous"} <= ops and "softmax_kernel" not in ops and "expf" not in ops
+    assert "using namespace at;" in text and "constexpr auto kFloat32 = at::kFloat;" in text
+    assert text.index("#if defined(__CUDACC__)") < text.index("#include <ATen/core/Tensor.h>")
+    assert fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]}) == folder  # one folder per content
+    # autograd or the frontend: torch:: factories differ from at::'s there, so no shim
+    assert (
+        fastbuild.op_header_shim(
+            tmp_path, {"cuda_sources": [src + "auto o = x.options().requires_grad(true);"]}
+        )
+        is None
+    )
+    assert fastbuild.op_header_shim(tmp_path, {"cuda_sources": ["torch::nn::Linear l(1, 2);"]}) is None
+    assert fastbuild.op_header_shim(tmp_path, {"cpp_sources": [src]}) is None
 
 
 def test_standard_recipe_builds_once_as_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

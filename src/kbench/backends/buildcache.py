@@ -9,8 +9,9 @@ wrapper that changes nothing about what the code means, only where and how fast 
 - a miss builds in a private staging folder `ROOT/.staging/KEY-PID-RAND`, then renames it to
   `ROOT/KEY` (atomic on one filesystem). When two builders race, the first rename wins and the loser
   deletes its copy; both loaded identical binaries;
-- a miss is built with the cheaper recipes of `fastbuild` first (light CUDA headers, a precompiled
-  torch/extension.h) and, if that build fails, once more exactly as the candidate asked.
+- a miss is built with the cheaper recipes of `fastbuild` first (per-operator headers for nvcc, light
+  CUDA headers, a precompiled torch/extension.h), each failure falling through to the next, and last
+  exactly as the candidate asked.
 
 The wrapper also records the exported functions and wraps them to count the calls that return
 normally, which is how the `no-custom-kernel` rule sees a CPU extension run (a call that raises, e.g.
@@ -110,8 +111,11 @@ def _build_once(original: Callable[..., Any], arguments: dict[str, Any], root: P
     return module
 
 
-def _recipes(arguments: dict[str, Any], pch_folder: Path | None) -> list[tuple[str, dict[str, Any]]]:
-    """Build attempts in order: the fast recipe when it applies, then load_inline's own arguments."""
+def _recipes(
+    arguments: dict[str, Any], pch_folder: Path | None, root: Path
+) -> list[tuple[str, dict[str, Any]]]:
+    """Build attempts in order: per-operator headers, the light headers, then load_inline's own arguments
+    (each fast recipe only where it applies; a precompiled bindings header with either when one exists)."""
     attempts: list[tuple[str, dict[str, Any]]] = []
     if fastbuild.fast_recipe():
         fast, labels = arguments, []
@@ -121,6 +125,9 @@ def _recipes(arguments: dict[str, Any], pch_folder: Path | None) -> list[tuple[s
         pch = fastbuild.with_pch(fast, pch_folder) if pch_folder is not None else None
         if pch is not None:
             fast, labels = pch, [*labels, "pch"]
+        shim = fastbuild.op_header_shim(root, fast) if fastbuild.op_headers() else None
+        if shim is not None:
+            attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
         if labels:
             attempts.append(("+".join(labels), fast))
     attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
@@ -134,16 +141,16 @@ def _build(
     pch_folder = None
     if mode != "off" and fastbuild.fast_recipe():
         pch_folder = fastbuild.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
-    attempts = _recipes(arguments, pch_folder)
+    attempts = _recipes(arguments, pch_folder, root)
     for i, (label, attempt) in enumerate(attempts):
         try:
             module = _build_once(original, attempt, root, key)
         except Exception as exc:
             if i == len(attempts) - 1:
                 raise
-            recorder.extra["fast_recipe_error"] = str(exc)[-2000:]
+            recorder.extra.setdefault("fast_recipe_errors", {})[label] = str(exc)[-2000:]
             continue
-        recorder.extra["build_recipe"] = label if i == 0 else attempts[-1][0]
+        recorder.extra["build_recipe"] = label
         break
     if mode == "make" and pch_folder is not None:
         spent = fastbuild.make_pch(pch_folder, root / key)

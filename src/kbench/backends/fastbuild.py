@@ -9,6 +9,14 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   parses twice (device and host pass). The recipe drops that line from the CUDA sources only. A source
   that really needs something from the full header fails to compile, and the build is redone unchanged,
   so the recipe can cost time but never changes a verdict.
+- per-operator headers (CUDA sources on top of the light headers): `torch/types.h` itself pulls in all of
+  ATen — every operator's declarations, ~1,400 headers — which nvcc parses in cudafe++, cicc and the host
+  compiler. A generated `torch/types.h` shim, found first through an include folder, gives nvcc's
+  passes (`__CUDACC__`) the tensor class, the dispatch macros, the `torch::` names of the real header and
+  the headers of exactly those ATen operators whose names appear in the sources (all overloads of each);
+  every other compiler sees the real header through `#include_next`. A name the shim lacks fails to
+  compile and the next recipe runs; a source that touches autograd (`requires_grad`, `torch::autograd`)
+  or torch's frontend/bindings never gets the shim, since `torch::` factories there differ from `at::`'s.
 - precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
   `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
   a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
@@ -19,8 +27,8 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   build workers make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs
   ~50 s and ~0.8 GB); evaluation workers only use one that exists.
 
-Recipes are chosen by the environment the host gives the worker: KBENCH_BUILD_RECIPE=fast|standard and
-KBENCH_BUILD_PCH=make|use|off.
+Recipes are chosen by the environment the host gives the worker: KBENCH_BUILD_RECIPE=fast|standard,
+KBENCH_BUILD_PCH=make|use|off and KBENCH_BUILD_OP_HEADERS=1|0.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from typing import Any
 
 RECIPE_ENV = "KBENCH_BUILD_RECIPE"
 PCH_ENV = "KBENCH_BUILD_PCH"
+OPS_ENV = "KBENCH_BUILD_OP_HEADERS"  # 0: skip the per-operator headers recipe
 PCH_FILE = Path("torch", "extension.h.gch")
 _CLAIM_STALE_S = 900.0
 _FULL_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][^\n]*$", re.M)
@@ -45,6 +54,10 @@ _EXT_NAME_FLAG = re.compile(r"^-DTORCH_EXTENSION_NAME=")
 
 def fast_recipe() -> bool:
     return os.environ.get(RECIPE_ENV, "fast") != "standard"
+
+
+def op_headers() -> bool:
+    return os.environ.get(OPS_ENV, "1") != "0"
 
 
 def pch_mode() -> str:
@@ -77,6 +90,71 @@ def light_cuda_sources(arguments: dict[str, Any]) -> dict[str, Any] | None:
     return dict(arguments, cuda_sources=light)
 
 
+_IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
+# torch:: names that are not at:: names, or sources that need the frontend: no shim for these
+_NEEDS_FULL_TORCH = re.compile(
+    r"requires_grad|torch::(autograd|nn|jit|optim|data|serialize)|pybind11|py::|<torch/(torch|all|python)\.h>"
+)
+_TORCH_CONSTANTS = (
+    "kUInt8 = at::kByte", "kInt8 = at::kChar", "kInt16 = at::kShort", "kInt32 = at::kInt",
+    "kInt64 = at::kLong", "kUInt16 = at::kUInt16", "kUInt32 = at::kUInt32", "kUInt64 = at::kUInt64",
+    "kFloat16 = at::kHalf", "kFloat32 = at::kFloat", "kFloat64 = at::kDouble", "kU8 = kUInt8",
+    "kU16 = kUInt16", "kU32 = kUInt32", "kU64 = kUInt64", "kI8 = kInt8", "kI16 = kInt16",
+    "kI32 = kInt32", "kI64 = kInt64", "kF16 = kFloat16", "kF32 = kFloat32", "kF64 = kFloat64",
+)  # fmt: skip
+SHIM_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/core/Formatting.h", "c10/util/Exception.h")
+
+
+def _ops_folder() -> Path | None:
+    from torch.utils.cpp_extension import include_paths
+
+    found = [Path(p, "ATen", "ops") for p in include_paths()]
+    return next((f for f in found if (f / "empty.h").is_file()), None)
+
+
+def op_header_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
+    """The include folder of a `torch/types.h` shim for these CUDA sources (made once per content), or None
+    when the recipe does not apply (no CUDA source, autograd or frontend use, no ATen/ops headers)."""
+    text = "\n".join(as_list(arguments.get("cuda_sources")))
+    ops = _ops_folder()
+    if not text or _NEEDS_FULL_TORCH.search(text) or ops is None:
+        return None
+    names = sorted({n for n in _IDENT.findall(text) if (ops / f"{n}.h").is_file()})
+    lines = [
+        "// kbench: torch/types.h for nvcc with only the ATen operators these sources name (fastbuild.py)",
+        "#pragma once",
+        "#if defined(__CUDACC__)",
+        *(f"#include <{h}>" for h in SHIM_BASE),
+        *(f"#include <ATen/ops/{n}.h>" for n in names),
+        "#include <optional>",
+        "namespace torch {",
+        "using namespace at;  // NOLINT",
+        "using std::nullopt;  // NOLINT",
+        "using std::optional;  // NOLINT",
+        "using Dtype = at::ScalarType;",
+        *(f"constexpr auto {c};" for c in _TORCH_CONSTANTS),
+        "}  // namespace torch",
+        "#else",
+        "#include_next <torch/types.h>",
+        "#endif",
+        "",
+    ]
+    content = "\n".join(lines)
+    folder = root / ".shim" / hashlib.sha256(content.encode()).hexdigest()[:20]
+    header = folder / "torch" / "types.h"
+    if not header.is_file():
+        header.parent.mkdir(parents=True, exist_ok=True)
+        partial = header.with_name(f"types.h.{os.getpid()}.part")
+        partial.write_text(content)
+        os.rename(partial, header)  # atomic: a concurrent builder reads the old or the new file, both whole
+    return folder
+
+
+def with_include_first(arguments: dict[str, Any], folder: Path) -> dict[str, Any]:
+    includes = as_list(arguments.get("extra_include_paths"))
+    return dict(arguments, extra_include_paths=[str(folder), *includes])
+
+
 def pch_dir(root: Path, arguments: dict[str, Any], toolchain: dict[str, str]) -> Path:
     blob = json.dumps(
         {
@@ -94,8 +172,7 @@ def with_pch(arguments: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     """The arguments with the PCH folder searched first; None when that PCH does not exist (yet)."""
     if not (folder / PCH_FILE).is_file():
         return None
-    includes = as_list(arguments.get("extra_include_paths"))
-    return dict(arguments, extra_include_paths=[str(folder), *includes])
+    return with_include_first(arguments, folder)
 
 
 def _ninja_vars(build_dir: Path) -> dict[str, str]:
