@@ -1,0 +1,105 @@
+"""GPU clock, temperature and clock-limit reasons while timing (worker side).
+
+Read through NVML (the driver's library, by ctypes: no Python package needed) for the worker's own GPU,
+matched by UUID, so CUDA_VISIBLE_DEVICES remapping does not matter. `ClockLog` keeps the samples that
+`timing.time_callable` takes between timed calls and summarises them for the timing's stats.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from typing import Any
+
+import torch
+
+
+class Nvml:
+    """SM clock, temperature and clock-limit reasons of one GPU through the driver's NVML (ctypes).
+
+    Matched to the torch device by UUID, so a worker that sees its GPU as cuda:0 reads the right one. Every
+    read is best-effort: without the library or the GPU in NVML's list, `read()` returns None.
+    """
+
+    _lib: Any = None
+    _SM_CLOCK, _GPU_TEMP = 1, 0  # NVML_CLOCK_SM, NVML_TEMPERATURE_GPU
+
+    def __init__(self, device: torch.device) -> None:
+        self.handle: Any = None
+        try:
+            uuid = str(torch.cuda.get_device_properties(device).uuid)
+            lib = Nvml._load()
+            handle = ctypes.c_void_p()
+            name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            if lib.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle)) == 0:
+                self.handle = handle
+        except (OSError, AttributeError, RuntimeError):
+            self.handle = None
+
+    @classmethod
+    def _load(cls) -> Any:
+        if cls._lib is None:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                raise OSError("nvmlInit failed")
+            cls._lib = lib
+        return cls._lib
+
+    def read(self) -> tuple[float, float, int] | None:
+        """(SM clock MHz, temperature C, clock-limit reason bits) now, or None."""
+        if self.handle is None:
+            return None
+        lib = self._lib
+        clock, temp, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        if lib.nvmlDeviceGetClockInfo(self.handle, self._SM_CLOCK, ctypes.byref(clock)) != 0:
+            return None
+        if lib.nvmlDeviceGetTemperature(self.handle, self._GPU_TEMP, ctypes.byref(temp)) != 0:
+            return None
+        if lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(reasons)) != 0:
+            reasons.value = 0
+        return float(clock.value), float(temp.value), int(reasons.value)
+
+
+# NVML clock-limit reasons that mean the clock was held down (idle and application-clock settings are not)
+LIMIT_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "power_brake",
+}
+
+
+class ClockLog:
+    """GPU clock samples taken between timed calls."""
+
+    EVERY_S = 0.05
+
+    def __init__(self, device: torch.device) -> None:
+        self.nvml = Nvml(device) if device.type == "cuda" else None
+        self.samples: list[tuple[float, float, int]] = []
+        self.last = -math.inf
+
+    def sample(self, now_s: float, force: bool = False) -> None:
+        if self.nvml is None or (not force and now_s - self.last < self.EVERY_S):
+            return
+        self.last = now_s
+        got = self.nvml.read()
+        if got is not None:
+            self.samples.append(got)
+
+    def extras(self) -> dict[str, Any]:
+        if not self.samples:
+            return {}
+        clocks = [c for c, _, _ in self.samples]
+        temps = [t for _, t, _ in self.samples]
+        bits = functools.reduce(lambda a, b: a | b, (r for _, _, r in self.samples), 0)
+        moved = (max(clocks) - min(clocks)) / max(max(clocks), 1.0) > 0.05
+        return {
+            "sm_clock_mhz": (min(clocks), max(clocks)),
+            "temp_c": (min(temps), max(temps)),
+            "clocks_moved": moved,
+            "clock_samples": len(self.samples),
+            "clock_limits": sorted(name for bit, name in LIMIT_REASONS.items() if bits & bit),
+        }
