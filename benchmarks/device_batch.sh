@@ -152,7 +152,7 @@ case "${1:-1}" in
   # (2-GPU host, right after 11: its builds are in $CACHE) GPU0 + cores 0-15: timing fidelity over 30
   # problems, alone on its GPU (issue 11); GPU1 + cores 16-31: the throughput batch, cold (issue 9)
   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" \
-    --cache-dir $CACHE --problems 30 --ncu --max-seconds 550 > "$OUT/fidelity.log" 2>&1 &
+    --cache-dir $CACHE --problems 30 --first 23,24,25,26,27,28 --ncu --max-seconds 550 > "$OUT/fidelity.log" 2>&1 &
   FID=$!
   CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 570 python3 benchmarks/throughput.py \
     --out "$OUT/throughput" --max-seconds 480 --warm 24 > "$OUT/throughput.log" 2>&1

@@ -106,9 +106,11 @@ def drop_private(private: Path) -> None:
     shutil.rmtree(private, ignore_errors=True)
 
 
-def problems(backend: str, count: int) -> list[tuple[Problem, Candidate]]:
+def problems(backend: str, count: int, first: tuple[int, ...] = ()) -> list[tuple[Problem, Candidate]]:
+    """The first `count` level-2 problems with a solution; those numbered in `first` lead, in that order."""
     chosen = []
-    for p in sorted(select(level=2), key=lambda p: p.number):
+    rank = {n: i for i, n in enumerate(first)}
+    for p in sorted(select(level=2), key=lambda p: (rank.get(p.number, len(rank)), p.number)):
         cand = reference_candidate(p, backend)
         if cand is not None:
             chosen.append((p, cand))
@@ -334,6 +336,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
     ap.add_argument("--problems", type=int, default=30, help="the first N level-2 problems with a solution")
+    ap.add_argument(
+        "--first",
+        type=lambda v: tuple(int(x) for x in v.split(",") if x),
+        default=(),
+        help="level-2 problem numbers to time first, e.g. 23,24 (single-kernel solutions reach the profiler pair)",
+    )
     ap.add_argument("--skip", type=int, default=0, help="skip the first N of them (to split a run)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel prebuilds")
     ap.add_argument("--max-seconds", type=float, default=540.0)
@@ -369,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure(run: Run, args: argparse.Namespace) -> None:
-    items = problems(args.backend, args.skip + args.problems)[args.skip :]
+    items = problems(args.backend, args.skip + args.problems, args.first)[args.skip :]
     phase_build(run, items)
     if args.build_only:
         print("\n".join(run.notes), flush=True)
