@@ -12,6 +12,7 @@
 #    not yet run as controls (issues 5, 10). 8-10: the fourth set (results/device-2026-11-30d).
 # 11, then 12 at once (same machine, builds reused): every fixture and solution through the evaluator on
 #    two GPUs; then timing fidelity alone on GPU0 beside the throughput batch on GPU1.
+# 13: the controls 11 did not reach, beside timing fidelity (results/device-2026-11-30e).
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -157,6 +158,22 @@ case "${1:-1}" in
   CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 570 python3 benchmarks/throughput.py \
     --out "$OUT/throughput" --max-seconds 480 --warm 24 > "$OUT/throughput.log" 2>&1
   echo "throughput exit $?"; tail -22 "$OUT/throughput.log"
+  wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
+  ;;
+13)
+  # (2-GPU host, fresh) GPU0 + cores 0-15: the solutions not yet through the evaluator as controls with
+  # this code, and the fixtures that exercise sampled outputs again (issues 5, 10); GPU1 + cores 16-31:
+  # timing fidelity, single-kernel solutions first (issue 11). Disk and memory facts for the next plan.
+  { df -h /tmp /dev/shm; free -g; } > "$OUT/disk.txt" 2>&1
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 500 python3 benchmarks/timing_fidelity.py \
+    --out "$OUT/fidelity" --cache-dir $CACHE --problems 30 --first 23,24,25,26,27,28 --ncu --max-seconds 480 \
+    > "$OUT/fidelity.log" 2>&1 &
+  FID=$!
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 500 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" \
+    --solutions cuda,triton --cache-dir $CACHE --max-seconds 440 --slots 3 \
+    --skip-passed benchmarks/results/device-2026-11-30e/selftest_gpu_call1.jsonl --rerun memo_pointer,side_stream \
+    > "$OUT/selftest.log" 2>&1
+  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   ;;
 esac

@@ -92,6 +92,11 @@ def main() -> None:
     ap.add_argument(
         "--skip-passed", type=Path, default=None, help="a selftest_gpu.jsonl: skip what passed there"
     )
+    ap.add_argument(
+        "--rerun",
+        default="",
+        help="comma-separated name parts: matching jobs run even if --skip-passed lists them (e.g. after a change)",
+    )
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +104,9 @@ def main() -> None:
     todo = jobs([b for b in args.solutions.split(",") if b], base)
     if args.skip_passed is not None:
         rows_before = [json.loads(line) for line in args.skip_passed.read_text().splitlines() if line.strip()]
+        again = [part for part in args.rerun.split(",") if part]
         passed = {_row_name(r) for r in rows_before if r["passed"]}
+        passed = {n for n in passed if not any(part in n for part in again)}
         todo = [j for j in todo if _name(j) not in passed]
     deadline = time.monotonic() + args.max_seconds
     pool = ReferencePool()  # one reference run per problem (and per fixture config), as `kbench run` does

@@ -384,9 +384,9 @@ def measure(run: Run, args: argparse.Namespace) -> None:
         return
     gpu = run.device.startswith("cuda")
     run.ncu_reserve = args.ncu_count * min(args.ncu_timeout_s, 30.0) if gpu and args.ncu else 0.0
-    # The profiler pass is one process: ~5-10 s to start, then ~1 s per solution (inputs made on the
-    # CPU, as the workers make them, dominate at the full preset).
-    start, per_item = (10.0, 1.0) if gpu else (0.0, 0.0)
+    # The profiler pass is one process: ~5-10 s to start, then 1-3 s per solution (making the full
+    # preset's inputs and profiling); a starved pass was killed after 3 s on the H200, hence the margin.
+    start, per_item = (30.0, 3.0) if gpu else (0.0, 0.0)
     done = phase_rounds(run, items, REPORT_S + start + run.ncu_reserve, per_item)
     phase_profile(run, done)
     phase_ncu(run, done)

@@ -72,6 +72,38 @@ def test_disguised_sample_calls_expose_a_memo_keyed_on_the_tensor() -> None:
         assert res.stats.n >= 20
 
 
+def test_time_spent_keeping_samples_is_not_charged_to_the_budget() -> None:
+    """Keeping a sampled output (a copy, then a file) takes seconds for a large output; counted against the
+    budget it stopped the loop at min_runs with a noisy mean."""
+    sets = [(torch.ones(4),)]
+    kept: list[int] = []
+
+    def slow_keep(call: int, k: int, out: torch.Tensor) -> None:
+        time.sleep(0.1)
+        kept.append(call)
+
+    settings = TimingSettings(budget_s=0.3, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.0)
+    t0 = time.perf_counter()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.001)
+        return x + 1
+
+    res = time_callable(fn, sets, settings, torch.device("cpu"), slow_keep, frozenset(range(10)))
+    assert kept == list(range(10))  # 1 s of keeping, more than three budgets
+    assert res.stats.n > 100  # the loop ran on for its own 0.3 s of 1 ms calls, not 20
+    assert time.perf_counter() - t0 >= 1.0 + 0.3
+
+
+def test_stash_copies_what_later_calls_could_change() -> None:
+    from kbench.sandbox.protocol import stash
+
+    out = torch.arange(4.0)
+    kept = stash([out, 3])
+    out.add_(10)  # a memoising candidate reuses and rewrites its output buffer
+    assert kept[0].tolist() == [0.0, 1.0, 2.0, 3.0] and kept[1] == 3
+
+
 def test_adaptive_repeats_stop_at_target_rse() -> None:
     settings = TimingSettings(
         budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.5, min_time_s=0.0

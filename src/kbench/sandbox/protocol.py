@@ -160,6 +160,30 @@ def save_tensors(jobdir: Path, tag: str, values: list[Any]) -> list[TensorFile]:
     return files
 
 
+def stash(values: list[Any]) -> list[Any]:
+    """Copies of `values` (plain tensors) that later calls cannot change, for `save_tensors` to write later.
+
+    A GPU tensor is copied on its device (microseconds, asynchronous) while the copy takes at most a
+    quarter of the device's free memory, so the candidate's next calls keep their headroom; else to the
+    CPU. Anything else is kept as it is (`save_tensors` rejects it as before).
+    """
+    import torch
+
+    out = []
+    for value in values:
+        if not isinstance(value, torch.Tensor):
+            out.append(value)
+            continue
+        value = value.detach()
+        if value.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(value.device)
+            if value.numel() * value.element_size() <= free // 4:
+                out.append(value.clone())
+                continue
+        out.append(value.to("cpu", copy=True))
+    return out
+
+
 def load_tensors(jobdir: Path, files: list[TensorFile]) -> list[Any]:
     import torch
 

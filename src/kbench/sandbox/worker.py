@@ -24,7 +24,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, read_key, save_tensors, write_result
+from kbench.sandbox.protocol import (
+    JOB_FILE,
+    JobSpec,
+    WorkerResult,
+    read_key,
+    save_tensors,
+    stash,
+    write_result,
+)
 
 
 class Stop(Exception):
@@ -225,9 +233,12 @@ class CandidateJob:
             make_inputs(loaded.get_inputs, s, self.device, self.spec.dtype) for s in self.spec.timing_seeds
         ]
 
+        kept: list[tuple[int, int, list[Any]]] = []
+
         def keep(call: int, k: int, out: Any) -> None:
-            files = save_tensors(self.jobdir, f"sample_{call}", flatten_outputs(out))
-            self.result.samples.append((call, k, files))
+            # Copied now, written after the timed calls: writing (a 1 GiB output takes seconds) inside the
+            # loop stalled the process between timed calls and ate the loop's budget.
+            kept.append((call, k, stash(flatten_outputs(out))))
 
         def disguise(k: int) -> tuple[int, Callable[[], None]]:
             """Give set k the next set's values in place, through `.data` (no version bump), so an output
@@ -258,6 +269,8 @@ class CandidateJob:
             )
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
+        for call, k, values in kept:
+            self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
         self.result.timing = asdict(res.stats)
         self.result.times_ms = [round(t, 6) for t in res.times_ms]
         self.result.wall_ms = [round(w, 6) for w in res.wall_ms]
