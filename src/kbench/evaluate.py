@@ -179,7 +179,8 @@ def _static_outcome(checks: CheckReport) -> Outcome | None:
 
 
 def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
-    """The problem's speed-of-light time on this GPU (TF32 rates: the most permissive bound), or None."""
+    """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
+    most permissive), or None off a known GPU."""
     if not device.startswith("cuda"):
         return None
     from kbench.analysis.gpus import match_device_name
@@ -188,7 +189,7 @@ def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     gpu = match_device_name(_device_name(device))
     if gpu is None:
         return None
-    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).sol_ms
+    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).floor_ms
 
 
 def _phases(ref: ReferenceData | None, result: WorkerResult | None) -> tuple[tuple[str, float], ...]:
@@ -251,7 +252,7 @@ def _judge(
             sol = _sol_ms(problem, cfg, plan.device)
         except Exception as exc:  # analysis failure: the verdict stands, the warning says the rule was off
             sol = None
-            checked.warnings.append(f"speed-of-light bound unavailable ({type(exc).__name__}: {exc})")
+            checked.warnings.append(f"speed-of-light floor unavailable ({type(exc).__name__}: {exc})")
         checked = check_timing(checked, sol)
     return checked
 

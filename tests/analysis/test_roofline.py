@@ -57,3 +57,23 @@ def test_sol_bound_and_dtype_rates() -> None:
 def test_speed_of_light_full_preset_costs_no_memory() -> None:
     sol = speed_of_light(get_problem("2/1"), "full", "bf16", get_gpu("H200"))
     assert sol.flops > 1e9 and sol.gpu == "H200" and sol.sol_ms > 0
+
+
+def test_floor_lets_a_causal_softmax_skip_the_masked_inputs() -> None:
+    """2/27 (scale, causal mask, softmax): an honest kernel that reads only the lower triangle ran at
+    0.203 ms on an H200 against a 0.224 ms SOL (inputs + outputs); the cheat rule's floor counts the
+    outputs, which every kernel must write."""
+    h200 = get_gpu("H200")
+    sol = speed_of_light(get_problem("2/27"), "full", "fp32", h200, tf32=True)
+    counts = problem_flops(get_problem("2/27"), "full", "fp32")
+    assert counts.output_bytes == 8 * 16 * 1024 * 1024 * 4 and counts.bytes >= 2 * counts.output_bytes
+    assert sol.floor_ms == pytest.approx(counts.output_bytes / (h200.memory_bandwidth_gbs * 1e9) * 1e3)
+    read_half_ms = (counts.output_bytes * 1.5) / (h200.memory_bandwidth_gbs * 1e9) * 1e3
+    assert sol.floor_ms < read_half_ms < sol.sol_ms  # the honest skip passes the floor, not the SOL
+
+
+def test_floor_of_a_compute_bound_problem_is_half_its_compute() -> None:
+    counts = count_flops(nn.Linear(8192, 8192, device="meta"), [torch.randn(8192, 8192, device="meta")])
+    sol = sol_from_counts(counts, get_gpu("H200"), "fp32", tf32=True)
+    assert sol.bound == "compute" and sol.floor_ms == pytest.approx(sol.compute_ms / 2)
+    assert sol.floor_ms < sol.sol_ms

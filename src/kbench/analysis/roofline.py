@@ -7,6 +7,12 @@ not a measurement, and never dominates a problem that has a matmul. Bytes: the m
 
 SOL time = max(compute time, memory time), compute time = matmul FLOPs at the tensor rate for the dtype
 (fp32 uses the non-tensor rate unless TF32 is on) + other FLOPs at the fp32 CUDA-core rate.
+
+SOL is the reference point of "fraction of SOL"; it is not a bound no honest kernel can pass: a kernel may
+skip inputs and work whose results are masked out (a causal softmax need not read the upper triangle; a
+causal attention kernel skips half its matmul FLOPs). The evaluator's `beyond-speed-of-light` rule
+therefore compares against `floor_ms`: the larger of writing every output byte once at peak bandwidth
+(outputs are new tensors: every byte must be written) and half the compute time.
 The counting runs on the meta device, so the `full` preset costs nothing on a CPU-only machine.
 """
 
@@ -37,6 +43,7 @@ class FlopCount:
     other_flops: int  # elementwise/reduction estimate: 1 FLOP per output element
     bytes: int  # minimum bytes moved
     by_op: tuple[tuple[str, int], ...] = ()
+    output_bytes: int = 0  # of the forward's outputs alone
 
     @property
     def flops(self) -> int:
@@ -55,6 +62,7 @@ class SOL:
     gpu: str = ""
     dtype: str = "fp32"
     tf32: bool = False
+    floor_ms: float = 0.0  # what no honest kernel can beat (module doc): the cheat rule's bound
 
 
 def _sdpa_cpu_flops(args: tuple[Any, ...]) -> int:
@@ -106,7 +114,8 @@ def count_flops(model: Any, inputs: list[Any]) -> FlopCount:
     if other.extra_matmul:
         by_op["sdpa"] = other.extra_matmul
     by_op |= other.other
-    return FlopCount(matmul, sum(other.other.values()), nbytes, tuple(sorted(by_op.items())))
+    out_bytes = sum(t.numel() * t.element_size() for t in flat_tensors(out))
+    return FlopCount(matmul, sum(other.other.values()), nbytes, tuple(sorted(by_op.items())), out_bytes)
 
 
 def _cast(value: Any, dtype: Any) -> Any:
@@ -134,6 +143,7 @@ def sol_from_counts(counts: FlopCount, gpu: GPUSpec, dtype: str = "fp32", tf32: 
     heavy_rate = gpu.tflops(dtype, tf32=tf32) * 1e12
     compute_s = counts.matmul_flops / heavy_rate + counts.other_flops / (gpu.fp32_tflops * 1e12)
     memory_s = counts.bytes / (gpu.memory_bandwidth_gbs * 1e9)
+    write_s = counts.output_bytes / (gpu.memory_bandwidth_gbs * 1e9)
     return SOL(
         flops=counts.flops,
         bytes=counts.bytes,
@@ -145,6 +155,7 @@ def sol_from_counts(counts: FlopCount, gpu: GPUSpec, dtype: str = "fp32", tf32: 
         gpu=gpu.name,
         dtype=dtype,
         tf32=tf32,
+        floor_ms=max(write_s, compute_s / 2) * 1e3,
     )
 
 

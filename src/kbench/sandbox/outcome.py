@@ -141,7 +141,8 @@ def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:
         return Outcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
     if sol_ms is not None and result.timing["min_ms"] < sol_ms:
         msg = (
-            f"fastest call {result.timing['min_ms']:.4g} ms is below the speed-of-light bound {sol_ms:.4g} ms"
+            f"fastest call {result.timing['min_ms']:.4g} ms is below the speed-of-light floor {sol_ms:.4g} ms"
+            " (every output byte written once at peak bandwidth, or half the compute at peak rate)"
         )
         return Outcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
     return outcome
