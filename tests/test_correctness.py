@@ -145,3 +145,42 @@ def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:
     assert str(secret) not in hidden.report and "7" not in hidden.report and "(1, 2)" not in hidden.report
     public = summarize([(1000, bad)], secret=[secret])  # a fixed seed's report keeps positions and values
     assert "seed 1000" in public.report and "(1, 2)" in public.report and "got 7" in public.report
+
+
+def test_chunked_comparison_reports_what_the_whole_tensor_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbench.correctness as correctness
+
+    ref = torch.randn(4, 5, 6)
+    out = ref.clone()
+    out[0, 0, 0] = ref[0, 0, 0] + 1.0  # first chunk
+    out[3, 4, 2] = float("nan")  # last chunk
+    out[2, 1, 1] = ref[2, 1, 1] + 1e-9  # within tolerance
+    ref[1, 2, 3] = out[1, 2, 3] = float("inf")  # matching inf
+    monkeypatch.setattr(correctness, "COMPARE_CHUNK", 7)  # 120 elements: 18 chunks
+    c = correctness.compare(out, ref, 1e-4)
+    assert not c.passed and c.max_abs == float("inf")
+    assert c.report.splitlines()[0].startswith("2 of 120 elements differ")
+    assert "at (0, 0, 0)" in c.report and "at (3, 4, 2): got nan" in c.report
+    ok = correctness.compare(ref.clone(), ref, 1e-4)
+    assert ok.passed and ok.max_abs == 0.0 and ok.mean_abs == 0.0
+    near = ref.clone()
+    near[0, 1, 2] += 1e-6
+    close = correctness.compare(near, ref, 1e-4)
+    assert close.passed and close.max_abs == pytest.approx(1e-6, rel=0.1)
+    assert close.mean_abs == pytest.approx(close.max_abs / 119, rel=0.1)  # the inf pair is not finite
+
+
+def test_fp32_first_pass_never_changes_the_float64_verdict() -> None:
+    """Elements just inside and just outside the threshold (within fp32 rounding of it) are judged as the
+    float64 rule judges them: the fp32 pass only accepts chunks with room to spare."""
+    from kbench.correctness import compare
+
+    gen = torch.Generator().manual_seed(3)
+    tol = 1e-4
+    for factor in (1 - 1e-7, 1 + 1e-7, 1 - 3e-6, 1 + 3e-6, 0.5, 2.0):
+        ref = torch.randn(4096, generator=gen, dtype=torch.float64) * 10
+        out64 = ref.clone()
+        out64[1234] = ref[1234] + factor * tol * (1 + ref[1234].abs())
+        out, ref32 = out64.float(), ref.float()
+        exact = bool(((out.double() - ref32.double()).abs() <= tol + tol * ref32.double().abs()).all())
+        assert compare(out, ref32, tol).passed == exact, factor
