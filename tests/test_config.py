@@ -46,3 +46,41 @@ def test_unknown_key_rejected(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         resolve(tmp_path / "nope.toml", environ={})
+
+
+def test_scratch_root_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbench.config as config
+
+    cache = tmp_path / "cache"
+    assert config.scratch_root(RunConfig(cache_dir=cache, scratch_dir="cache")) == cache
+    assert config.scratch_root(RunConfig(cache_dir=cache, scratch_dir=str(tmp_path / "s"))) == tmp_path / "s"
+    assert (tmp_path / "s").is_dir()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(config, "SHM", shm)
+    monkeypatch.setattr(config, "SCRATCH_MIN_FREE", 1 << 62)  # no file system has that much free
+    assert config.scratch_root(RunConfig(cache_dir=cache)) == cache
+    monkeypatch.setattr(config, "SCRATCH_MIN_FREE", 1)
+    root = config.scratch_root(RunConfig(cache_dir=cache))
+    assert root.parent == shm and root.is_dir()
+    monkeypatch.setattr(config, "SHM", tmp_path / "absent")
+    assert config.scratch_root(RunConfig(cache_dir=cache)) == cache
+    monkeypatch.setenv("KBENCH_SCRATCH_DIR", "cache")
+    assert resolve().scratch_dir == "cache"
+
+
+def test_scratch_sweep_removes_dead_processes_job_folders(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import kbench.config as config
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"kbench-job-{dead.stdout.strip()}-abc"
+    mine = tmp_path / f"{config.job_prefix()}def"
+    other = tmp_path / "unrelated"
+    for folder in (gone, mine, other):
+        folder.mkdir()
+        (folder / "out_0.pt").write_bytes(b"x")
+    config.scratch_root(RunConfig(cache_dir=tmp_path / "cache", scratch_dir=str(tmp_path)))
+    assert not gone.exists() and mine.exists() and other.exists()

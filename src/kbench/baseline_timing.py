@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench.config import RunConfig, resolve
+from kbench.config import RunConfig, job_prefix, resolve, scratch_root
 from kbench.errors import ConfigError
 from kbench.evaluate import make_plan, resolve_device, run_reference
 from kbench.reference import COMPILE_MODES
@@ -33,7 +33,7 @@ def time_baselines(
     )
     plan = make_plan(cfg, resolve_device(cfg.device, "cuda"))
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kbench-baseline-", dir=cfg.cache_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         ref = run_reference(problem, cfg, plan, Path(tmp))
     stats = measured(ref.timings, plan.settings, ref.cache_hit)
     return {m: s for m, s in stats.items() if m in modes}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kbench.backends import get_backend
 from kbench.build import threads_env, worker_env
-from kbench.config import RunConfig
+from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError
 from kbench.problems.loader import preset_overrides
 from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache, write_cache
@@ -356,7 +356,7 @@ def evaluate(
         return _verdict(problem, candidate, cfg, plan, rejected, checks, None, time.monotonic() - t0)
     get_backend(candidate.backend).check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kbench-job-", dir=cfg.cache_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         workdir = Path(tmp)
         reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
         if references is None:

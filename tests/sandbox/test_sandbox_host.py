@@ -74,6 +74,52 @@ def test_signed_result_roundtrip_and_forgery(tmp_path: Path) -> None:
         read_result(tmp_path, key)
 
 
+def test_tensor_files_round_trip_raw_and_reject_tampering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    import kbench.sandbox.protocol as protocol
+
+    monkeypatch.setattr(protocol, "DIGEST_CHUNK", 64)  # several chunks hashed in threads
+    values = [
+        torch.randn(3, 50),
+        torch.tensor(True),
+        torch.zeros(0, 5),
+        torch.arange(6, dtype=torch.int64).reshape(2, 3)[:, 1],  # not contiguous
+        torch.randn(2, 2).to(torch.bfloat16),
+    ]
+    files = protocol.save_tensors(tmp_path, "out", values)
+    assert [f.name for f in files] == [f"out_{i}.bin" for i in range(5)]
+    assert [f.dtype for f in files] == ["float32", "bool", "float32", "int64", "bfloat16"]
+    key = b"k" * 32
+    write_result(tmp_path, WorkerResult(outputs={"1": files}), key)
+    result = read_result(tmp_path, key)
+    assert result is not None
+    back = protocol.load_tensors(tmp_path, result.outputs["1"])
+    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(values, back, strict=True))
+    data = bytearray((tmp_path / "out_0.bin").read_bytes())
+    data[-1] ^= 1  # one bit in the last chunk
+    (tmp_path / "out_0.bin").write_bytes(bytes(data))
+    with pytest.raises(ForgedResult, match="altered"):
+        read_result(tmp_path, key)
+    (tmp_path / "out_0.bin").write_bytes(bytes(data[:-4]))  # one element short
+    with pytest.raises(ForgedResult, match="bytes, expected"):
+        read_result(tmp_path, key)
+
+
+def test_tensor_files_of_earlier_versions_still_load(tmp_path: Path) -> None:
+    import torch
+
+    from kbench.sandbox.protocol import TensorFile, load_tensors, sha256_file
+
+    torch.save(torch.arange(4.0), tmp_path / "out_0.pt")  # a reference cache written before raw files
+    legacy = TensorFile(name="out_0.pt", sha256=sha256_file(tmp_path / "out_0.pt"))
+    write_result(tmp_path, WorkerResult(outputs={"1": [legacy]}), b"k" * 32)
+    assert read_result(tmp_path, b"k" * 32) is not None
+    assert load_tensors(tmp_path, [legacy])[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_missing_result_is_none(tmp_path: Path) -> None:
     assert read_result(tmp_path, b"k" * 32) is None
 

@@ -267,10 +267,14 @@ class CandidateJob:
                 frozenset(self.spec.sample_calls),
                 disguise if len(sets) > 1 else None,
             )
+            for (
+                call,
+                k,
+                values,
+            ) in kept:  # a sampled output that is no tensor fails here, as it did in the loop
+                self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
-        for call, k, values in kept:
-            self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
         self.result.timing = asdict(res.stats)
         self.result.times_ms = [round(t, 6) for t in res.times_ms]
         self.result.wall_ms = [round(w, 6) for w in res.wall_ms]
