@@ -90,7 +90,11 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument(
-        "--skip-passed", type=Path, default=None, help="a selftest_gpu.jsonl: skip what passed there"
+        "--skip-passed",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="selftest_gpu.jsonl files: skip what passed in any of them",
     )
     ap.add_argument(
         "--rerun",
@@ -102,8 +106,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     base = RunConfig(cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-")))
     todo = jobs([b for b in args.solutions.split(",") if b], base)
-    if args.skip_passed is not None:
-        rows_before = [json.loads(line) for line in args.skip_passed.read_text().splitlines() if line.strip()]
+    if args.skip_passed:
+        rows_before = [
+            json.loads(line) for f in args.skip_passed for line in f.read_text().splitlines() if line.strip()
+        ]
         again = [part for part in args.rerun.split(",") if part]
         passed = {_row_name(r) for r in rows_before if r["passed"]}
         passed = {n for n in passed if not any(part in n for part in again)}

@@ -14,8 +14,9 @@ warm pass over part of the batch for the per-verdict overhead beyond the timing 
 `--standard-sample N`, N candidates are first built the way load_inline builds them (no fast recipe), N
 builders at once, for the build cost of the plain flow on the same files.
 
-Writes OUT/throughput.json (every verdict and build) and OUT/throughput.md. A run cut by --max-seconds
-reports what finished.
+Writes OUT/throughput.jsonl (each build and verdict as it finishes), then OUT/throughput.json and
+OUT/throughput.md after the cold pass and again after the warm one. No evaluation starts after
+--max-seconds (the warm pass has --warm-seconds); a run cut there reports what finished.
 """
 
 from __future__ import annotations
@@ -113,7 +114,23 @@ class GpuSampler:
         return sum(u == 0 for u in xs) / len(xs) if xs else None
 
 
-def run_kbench(jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSampler) -> dict[str, Any]:
+class Log:
+    """Every build and verdict as one JSON line the moment it is known: a run cut short (an outer timeout)
+    still leaves its rows."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = path.open("a")
+        self.lock = threading.Lock()
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.lock:
+            self.fh.write(json.dumps(row, default=str) + "\n")
+            self.fh.flush()
+
+
+def run_kbench(
+    jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSampler, log: Log, label: str
+) -> dict[str, Any]:
     builds: dict[int, dict[str, Any]] = {}
     verdicts: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -133,11 +150,12 @@ def run_kbench(jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSam
                 "ok": b.ok,
                 "done_at": round(time.monotonic() - t0, 1),
             }
+            log.write({"kind": "build", "pass": label, "tag": job.tag} | builds[job.tag])
         return b
 
     def evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict | None:  # type: ignore[return]
-        if built is not None and built.log.startswith("skipped") or time.monotonic() > deadline + 45:
-            return None  # past the cap: report what finished
+        if built is not None and built.log.startswith("skipped") or time.monotonic() > deadline:
+            return None  # past the cap: no new evaluation starts; report what finished
         return ev(job, device, built)
 
     def on_result(job: Job, v: Verdict | None) -> None:
@@ -161,6 +179,7 @@ def run_kbench(jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSam
                 "speedup_eager": v.speedup("eager"),
             }
         )
+        log.write({"kind": "verdict", "pass": label} | verdicts[-1])
 
     ex = LocalExecutor(device=cfg.device, builders=cfg.builders, slots=cfg.gpu_slots)
     ex.run(jobs, build, evaluate, on_result)  # type: ignore[arg-type]
@@ -274,6 +293,7 @@ def main() -> None:
     ap.add_argument("--builders", type=int, default=0, help="0: the local executor's default")
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--warm", type=int, default=24, help="candidates in the warm pass (0: none)")
+    ap.add_argument("--warm-seconds", type=float, default=90.0, help="cap of the warm pass")
     ap.add_argument("--standard-sample", type=int, default=0)
     ap.add_argument("--standard-only", action="store_true", help="only the plain builds of --standard-sample")
     ap.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh (cold) folder")
@@ -301,11 +321,26 @@ def main() -> None:
         return
     sampler = GpuSampler()
     sampler.start()
-    start = time.monotonic()
-    res = run_kbench(jobs, cfg, start + args.max_seconds, sampler)
-    warm = run_kbench(jobs[: args.warm], cfg, time.monotonic(), sampler) if args.warm else None
+    log = Log(args.out / "throughput.jsonl")
+    res = run_kbench(jobs, cfg, time.monotonic() + args.max_seconds, sampler, log, "cold")
+    write(args, env, summarize(res, None, plain, len(jobs)), res, None, plain)  # kept if the warm pass is cut
+    warm = None
+    if args.warm:
+        warm = run_kbench(jobs[: args.warm], cfg, time.monotonic() + args.warm_seconds, sampler, log, "warm")
     sampler.stop()
     summary = summarize(res, warm, plain, len(jobs))
+    write(args, env, summary, res, warm, plain)
+    print(json.dumps(summary, indent=1))
+
+
+def write(
+    args: argparse.Namespace,
+    env: dict[str, Any],
+    summary: dict[str, Any],
+    res: dict[str, Any],
+    warm: dict[str, Any] | None,
+    plain: list[dict[str, Any]],
+) -> None:
     (args.out / "throughput.json").write_text(
         json.dumps(
             {"env": env, "summary": summary, "cold": res, "warm": warm, "standard": plain},
@@ -314,7 +349,6 @@ def main() -> None:
         )
     )
     (args.out / "throughput.md").write_text(markdown(env, summary, args))
-    print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
 
 from kbench.build import prebuild, worker_env  # noqa: E402
-from kbench.config import RunConfig  # noqa: E402
+from kbench.config import RunConfig, job_prefix, scratch_root  # noqa: E402
 from kbench.errors import KbenchError  # noqa: E402
 from kbench.evaluate import make_plan, resolve_device, run_candidate, run_reference  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
@@ -176,7 +176,7 @@ def one_round(run: Run, problem: Problem, cand: Candidate, rnd: int) -> None:
     cfg = run.cfg
     plan = make_plan(cfg, run.device)
     shutil.rmtree(cfg.cache_dir / "reference", ignore_errors=True)  # a cache hit would not re-time
-    with tempfile.TemporaryDirectory(prefix="kbench-fidelity-", dir=cfg.cache_dir) as tmp:
+    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         workdir = Path(tmp)
         t0 = time.perf_counter()
         try:
@@ -187,7 +187,8 @@ def one_round(run: Run, problem: Problem, cand: Candidate, rnd: int) -> None:
             )
             return
         assert not ref.cache_hit, "the reference cache was reused"
-        run.write(timing_row(problem, rnd, "reference", ref.timings.get("eager"), time.perf_counter() - t0))
+        row = timing_row(problem, rnd, "reference", ref.timings.get("eager"), time.perf_counter() - t0)
+        run.write(row | {"outputs_s": ref.phases.get("outputs")})
         t0 = time.perf_counter()
         # A hung candidate must not outlive --max-seconds by its 300 s default limit.
         capped = cfg.model_copy(update={"timeout_s": max(30.0, min(cfg.timeout_s, run.left()))})
@@ -202,6 +203,7 @@ def one_round(run: Run, problem: Problem, cand: Candidate, rnd: int) -> None:
             )
             row["correct"] = checked.status is Status.OK
             row["phases"] = result.phases if result else {}  # where a slow worker's seconds went
+            row["outputs_s"] = row["phases"].get("correctness")
         else:
             row |= {"status": outcome.status.value, "error": outcome.message[:500]}
         run.write(row)
@@ -313,15 +315,20 @@ def report(args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
     notes = [r["text"] for r in rows if r.get("kind") == "note"] + notes
     table = build_table(rows)
     summary = summarize(table, rows)
-    meta = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": environment(),
-        "device": args.device,
-        "backend": args.backend,
-        "preset": args.preset,
-        "budget_s": args.budget_s or RunConfig().timing_budget_s,
-        "notes": notes,
-    }
+    previous = out / "timing_fidelity_summary.json"
+    if args.report_only and previous.exists():  # the measuring machine's facts, not this one's
+        meta = json.loads(previous.read_text())["meta"]
+        meta["notes"] = notes
+    else:
+        meta = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": environment(),
+            "device": args.device,
+            "backend": args.backend,
+            "preset": args.preset,
+            "budget_s": args.budget_s or RunConfig().timing_budget_s,
+            "notes": notes,
+        }
     (out / "timing_fidelity.md").write_text(markdown(table, summary, meta))
     (out / "timing_fidelity_summary.json").write_text(
         json.dumps({"meta": meta, "summary": summary}, indent=1)

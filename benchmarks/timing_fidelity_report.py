@@ -63,11 +63,20 @@ def build_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "rse": [rounds[k]["rse"] for k in sorted(rounds)],
                 "n": [rounds[k]["n"] for k in sorted(rounds)],
                 "wall_s": [rounds[k]["wall_s"] for k in sorted(rounds)],
+                # less the correctness outputs' forward passes and files, which every verdict needs
+                # whether or not it times: what the timing itself costs, process start included
+                "timing_s": [round(rounds[k]["wall_s"] - _outputs_s(rounds[k]), 3) for k in sorted(rounds)],
                 "clocks_moved": any(rounds[k].get("clocks_moved") for k in rounds),
             }
         entry["agreement"] = _agreement(entry["candidate"]["ms"], profiles.get(problem), ncu.get(problem))
         table.append(entry)
     return table
+
+
+def _outputs_s(row: dict[str, Any]) -> float:
+    """Seconds of the job's correctness outputs (rows before `outputs_s` was recorded: the candidate's
+    correctness phase; a reference row without it counts as all timing)."""
+    return float(row.get("outputs_s") or row.get("phases", {}).get("correctness") or 0.0)
 
 
 def _agreement(ms: list[float | None], prof: dict[str, Any] | None, ncu: dict[str, Any] | None) -> dict:
@@ -112,6 +121,7 @@ def summarize(table: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[s
             "rse_median": statistics.median(rses) if rses else None,
             "n_median": statistics.median([n for e in table for n in e[role]["n"]] or [0]),
             "wall_s": spread(walls),
+            "timing_s": spread([t for e in table for t in e[role].get("timing_s", [])]),
             "over_max": sorted(e["problem"] for e in table if (e[role]["rel_diff"] or 0) > TARGETS["max"]),
             "over_p90": sorted(e["problem"] for e in table if (e[role]["rel_diff"] or 0) > TARGETS["p90"]),
             "slow": sorted(
@@ -181,8 +191,8 @@ def _agreement_table(table: list[dict[str, Any]]) -> list[str]:
 def _summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         "| timing | problems | diff median | diff p90 | diff max | meets median/p90/max | median rse | "
-        "median n | wall s median / max |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "median n | wall s median / max | less outputs s median / max |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for role in ROLES:
         s = summary[role]
@@ -191,7 +201,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {role} | {d['n']} | {_f(d['median'], True)} | {_f(d['p90'], True)} | {_f(d['max'], True)} | "
             f"{meets} | {_f(s['rse_median'], True)} | {_f(s['n_median'])} | "
-            f"{_f(s['wall_s']['median'])} / {_f(s['wall_s']['max'])} |"
+            f"{_f(s['wall_s']['median'])} / {_f(s['wall_s']['max'])} | "
+            f"{_f(s['timing_s']['median'])} / {_f(s['timing_s']['max'])} |"
         )
     lines.append("")
     for role in ROLES:
@@ -223,7 +234,9 @@ def markdown(table: list[dict[str, Any]], summary: dict[str, Any], meta: dict[st
         "Each problem: two rounds, each a fresh reference worker (eager only, reference cache cleared) and a "
         "fresh candidate worker (the shipped solution), through kbench.evaluate's run_reference/run_candidate. "
         "diff = |r1 - r2| / min(r1, r2) of the median (the reported time); rse = within-run relative standard "
-        "error of the mean; wall s = the worker's wall time seen by the host, process start included.",
+        "error of the mean; wall s = the worker's wall time seen by the host, process start included; less "
+        "outputs = wall s less the correctness outputs (forward passes on the correctness seeds, files "
+        "written), which every verdict needs whether or not it times.",
         f"Targets: diff median <= {TARGETS['median']:.2%}, p90 <= {TARGETS['p90']:.1%}, "
         f"max <= {TARGETS['max']:.0%}; <= {WALL_TARGET_S:g} s per timing; "
         f"evaluator / profiler within ±{AGREEMENT_TOL:.0%} for single-kernel candidates.",
