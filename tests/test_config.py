@@ -75,7 +75,9 @@ def test_scratch_sweep_removes_dead_processes_job_folders(tmp_path: Path) -> Non
 
     import kbench.config as config
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     gone = tmp_path / f"kbench-job-{dead.stdout.strip()}-abc"
     mine = tmp_path / f"{config.job_prefix()}def"
     other = tmp_path / "unrelated"
