@@ -70,8 +70,10 @@ def test_scratch_root_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_scratch_sweep_removes_dead_processes_job_folders(tmp_path: Path) -> None:
+    import os
     import subprocess
     import sys
+    import time
 
     import kbench.config as config
 
@@ -81,8 +83,12 @@ def test_scratch_sweep_removes_dead_processes_job_folders(tmp_path: Path) -> Non
     gone = tmp_path / f"kbench-job-{dead.stdout.strip()}-abc"
     mine = tmp_path / f"{config.job_prefix()}def"
     other = tmp_path / "unrelated"
-    for folder in (gone, mine, other):
+    recent = tmp_path / f"kbench-job-{dead.stdout.strip()}-ghi"  # another PID namespace's live job
+    for folder in (gone, mine, other, recent):
         folder.mkdir()
-        (folder / "out_0.pt").write_bytes(b"x")
+        (folder / "out_0.bin").write_bytes(b"x")
+    old = time.time() - config.STALE_JOB_S - 60
+    for folder in (gone, mine, other):
+        os.utime(folder, (old, old))
     config.scratch_root(RunConfig(cache_dir=tmp_path / "cache", scratch_dir=str(tmp_path)))
-    assert not gone.exists() and mine.exists() and other.exists()
+    assert not gone.exists() and mine.exists() and other.exists() and recent.exists()

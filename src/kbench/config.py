@@ -32,7 +32,7 @@ def scratch_root(cfg: RunConfig) -> Path:
     are checked on and the host reads them back -- GiBs per verdict for the full preset's largest problems,
     5-25 s per job on an H200 host. `auto`: /dev/shm when it and the host's available memory both have
     64 GiB free, else the cache folder; `cache`: the cache folder;
-    anything else is a path. Job folders of processes that died without cleaning up are removed there.
+    anything else is a path. Job folders left by processes that died (untouched for an hour) are removed.
     """
     if cfg.scratch_dir == "cache":
         return cfg.cache_dir
@@ -73,16 +73,26 @@ def _mem_available() -> int:
 _swept: set[Path] = set()
 
 
+STALE_JOB_S = 3600.0  # a job folder untouched this long whose process is gone is left over
+
+
 def _sweep(root: Path) -> None:
-    """Once per process and root: remove job folders (`kbench-job-PID-*`) whose host process is gone."""
+    """Once per process and root: remove job folders (`kbench-job-PID-*`) whose host process is gone and
+    that nothing wrote to for an hour (a host in another PID namespace sharing the folder is alive)."""
     import shutil
+    import time
 
     if root in _swept:
         return
     _swept.add(root)
+    now = time.time()
     for entry in root.glob("kbench-job-*-*"):
         pid = entry.name.split("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+        try:
+            stale = now - entry.stat().st_mtime > STALE_JOB_S
+        except OSError:
+            continue
+        if stale and pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(entry, ignore_errors=True)
 
 
