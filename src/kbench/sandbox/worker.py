@@ -267,11 +267,8 @@ class CandidateJob:
                 frozenset(self.spec.sample_calls),
                 disguise if len(sets) > 1 else None,
             )
-            for (
-                call,
-                k,
-                values,
-            ) in kept:  # a sampled output that is no tensor fails here, as it did in the loop
+            # a sampled output that is no tensor fails here (runtime_error), as it did inside the loop
+            for call, k, values in kept:
                 self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
