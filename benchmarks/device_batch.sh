@@ -13,8 +13,8 @@
 # 11, then 12 at once (same machine, builds reused): every fixture and solution through the evaluator on
 #    two GPUs; then timing fidelity alone on GPU0 beside the throughput batch on GPU1.
 # 13: the controls 11 did not reach, beside timing fidelity (results/device-2026-11-30e).
-# 14, then 15 at once: fixtures and the remaining controls beside timing fidelity over 30 problems; then
-#    the throughput batch beside the controls 14 did not reach (SKIP= more selftest_gpu.jsonl files).
+# 14, 15, then 16 at once: timing fidelity over 30 problems on both GPUs; the throughput batch beside
+#    the fixtures and the remaining controls; the controls still left (SKIP= selftest_gpu.jsonl files).
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -179,32 +179,43 @@ case "${1:-1}" in
   wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   ;;
 14)
-  # (2-GPU host, fresh; first call of a session) GPU0 + cores 0-15: every GPU fixture and prompt example
-  # again (the tensor files changed) and the solutions not yet through the evaluator as controls (issues
-  # 5, 10); GPU1 + cores 16-31: timing fidelity over 30 problems, single-kernel solutions first (issue 11)
-  E=benchmarks/results/device-2026-11-30e
-  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/timing_fidelity.py \
-    --out "$OUT/fidelity" --cache-dir $CACHE --problems 30 --first 23,24,25,26,27,28 --ncu --max-seconds 540 \
-    > "$OUT/fidelity.log" 2>&1 &
-  FID=$!
-  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 560 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" \
-    --solutions cuda,triton --cache-dir $CACHE --max-seconds 500 --slots 3 \
-    --skip-passed $E/selftest_gpu_call1.jsonl $E/selftest_gpu_call3.jsonl --rerun /wrong/,/correct/,cuda/,triton/ \
-    > "$OUT/selftest.log" 2>&1
-  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
-  wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
+  # (2-GPU host, fresh; first call of a session) timing fidelity over 30 problems (issue 11), 15 per GPU
+  # with 16 cores each, single-kernel solutions first; then one report over both halves
+  { df -h /tmp /dev/shm; free -g; } > "$OUT/disk.txt" 2>&1
+  for half in 0 1; do
+    CUDA_VISIBLE_DEVICES=$(( half ? G1 : 0 )) taskset -c $(( half * 16 ))-$(( half * 16 + 15 )) timeout 560 \
+      python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity_$half" --cache-dir $CACHE --problems 15 \
+      --skip $(( half * 15 )) --first 23,24,25,26,27,28 --ncu --ncu-count 2 --max-seconds 540 \
+      > "$OUT/fidelity_$half.log" 2>&1 &
+  done
+  wait
+  mkdir -p "$OUT/fidelity" && cat "$OUT"/fidelity_[01]/timing_fidelity.jsonl > "$OUT/fidelity/timing_fidelity.jsonl"
+  cp "$OUT/fidelity_0/timing_fidelity_summary.json" "$OUT/fidelity/"
+  python3 benchmarks/timing_fidelity.py --out "$OUT/fidelity" --report-only > /dev/null
+  tail -3 "$OUT"/fidelity_[01].log; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   ;;
 15)
-  # (same host, right after 14) GPU0 + cores 0-15: the throughput batch, cold (issue 9: 16 CPUs, one
-  # GPU); GPU1 + cores 16-31: the controls 14 did not reach
+  # (same host, right after 14: the solutions' builds are in $CACHE) GPU0 + cores 0-15: the throughput
+  # batch, cold (issue 9: one GPU, 16 CPUs); GPU1 + cores 16-31: every GPU fixture and prompt example
+  # again (the tensor files changed), then the solutions not yet through the evaluator as controls
+  # (issues 5, 10)
+  E=benchmarks/results/device-2026-11-30e
   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/throughput.py --out "$OUT/throughput" \
     --max-seconds 420 --warm 24 --warm-seconds 90 > "$OUT/throughput.log" 2>&1 &
   TP=$!
   CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/selftest_gpu.py \
-    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 500 --slots 3 \
-    --skip-passed benchmarks/results/device-2026-11-30e/selftest_gpu_call*.jsonl ${SKIP:-} > "$OUT/selftest.log" 2>&1
+    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 520 --slots 3 \
+    --skip-passed $E/selftest_gpu_call1.jsonl $E/selftest_gpu_call3.jsonl --rerun /wrong/,/correct/,cuda/,triton/ \
+    > "$OUT/selftest.log" 2>&1
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $TP; echo "throughput exit $?"; tail -22 "$OUT/throughput.log"
+  ;;
+16)
+  # (same host, if device time is left) the controls 15 did not reach, on both GPUs; SKIP= the
+  # selftest_gpu.jsonl files of 15 and earlier
+  timeout 540 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton \
+    --cache-dir $CACHE --max-seconds 500 --slots 3 --skip-passed $SKIP > "$OUT/selftest.log" 2>&1
+  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   ;;
 esac
 ls -R "$OUT" | head -40
