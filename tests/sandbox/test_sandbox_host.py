@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,44 @@ def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert exit_.timed_out and exit_.returncode is None
     assert time.monotonic() - t0 < 10
     assert not group_alive(exit_.pgid)
+
+
+def test_a_slow_starter_does_not_eat_the_workers_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A starter still importing torch when the job comes (seconds on a busy machine) used to leave the
+    deadline past when the fork returned: the child was killed before it led its own group, the kill
+    missed, and the host waited for the job's own end (200 s here)."""
+    from kbench.sandbox import starter
+
+    real = starter.start_worker
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(2.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(starter, "start_worker", slow)
+    body = "import pathlib, subprocess, sys, time\npathlib.Path(sys.argv[1], 'ran').touch()\n"
+    env = _module(tmp_path, body + "subprocess.Popen(['sleep', '200'])\ntime.sleep(200)\n")
+    t0 = time.monotonic()
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=2.0, env=env)
+    assert exit_.timed_out and exit_.returncode is None
+    assert (tmp_path / "job" / "ran").exists()  # it got its 2 s, not a deadline already past
+    assert 2.0 <= exit_.seconds < 10 and time.monotonic() - t0 < 20
+    assert not group_alive(exit_.pgid)
+
+
+def test_a_timed_out_worker_dies_even_if_the_group_kill_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed before it called setsid is not yet its group's leader: killpg finds no group."""
+    import kbench.sandbox.host as host
+
+    monkeypatch.setattr(host, "kill_group", lambda pgid: None)
+    env = _module(tmp_path, "import time\ntime.sleep(200)\n")
+    t0 = time.monotonic()
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=1.0, env=env)
+    assert exit_.timed_out and time.monotonic() - t0 < 20
 
 
 def test_leftover_children_are_reported_and_killed(tmp_path: Path) -> None:

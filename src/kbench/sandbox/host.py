@@ -106,6 +106,13 @@ def kill_group(pgid: int) -> None:
         pass
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def _reap_group(pgid: int) -> bool:
     """Kill what is left of the group; True if anything was left. Waits up to 2 s for it to vanish."""
     if not group_alive(pgid):
@@ -185,7 +192,6 @@ def run_worker(
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = secrets.token_bytes(KEY_BYTES)
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
-        t0 = time.monotonic()
         proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         if start != "spawn":
             proc = _fork(module, jobdir, cwd, env, spec, key)
@@ -197,10 +203,16 @@ def run_worker(
                 raise ConfigError(f"worker_start=fork: no warm starter here ({why}); use auto or spawn")
         if proc is None:
             proc = _spawn(module, jobdir, cwd, env, spec, key)
+        # The limit runs from the worker's start: a starter that was still coming up (importing torch,
+        # seconds on a busy machine) is kbench's time, and a deadline already past when the fork returned
+        # killed the child before it led its own group.
+        t0 = time.monotonic()
         pgid = proc.pid  # a new session makes the worker its group's leader
         timed_out = not _wait(proc, jobdir, timeout_s, t0, lease.required(spec.role, spec.device))
         if timed_out:
             kill_group(pgid)
+            if proc.poll() is None:
+                _kill(proc.pid)  # not yet its group's leader (setsid is its first step): the process itself
             proc.wait()
         seconds = time.monotonic() - t0
         leftover = _reap_group(pgid)
