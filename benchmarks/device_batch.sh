@@ -205,7 +205,7 @@ case "${1:-1}" in
   TP=$!
   CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/selftest_gpu.py \
     --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 520 --slots 3 \
-    --skip-passed $E/selftest_gpu_call1.jsonl $E/selftest_gpu_call3.jsonl --rerun /wrong/,/correct/,cuda/,triton/ \
+    --skip-passed $E/selftest_gpu_call1.jsonl $E/selftest_gpu_call3.jsonl --fixtures-again \
     > "$OUT/selftest.log" 2>&1
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $TP; echo "throughput exit $?"; tail -22 "$OUT/throughput.log"

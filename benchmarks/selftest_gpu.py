@@ -101,6 +101,9 @@ def main() -> None:
         default="",
         help="comma-separated name parts: matching jobs run even if --skip-passed lists them (e.g. after a change)",
     )
+    ap.add_argument(
+        "--fixtures-again", action="store_true", help="fixtures and prompt examples run even if passed before"
+    )
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +116,8 @@ def main() -> None:
         again = [part for part in args.rerun.split(",") if part]
         passed = {_row_name(r) for r in rows_before if r["passed"]}
         passed = {n for n in passed if not any(part in n for part in again)}
-        todo = [j for j in todo if _name(j) not in passed]
+        todo = [j for j in todo if _name(j) not in passed or (args.fixtures_again and j.tag[0] != "solution")]
+        todo.sort(key=lambda j: j.tag[0] != "solution")  # the controls still missing first
     deadline = time.monotonic() + args.max_seconds
     pool = ReferencePool()  # one reference run per problem (and per fixture config), as `kbench run` does
     rows: list[dict[str, Any]] = []
