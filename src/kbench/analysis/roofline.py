@@ -13,6 +13,7 @@ skip inputs and work whose results are masked out (a causal softmax need not rea
 causal attention kernel skips half its matmul FLOPs). The evaluator's `beyond-speed-of-light` rule
 therefore compares against `floor_ms`: the larger of writing every output byte once at peak bandwidth
 (outputs are new tensors: every byte must be written) and half the compute time.
+
 The counting runs on the meta device, so the `full` preset costs nothing on a CPU-only machine.
 """
 
