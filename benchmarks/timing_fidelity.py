@@ -203,7 +203,6 @@ def one_round(run: Run, problem: Problem, cand: Candidate, rnd: int) -> None:
             )
             row["correct"] = checked.status is Status.OK
             row["phases"] = result.phases if result else {}  # where a slow worker's seconds went
-            row["outputs_s"] = row["phases"].get("correctness")
         else:
             row |= {"status": outcome.status.value, "error": outcome.message[:500]}
         run.write(row)

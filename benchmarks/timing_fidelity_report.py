@@ -74,8 +74,8 @@ def build_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _outputs_s(row: dict[str, Any]) -> float:
-    """Seconds of the job's correctness outputs (rows before `outputs_s` was recorded: the candidate's
-    correctness phase; a reference row without it counts as all timing)."""
+    """Seconds of the job's correctness outputs: a reference row's `outputs_s`, a candidate row's
+    correctness phase (a reference row from before `outputs_s` was recorded counts as all timing)."""
     return float(row.get("outputs_s") or row.get("phases", {}).get("correctness") or 0.0)
 
 

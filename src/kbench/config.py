@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -50,8 +52,6 @@ def scratch_root(cfg: RunConfig) -> Path:
 def _roomy(path: Path) -> bool:
     """A writable memory file system with SCRATCH_MIN_FREE free, in its own limit and in the host's
     available memory (its files are memory; asked again for every job folder)."""
-    import shutil
-
     try:
         if not (path.is_dir() and os.access(path, os.W_OK)):
             return False
@@ -70,18 +70,13 @@ def _mem_available() -> int:
     return 0
 
 
-_swept: set[Path] = set()
-
-
 STALE_JOB_S = 3600.0  # a job folder untouched this long whose process is gone is left over
+_swept: set[Path] = set()
 
 
 def _sweep(root: Path) -> None:
     """Once per process and root: remove job folders (`kbench-job-PID-*`) whose host process is gone and
     that nothing wrote to for an hour (a host in another PID namespace sharing the folder is alive)."""
-    import shutil
-    import time
-
     if root in _swept:
         return
     _swept.add(root)

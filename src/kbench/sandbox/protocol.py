@@ -254,7 +254,6 @@ def stash(values: list[Any]) -> list[Any]:
 
 def load_tensors(jobdir: Path, files: list[TensorFile]) -> list[Any]:
     """CPU tensors of `files`: raw files mapped copy-on-write (pages read as they are used)."""
-
     return [_load_raw(jobdir / f.name, f) if f.dtype else _load_pt(jobdir / f.name) for f in files]
 
 
