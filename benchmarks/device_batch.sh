@@ -15,6 +15,7 @@
 # 13: the controls 11 did not reach, beside timing fidelity (results/device-2026-11-30e).
 # 14, 15, then 16 at once: timing fidelity over 30 problems on both GPUs; the throughput batch beside
 #    the fixtures and the remaining controls; the controls still left (SKIP= selftest_gpu.jsonl files).
+# 17: the throughput batch again after the lane changes, beside fidelity for the problems 14 missed.
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -216,6 +217,19 @@ case "${1:-1}" in
   timeout 540 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton \
     --cache-dir $CACHE --max-seconds 500 --slots 3 --skip-passed $SKIP > "$OUT/selftest.log" 2>&1
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
+  ;;
+17)
+  # (2-GPU host; after 14-16) GPU0 + cores 0-15: the throughput batch again, cold (issue 9), with build
+  # jobs at lower priority, reference runs that release the GPU before writing, and a reference pool
+  # sized to the host; GPU1 + cores 16-31: timing fidelity for the problems 14 did not reach (issue 11)
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/throughput.py --out "$OUT/throughput" \
+    --max-seconds 420 --warm 24 --warm-seconds 90 > "$OUT/throughput.log" 2>&1 &
+  TP=$!
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/timing_fidelity.py \
+    --out "$OUT/fidelity_2" --cache-dir $CACHE --problems 6 --skip 28 --first 23,24,25,26,27,28 \
+    --max-seconds 500 > "$OUT/fidelity_2.log" 2>&1
+  echo "fidelity exit $?"; tail -n 4 "$OUT/fidelity_2.log"
+  wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
   ;;
 esac
 ls -R "$OUT" | head -40

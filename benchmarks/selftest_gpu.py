@@ -179,7 +179,7 @@ def main() -> None:
     lines = [
         "# GPU selftest: anti-cheat fixtures and shipped solutions",
         "",
-        f"{env.get('gpu_name')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
+        f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
         f"Python {env.get('python')}, {dt.date.today().isoformat()}. Wall time {wall:.0f} s for {len(rows)} of "
         f"{len(todo)} verdicts (`python benchmarks/selftest_gpu.py{' --solutions ' + args.solutions if args.solutions else ''}`).",
         "",

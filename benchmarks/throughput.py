@@ -38,7 +38,7 @@ from typing import Any
 from kbench.build import prebuild
 from kbench.config import RunConfig
 from kbench.executors import Job
-from kbench.executors.local import LocalExecutor
+from kbench.executors.local import LocalExecutor, usable_cpus
 from kbench.hardware import environment
 from kbench.pipeline import EvaluateJob, PrebuildJob
 from kbench.problems.sources import load_source
@@ -272,7 +272,7 @@ def markdown(env: dict[str, Any], s: dict[str, Any], args: argparse.Namespace) -
     lines = [
         "# Evaluation throughput: distinct level-2 CUDA candidates, cold caches",
         "",
-        f"{env.get('gpu_name')} x{env.get('gpu_count', 1)}, {env.get('cpu_count')} CPUs ({env.get('cpu')}), "
+        f"{env.get('gpu')} x{env.get('gpu_count', 1)}, {usable_cpus()} of {env.get('cpu_count')} CPUs ({env.get('cpu')}), "
         f"torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, {date}.",
         f"Command: `python benchmarks/throughput.py --variants {args.variants} --builders {args.builders} "
         f"--slots {args.slots} --max-seconds {args.max_seconds:g}`",

@@ -59,3 +59,17 @@ def test_worker_env_carries_the_build_recipes(tmp_path: Path) -> None:
         "make",
         "0",
     )
+
+
+def test_build_jobs_run_at_lower_priority(tmp_path: Path) -> None:
+    """Compilers yield the cores to the GPU lanes' workers: the build worker (and so its compiler
+    children) runs at BUILD_NICE above the host's niceness."""
+    import os
+
+    from kbench.sandbox.worker import BUILD_NICE
+
+    seen = tmp_path / "nice.txt"
+    source = f"import os\nopen({str(seen)!r}, 'w').write(str(os.nice(0)))\n"
+    built = prebuild(Candidate("kbench:2/1", "cpp", source), cpu_config(tmp_path), "cpu")
+    assert built.ok, built.log
+    assert int(seen.read_text()) == min(19, os.nice(0) + BUILD_NICE)

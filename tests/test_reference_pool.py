@@ -13,7 +13,7 @@ from kbench.config import RunConfig
 from kbench.evaluate import Plan
 from kbench.problems import get_problem
 from kbench.reference import ReferenceData
-from kbench.reference_pool import ReferencePool, pool_key
+from kbench.reference_pool import DEFAULT_MAX_BYTES, ReferencePool, pool_key
 
 
 def _data(nbytes: int = 400) -> ReferenceData:
@@ -82,6 +82,16 @@ def test_memory_bound_evicts_least_recently_used() -> None:
     assert not shared_b
     big_plan, _, _ = pool.get("big", lambda: (_plan(6), _data(4000)))  # larger than the bound: not kept
     assert big_plan.secret == [6] and "big" not in pool._entries
+
+
+def test_default_bound_follows_available_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A quarter of the host's available memory, never below the old fixed 8 GiB."""
+    from kbench import config
+
+    monkeypatch.setattr(config, "mem_available", lambda: 256 << 30)
+    assert ReferencePool().max_bytes == 64 << 30
+    monkeypatch.setattr(config, "mem_available", lambda: 0)  # no /proc/meminfo
+    assert ReferencePool().max_bytes == DEFAULT_MAX_BYTES == 8 << 30
 
 
 def test_pickles_empty() -> None:

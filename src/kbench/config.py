@@ -55,12 +55,13 @@ def _roomy(path: Path) -> bool:
     try:
         if not (path.is_dir() and os.access(path, os.W_OK)):
             return False
-        return min(shutil.disk_usage(path).free, _mem_available()) >= SCRATCH_MIN_FREE
+        return min(shutil.disk_usage(path).free, mem_available()) >= SCRATCH_MIN_FREE
     except OSError:
         return False
 
 
-def _mem_available() -> int:
+def mem_available() -> int:
+    """The host's MemAvailable in bytes (0 where /proc/meminfo is missing)."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):

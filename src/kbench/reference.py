@@ -78,21 +78,48 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     device = torch.device(spec.device)
     assert spec.problem is not None
     result = WorkerResult()
-    if lease.required(spec.role, spec.device):  # before any GPU work (sandbox/lease.py)
-        result.phases["lease"] = round(lease.acquire(lease.device_id(spec.device), jobdir), 3)
+    # Trusted CPU work first, while another job may hold the GPU: loading the problem and building its
+    # model on the CPU (as before, under the init seed) need no device.
+    t0 = time.perf_counter()
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
-    model = build_model(loaded, spec.init_seed).to(device)
+    model = build_model(loaded, spec.init_seed)
+    result.phases["construct"] = round(time.perf_counter() - t0, 3)
+    leased = lease.required(spec.role, spec.device)
+    if leased:  # before any GPU work (sandbox/lease.py)
+        result.phases["lease"] = round(lease.acquire(lease.device_id(spec.device), jobdir), 3)
+    model = model.to(device)
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
     t0 = time.perf_counter()
+    outputs: dict[str, tuple[list[str], list[Any]]] = {}
     for seed in spec.seeds:
         inputs = make_inputs(loaded.get_inputs, seed, device, spec.dtype)
         result.input_checksums[str(seed)] = checksum(inputs)
-        result.outputs[str(seed)] = save_tensors(jobdir, f"out_{seed}", flatten_outputs(model(*inputs)))
+        values = flatten_outputs(model(*inputs))
+        outputs[str(seed)] = ([str(getattr(v, "device", "")) for v in values], [_to_host(v) for v in values])
     result.phases["outputs"] = round(time.perf_counter() - t0, 3)
     if spec.measure:
         result.timings = _timed_modes(spec, model, loaded, result.phases)
+    if leased:
+        # The GPU work is done and the code is trusted: the next job may start its GPU phase while this
+        # one writes its files and exits (a candidate worker keeps its lease until it dies).
+        torch.cuda.synchronize(device)
+        lease.release()
+    t0 = time.perf_counter()
+    for tag, (devices, values) in outputs.items():
+        files = save_tensors(jobdir, f"out_{tag}", values)
+        result.outputs[tag] = [
+            f.model_copy(update={"device": d}) for f, d in zip(files, devices, strict=True)
+        ]
+    result.phases["write"] = round(time.perf_counter() - t0, 3)
     return result
+
+
+def _to_host(value: Any) -> Any:
+    """A CPU copy of an output tensor (anything else as it is: save_tensors rejects it)."""
+    import torch
+
+    return value.detach().to("cpu") if isinstance(value, torch.Tensor) else value
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,8 @@ secret seeds) and outputs. The secret stays per run, as the protocol asks: a can
 a new pool (a new run) draws new seeds.
 
 Concurrent evaluations of one problem wait for the first instead of starting their own reference job.
-The outputs are CPU tensors; the pool keeps at most `max_bytes` of them, least recently used first out
+The outputs are CPU tensors; the pool keeps at most `max_bytes` of them (by default a quarter of the
+host's available memory, at least 8 GiB), least recently used first out
 (an evicted problem's next evaluation draws a new plan). A failed reference run is not kept: the next
 evaluation tries again and reports its own error.
 """
@@ -30,7 +31,18 @@ if TYPE_CHECKING:
     from kbench.evaluate import Plan
     from kbench.reference import ReferenceData
 
-DEFAULT_MAX_BYTES = 8 << 30
+DEFAULT_MAX_BYTES = 8 << 30  # at least; a quarter of the host's available memory when that is more
+
+
+def default_max_bytes() -> int:
+    """What a pool may hold: outputs of one problem can be several GiB (a 1 GiB output for each of its
+    seeds), so a fixed 8 GiB held about one large problem and a batch that came back to a problem after
+    others had to run its reference again. A quarter of the memory available when the pool starts."""
+    from kbench.config import mem_available
+
+    return max(DEFAULT_MAX_BYTES, mem_available() // 4)
+
+
 # The configuration fields a reference run depends on (the rest concern the candidate or the run).
 REFERENCE_FIELDS = (
     "preset", "dtype", "seeds", "timing_budget_s", "baselines", "measure", "timing_batch", "timing_graph",
@@ -68,8 +80,8 @@ def output_bytes(data: ReferenceData) -> int:
 class ReferencePool:
     """`get(key, run)` returns (plan, reference, shared): `run()` once per key, its result for later calls."""
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = default_max_bytes() if max_bytes is None else max_bytes
         self._init()
 
     def _init(self) -> None:

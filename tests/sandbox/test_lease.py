@@ -36,6 +36,47 @@ def test_processes_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert all((j / lease.LEASE_FILE).exists() for j in jobs)
 
 
+RELEASER = """
+import os, sys, time
+from pathlib import Path
+from kbench.sandbox import lease
+jobdir = Path(sys.argv[1]); jobdir.mkdir(parents=True, exist_ok=True)
+lease.acquire("test-gpu", jobdir)
+child = os.fork()  # a forked child shares the lock, as an Inductor compile worker would
+if child == 0:
+    time.sleep(30); os._exit(0)
+lease.release()
+(jobdir / "released").write_text(str(child))
+time.sleep(30)
+"""
+
+
+def test_release_hands_the_lease_on_while_the_holder_lives(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The reference worker releases its lease before writing files and exiting: the next job gets it at
+    once, even though the releaser and a child it forked are still alive."""
+    import os
+    import signal
+
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    holder = subprocess.Popen([sys.executable, "-c", RELEASER, str(tmp_path / "a")])
+    try:
+        marker = tmp_path / "a" / "released"
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists() and holder.poll() is None
+        (tmp_path / "b").mkdir()
+        t0 = time.monotonic()
+        waited = lease.acquire("test-gpu", tmp_path / "b")
+        assert waited < 1.0 and time.monotonic() - t0 < 1.0
+        lease.release()
+    finally:
+        holder.kill()
+        holder.wait()
+        if marker.exists():
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+
+
 def _sleeper(jobdir: Path, before_lease: float, after_lease: float) -> subprocess.Popen[bytes]:
     code = (
         f"import time, pathlib; time.sleep({before_lease}); "

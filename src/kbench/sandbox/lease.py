@@ -6,11 +6,13 @@ an exclusive `flock` on a file named by the GPU's UUID, before any candidate or 
 imports overlap, but only one process at a time builds models, checks outputs or times on that GPU,
 and the lease covers kbench runs that share a machine too.
 
-The lease is never released by hand: the lock belongs to the open file, which the worker and any child
+A candidate's lease is never released by hand: the lock belongs to the open file, which the worker and any child
 it forked hold until they die, and the host kills the worker's whole process group when the job ends.
 Candidate code left running in a background thread or child therefore cannot overlap the next job's
 timing. The worker writes LEASE_FILE into its job folder when it holds the lease, which is when the host
 starts the job's wall-clock limit (waiting for another job's GPU phase is not the candidate's time).
+The reference worker runs trusted code only; it `release`s the lease once its GPU work is done, before
+writing its output files and exiting.
 """
 
 from __future__ import annotations
@@ -59,3 +61,11 @@ def acquire(name: str, jobdir: Path) -> float:
     _held.append(fd)
     (jobdir / LEASE_FILE).write_text(str(os.getpid()))
     return time.perf_counter() - t0
+
+
+def release() -> None:
+    """Give up every lease this process holds (trusted code only: the reference worker)."""
+    while _held:
+        fd = _held.pop()
+        fcntl.flock(fd, fcntl.LOCK_UN)  # unlocks the open file, copies in forked children included
+        os.close(fd)

@@ -34,6 +34,8 @@ from kbench.sandbox.protocol import (
     write_result,
 )
 
+BUILD_NICE = 10  # a build job's niceness (main)
+
 
 class Stop(Exception):
     """Ends the job early with this status (a candidate failure, reported as data)."""
@@ -312,6 +314,10 @@ def main(argv: list[str]) -> int:
     jobdir = Path(argv[1])
     key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
+    if spec.role == "build":
+        # Compilers (this worker's ninja/nvcc children inherit it) yield the cores to the GPU lanes'
+        # workers, which hold the device while they run: a starved lane leaves the GPU idle.
+        os.nice(BUILD_NICE)
     t0 = time.perf_counter()
     job = CandidateJob(spec, jobdir)
     setup = round(time.perf_counter() - t0, 3)  # torch import, hooks, guard snapshots
