@@ -2,17 +2,17 @@
 
 A worker spends its first seconds importing torch (and dynamo, Triton): work that needs no GPU. The local
 executor therefore runs several evaluations per GPU at once, and every worker takes the device's lease,
-an exclusive `flock` on a file named by the GPU's UUID, before any candidate or reference code runs. So
-imports overlap, but only one process at a time builds models, checks outputs or times on that GPU,
-and the lease covers kbench runs that share a machine too.
+an exclusive `flock` on a file named by the GPU's UUID, before any candidate code or GPU work runs. So
+imports overlap, but only one process at a time builds candidate models, checks outputs or times on that
+GPU, and the lease covers kbench runs that share a machine too.
 
-A candidate's lease is never released by hand: the lock belongs to the open file, which the worker and any child
-it forked hold until they die, and the host kills the worker's whole process group when the job ends.
-Candidate code left running in a background thread or child therefore cannot overlap the next job's
-timing. The worker writes LEASE_FILE into its job folder when it holds the lease, which is when the host
-starts the job's wall-clock limit (waiting for another job's GPU phase is not the candidate's time).
-The reference worker runs trusted code only; it `release`s the lease once its GPU work is done, before
-writing its output files and exiting.
+A candidate's lease is never released by hand: the lock belongs to the open file, which the worker and
+any child it forked hold until they die, and the host kills the worker's whole process group when the
+job ends. Candidate code left running in a background thread or child therefore cannot overlap the next
+job's timing. The worker writes LEASE_FILE into its job folder when it holds the lease, which is when
+the host starts the job's wall-clock limit (waiting for another job's GPU phase is not the candidate's
+time). The reference worker runs trusted code only: it builds the reference model on the CPU before
+taking the lease and `release`s it once its GPU work is done, before writing its files and exiting.
 """
 
 from __future__ import annotations
