@@ -86,11 +86,11 @@ def test_memory_bound_evicts_least_recently_used() -> None:
 
 def test_default_bound_follows_available_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A quarter of the host's available memory, never below the old fixed 8 GiB."""
-    from kbench import config
+    from kbench import reference_pool
 
-    monkeypatch.setattr(config, "mem_available", lambda: 256 << 30)
+    monkeypatch.setattr(reference_pool, "mem_available", lambda: 256 << 30)
     assert ReferencePool().max_bytes == 64 << 30
-    monkeypatch.setattr(config, "mem_available", lambda: 0)  # no /proc/meminfo
+    monkeypatch.setattr(reference_pool, "mem_available", lambda: 0)  # no /proc/meminfo
     assert ReferencePool().max_bytes == DEFAULT_MAX_BYTES == 8 << 30
 
 

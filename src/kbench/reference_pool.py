@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from kbench.config import RunConfig
+from kbench.config import RunConfig, mem_available
 from kbench.types import Problem
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ def default_max_bytes() -> int:
     """What a pool may hold: outputs of one problem can be several GiB (a 1 GiB output for each of its
     seeds), so a fixed 8 GiB held about one large problem and a batch that came back to a problem after
     others had to run its reference again. A quarter of the memory available when the pool starts."""
-    from kbench.config import mem_available
-
     return max(DEFAULT_MAX_BYTES, mem_available() // 4)
 
 
