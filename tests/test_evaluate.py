@@ -75,9 +75,15 @@ def test_protocol_rules_fire(cache_dir: Path, name: str, status: Status, rule: s
     assert (v.status, v.rule) == (status, rule), v.message + v.log_tail
 
 
-def test_output_sampled_during_timing_is_rechecked(cache_dir: Path) -> None:
-    v = run("cpp_stale.py", cache_dir)
+@pytest.mark.parametrize("whole_mib", [32, 0])  # 0: every sampled output comes back at random elements
+def test_output_sampled_during_timing_is_rechecked(cache_dir: Path, whole_mib: int) -> None:
+    v = run("cpp_stale.py", cache_dir, sample_whole_mib=whole_mib)
     assert (v.status, v.rule) == (Status.CHEAT, "timing-output-mismatch"), v.message
+
+
+def test_honest_outputs_sampled_at_random_elements_pass(cache_dir: Path) -> None:
+    v = run("cpp_honest.py", cache_dir, sample_whole_mib=0)
+    assert v.status is Status.OK, v.message + v.log_tail
 
 
 def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -216,6 +216,7 @@ def run_candidate(
         seeds=plan.fixed + plan.secret,
         timing_seeds=plan.timing,
         sample_calls=SAMPLE_CALLS,
+        sample_whole_bytes=cfg.sample_whole_mib << 20,
         measure=cfg.measure,
     )
     env = worker_env(candidate.backend, cfg, plan.device)

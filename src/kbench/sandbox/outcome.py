@@ -15,7 +15,14 @@ from typing import Any
 
 from kbench.correctness import Comparison, compare, seed_label, summarize
 from kbench.sandbox.host import WorkerExit
-from kbench.sandbox.protocol import ForgedResult, WorkerResult, load_tensors, read_result
+from kbench.sandbox.protocol import (
+    SAMPLE_ELEMENTS,
+    ForgedResult,
+    TensorFile,
+    WorkerResult,
+    load_tensors,
+    read_result,
+)
 from kbench.types import Correctness, Status
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
@@ -118,14 +125,36 @@ def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[i
     assert result is not None
     for call, k, files in result.samples:
         refs = ref.outputs[timing_seeds[k]]
-        outs = load_tensors(jobdir, files)
-        bad = len(outs) != len(refs) or any(
-            not compare(o, r, tol).passed for o, r in zip(outs, refs, strict=False)
+        bad = len(files) != len(refs) or any(
+            not _sample_matches(jobdir, f, r, tol) for f, r in zip(files, refs, strict=False)
         )
         if bad:
             msg = f"output of timed call {call} (input set {k}) does not match the reference"
             return Outcome(Status.CHEAT, msg, "timing-output-mismatch", result, outcome.correctness)
     return outcome
+
+
+def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float) -> bool:
+    """A sampled output against the reference's, whole or (a `Subsample`) at the positions it names."""
+    import torch
+
+    (out,) = load_tensors(jobdir, [f])
+    if f.index is None:
+        return compare(out, ref, tol).passed
+    (index,) = load_tensors(jobdir, [f.index])
+    whole = torch.Size(f.whole_shape or [])
+    if (
+        not isinstance(ref, torch.Tensor)
+        or whole != ref.shape
+        or out.dtype != ref.dtype
+        or index.dtype != torch.int64
+        or index.shape != out.shape
+        or out.dim() != 1
+        or index.numel() < min(SAMPLE_ELEMENTS, ref.numel())
+        or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= ref.numel()))
+    ):
+        return False
+    return compare(out, torch.take(ref, index), tol).passed
 
 
 def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:

@@ -29,8 +29,8 @@ from kbench.sandbox.protocol import (
     JobSpec,
     WorkerResult,
     read_key,
+    sample_outputs,
     save_tensors,
-    stash,
     write_result,
 )
 
@@ -238,9 +238,9 @@ class CandidateJob:
         kept: list[tuple[int, int, list[Any]]] = []
 
         def keep(call: int, k: int, out: Any) -> None:
-            # Copied now, written after the timed calls: writing (a 1 GiB output takes seconds) inside the
+            # Copied (or sampled) now, written after the timed calls: writing (a 1 GiB output takes seconds) inside the
             # loop stalled the process between timed calls and ate the loop's budget.
-            kept.append((call, k, stash(flatten_outputs(out))))
+            kept.append((call, k, sample_outputs(flatten_outputs(out), self.spec.sample_whole_bytes)))
 
         def disguise(k: int) -> tuple[int, Callable[[], None]]:
             """Give set k the next set's values in place, through `.data` (no version bump), so an output
