@@ -16,6 +16,7 @@
 # 14, 15, then 16 at once: timing fidelity over 30 problems on both GPUs; the throughput batch beside
 #    the fixtures and the remaining controls; the controls still left (SKIP= selftest_gpu.jsonl files).
 # 17: the throughput batch again after the lane changes, beside fidelity for the problems 14 missed.
+# 18: the throughput batch after the output-handling changes, beside the fixtures and controls.
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -229,6 +230,23 @@ case "${1:-1}" in
     --out "$OUT/fidelity_2" --cache-dir $CACHE --problems 6 --skip 28 --first 23,24,25,26,27,28 \
     --max-seconds 500 > "$OUT/fidelity_2.log" 2>&1
   echo "fidelity exit $?"; tail -n 4 "$OUT/fidelity_2.log"
+  wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
+  ;;
+18)
+  # after sampled outputs above 32 MiB became random elements and large outputs stream through pinned
+  # buffers: GPU0 + cores 0-15: the throughput batch, cold then warm (issue 9); GPU1 + cores 16-31: the
+  # streamed writer's GPU test, every GPU fixture and prompt example, then the solutions as controls
+  # (issues 5, 10) until the cap
+  CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/throughput.py --out "$OUT/throughput" \
+    --max-seconds 420 --warm 24 --warm-seconds 90 > "$OUT/throughput.log" 2>&1 &
+  TP=$!
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu \
+    tests/sandbox/test_samples.py > "$OUT/pytest_gpu.log" 2>&1
+  echo "pytest exit $?"; tail -n 3 "$OUT/pytest_gpu.log"
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 470 python3 benchmarks/selftest_gpu.py \
+    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 420 --slots 3 \
+    > "$OUT/selftest.log" 2>&1
+  echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
   ;;
 esac
