@@ -121,10 +121,12 @@ def test_adaptive_repeats_stop_at_target_rse() -> None:
 
 def test_repeats_cover_the_minimum_timed_time() -> None:
     settings = TimingSettings(
-        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=5, target_rse=0.5, min_time_s=0.1
+        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=5, target_rse=1.5, min_time_s=0.1
     )
     res = time_callable(lambda: time.sleep(0.004), [()], settings, torch.device("cpu"))
-    assert 0.1 <= sum(res.times_ms) / 1e3 < 0.2 and res.stats.n >= 0.1 / 0.006
+    # the target is always met (see above), so the loop stops at the first call that reaches 0.1 s
+    # of timed calls, however long a late call took on a busy host
+    assert sum(res.times_ms[:-1]) / 1e3 < 0.1 <= sum(res.times_ms) / 1e3 and res.stats.n > 5
 
 
 @pytest.mark.gpu
