@@ -203,14 +203,17 @@ class _Acc:
 
 def _fp32_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, acc: _Acc) -> bool:
     """Account a chunk whose every element passes with room to spare in fp32; False: judge it in float64."""
-    diff = (o - r).abs_()
+    # |o-r| <= tol*(1+|r|) as max(|o-r| / (1+|r|)) <= tol, the margin covering the division's rounding
+    # too; two scratch tensors and seven passes (twelve before: 1.7-2x slower on a 2-core host).
+    diff = torch.sub(o, r).abs_()
     rabs = r.abs()
-    if not bool((diff <= rabs.mul(tol).add_(tol).mul_(_FP32_MARGIN)).all()):  # NaN compares False
+    scaled = torch.add(rabs, 1.0)
+    if not bool(torch.div(diff, scaled, out=scaled).max() <= tol * _FP32_MARGIN):  # NaN compares False
         return False
     acc.max_abs = max(acc.max_abs, float(diff.max()))
-    acc.finite_sum += float(diff.sum(dtype=torch.float64))
+    acc.finite_sum += float(diff.sum())  # fp32 partial sums of one chunk, added up in float64
     acc.finite_n += diff.numel()
-    acc.max_rel = max(acc.max_rel, float(diff.div_(rabs.clamp_min_(1e-12)).max()))
+    acc.max_rel = max(acc.max_rel, float(torch.div(diff, rabs.clamp_min_(1e-12), out=rabs).max()))
     return True
 
 
