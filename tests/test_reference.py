@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from evalfixtures import cpu_config
 
 from kbench.evaluate import make_plan, run_reference
 from kbench.problems import build_model, get_problem, load
-from kbench.reference import cache_key
-from kbench.sandbox.protocol import JobSpec, ProblemSpec
+from kbench.reference import cache_key, read_cache, wait_for_cache, write_cache
+from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, save_tensors
 
 
 def test_reference_outputs_and_cache(tmp_path: Path) -> None:
@@ -47,3 +50,36 @@ def test_cache_key_depends_on_dtype_and_device() -> None:
     assert key != cache_key(spec.model_copy(update={"dtype": "bf16"}), "2.13", "cpu")
     assert key != cache_key(spec, "2.13", "NVIDIA H200")
     assert key != cache_key(spec, "2.14", "cpu")
+
+
+def _one_output(jobdir: Path) -> WorkerResult:
+    jobdir.mkdir()
+    result = WorkerResult(timings={"eager": {"median_ms": 1.0}})
+    result.outputs["1000"] = save_tensors(jobdir, "out_1000", [torch.arange(1000.0)])
+    result.input_checksums["1000"] = ["abc"]
+    return result
+
+
+def test_cache_write_outlives_its_job_folder(tmp_path: Path) -> None:
+    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
+    result = _one_output(jobdir)
+    write_cache(folder, jobdir, result, [1000])
+    shutil.rmtree(jobdir)  # the evaluation ends and its job folder goes while the copy may still run
+    cached = read_cache(folder)  # waits for this process's pending write of the folder
+    assert cached is not None and cached.timings == result.timings
+    (got,) = load_tensors(folder, cached.outputs["1000"])
+    assert torch.equal(got, torch.arange(1000.0))
+
+
+def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    jobdir = tmp_path / "job"
+    result = _one_output(jobdir)
+    (tmp_path / "not-a-dir").write_text("")
+    folder = tmp_path / "not-a-dir" / "key"  # its parent cannot be made
+    with caplog.at_level(logging.WARNING, logger="kbench.reference"):
+        write_cache(folder, jobdir, result, [1000])
+        wait_for_cache()
+    assert read_cache(folder) is None
+    assert any("not written" in r.getMessage() for r in caplog.records)

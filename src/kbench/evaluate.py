@@ -137,6 +137,7 @@ def run_reference(
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     timeout = max(cfg.timeout_s, 600.0)
     exit_ = run_worker("kbench.reference", jobdir, spec, timeout, env=env, start=cfg.worker_start)
+    t0 = time.perf_counter()
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None:
         raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
@@ -144,8 +145,11 @@ def run_reference(
         cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)}
     )
     _absorb(data, result, jobdir)
+    data.phases["host_read"] = round(time.perf_counter() - t0, 3)  # verifying the signed tensor files
     if cached is None:
-        write_cache(folder, jobdir, result, plan.fixed)
+        t0 = time.perf_counter()
+        write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
+        data.phases["host_cache"] = round(time.perf_counter() - t0, 3)
     else:
         _absorb(data, cached, folder)
     data.timings = (cached or result).timings
@@ -222,9 +226,11 @@ def run_candidate(
     env = worker_env(candidate.backend, cfg, plan.device)
     start = cfg.worker_start
     exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env, start=start)
+    t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
         outcome.result.phases["wall"] = round(exit_.seconds, 3)
+        outcome.result.phases["host_read"] = round(time.perf_counter() - t0, 3)
     if exit_.leftover and outcome.status is Status.OK:
         outcome = Outcome(
             Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
@@ -240,14 +246,20 @@ def _judge(
     tol = problem.tol(cfg.dtype)
     if outcome.status is not Status.OK and outcome.rule != "child-process":
         return outcome
+    t0 = time.perf_counter()
     checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol, plan.secret)
+    if outcome.result is not None:
+        outcome.result.phases["host_compare"] = round(time.perf_counter() - t0, 3)
     if checked.status is not Status.OK or outcome.status is not Status.OK:
         return (
             checked
             if checked.status is not Status.OK
             else Outcome(outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness)
         )
+    t0 = time.perf_counter()
     checked = check_samples(checked, jobdir, ref, plan.timing, tol)
+    if outcome.result is not None:
+        outcome.result.phases["host_samples"] = round(time.perf_counter() - t0, 3)
     if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
         try:
             sol = _sol_ms(problem, cfg, plan.device)

@@ -5,7 +5,7 @@ problems.build_model), casts it to the problem dtype, writes the output and inpu
 seed, and times eager and torch.compile (`default`, plus `max-autotune-no-cudagraphs` on a GPU) with the
 same `time_callable` the candidate gets.
 
-The host caches the fixed seeds' outputs and the timings under
+The host caches the fixed seeds' outputs and the timings (written in the background) under
 `cache_dir/reference/KEY`, KEY = problem code hash + preset + dtype + torch version + device + seeds +
 timing settings + baselines. The per-run secret seeds are never cached: each evaluation starts one
 reference job for them (and, on a cache miss, for everything).
@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,28 +161,83 @@ def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
+# Cache writes run on one background thread: copying a problem's fixed outputs (up to a few GiB) from the
+# job folder to the cache's disk held up the evaluation that ran the reference, and through it a GPU lane.
+# The source files are opened before `write_cache` returns, so the job folder may go at once; a read of
+# the same folder in this process waits for its write; the interpreter waits for pending writes at exit.
+_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reference-cache")
+_pending: dict[Path, Future[None]] = {}
+_pending_lock = threading.Lock()
+log = logging.getLogger(__name__)
+
+
 def read_cache(folder: Path) -> WorkerResult | None:
+    wait_for_cache(folder)
     path = folder / CACHE_FILE
     if not path.exists():
         return None
     return WorkerResult.model_validate_json(path.read_text())
 
 
+def wait_for_cache(folder: Path | None = None) -> None:
+    """Until this process's pending cache write of `folder` (of every folder: None) is done."""
+    with _pending_lock:
+        futures = list(_pending.values()) if folder is None else [_pending.get(folder)]
+    for fut in futures:
+        if fut is not None:
+            wait([fut])
+
+
 def write_cache(folder: Path, jobdir: Path, result: WorkerResult, seeds: list[int]) -> None:
-    """Copy the fixed seeds' files and the timings to `folder` atomically (temp folder + rename)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    """Copy the fixed seeds' files and the timings to `folder` atomically (temp folder + rename), in the
+    background. A failed write is logged and leaves no cache entry: the next run computes it again."""
     kept = WorkerResult(timings=result.timings)
-    for seed in map(str, seeds):
-        kept.outputs[seed] = result.outputs[seed]
-        kept.input_checksums[seed] = result.input_checksums[seed]
-        for f in result.outputs[seed]:
-            shutil.copy2(jobdir / f.name, tmp / f.name)
-    (tmp / CACHE_FILE).write_text(kept.model_dump_json())
+    sources = []
     try:
-        os.rename(tmp, folder)
-    except OSError:  # a concurrent run cached the same key first
-        shutil.rmtree(tmp, ignore_errors=True)
+        for seed in map(str, seeds):
+            kept.outputs[seed] = result.outputs[seed]
+            kept.input_checksums[seed] = result.input_checksums[seed]
+            sources += [(f.name, (jobdir / f.name).open("rb")) for f in result.outputs[seed]]
+    except OSError as exc:
+        for _, fh in sources:
+            fh.close()
+        log.warning("reference cache %s not written: %s", folder, exc)
+        return
+    with _pending_lock:
+        if folder in _pending:  # this process is already writing this entry
+            for _, fh in sources:
+                fh.close()
+            return
+        fut = _writer.submit(_write_files, folder, sources, kept)
+        _pending[folder] = fut
+    fut.add_done_callback(lambda _: _done(folder))
+
+
+def _done(folder: Path) -> None:
+    with _pending_lock:
+        _pending.pop(folder, None)
+
+
+def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResult) -> None:
+    tmp: Path | None = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        for name, fh in sources:
+            with (tmp / name).open("wb") as out:
+                shutil.copyfileobj(fh, out, 16 << 20)
+        (tmp / CACHE_FILE).write_text(kept.model_dump_json())
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # a concurrent run cached the same key first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception as exc:  # the cache is an optimisation: a full disk must not lose the verdict
+        log.warning("reference cache %s not written: %s", folder, exc)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        for _, fh in sources:
+            fh.close()
 
 
 if __name__ == "__main__":
