@@ -235,16 +235,18 @@ case "${1:-1}" in
 18)
   # after sampled outputs above 32 MiB became random elements and large outputs stream through pinned
   # buffers: GPU0 + cores 0-15: the throughput batch, cold then warm (issue 9); GPU1 + cores 16-31: the
-  # streamed writer's GPU test, every GPU fixture and prompt example, then the solutions as controls
-  # (issues 5, 10) until the cap
+  # streamed writer's GPU test, output_handling.py, every GPU fixture and prompt example, then the
+  # solutions as controls (issues 5, 10) until the cap
   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/throughput.py --out "$OUT/throughput" \
     --max-seconds 420 --warm 24 --warm-seconds 90 > "$OUT/throughput.log" 2>&1 &
   TP=$!
   CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu \
     tests/sandbox/test_samples.py > "$OUT/pytest_gpu.log" 2>&1
   echo "pytest exit $?"; tail -n 3 "$OUT/pytest_gpu.log"
-  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 470 python3 benchmarks/selftest_gpu.py \
-    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 420 --slots 3 \
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 60 python3 benchmarks/output_handling.py --gib 1 \
+    --out "$OUT/output_handling.md" > "$OUT/output_handling.log" 2>&1; echo "output_handling exit $?"
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 410 python3 benchmarks/selftest_gpu.py \
+    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 360 --slots 3 \
     > "$OUT/selftest.log" 2>&1
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"

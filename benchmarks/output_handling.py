@@ -1,0 +1,174 @@
+"""What one large output costs a verdict, before and after the output-handling changes of this version.
+
+    python benchmarks/output_handling.py --gib 1 --out benchmarks/results/output-handling-cpu.md
+
+Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
+
+- a sampled timed call (five per verdict): kept whole (a copy, written, verified and compared by the
+  host) against 2^20 elements at random positions (`protocol.sample_outputs`, the host comparing them
+  with the reference at those positions);
+- the host's comparison (`correctness.compare`) against the fp32 first pass it replaced: twelve passes
+  over each chunk into fresh tensors, now seven into three buffers reused for every chunk;
+- on a GPU, the worker writing a correctness output: a pageable copy to the host, then the write and the
+  digest (as before), against the stream through two pinned buffers (`protocol.save_tensors` now).
+
+Timings are the best of `--repeats`. On a CPU-only machine the GPU rows are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import torch  # noqa: E402
+
+from kbench import correctness  # noqa: E402
+from kbench.hardware import environment  # noqa: E402
+from kbench.sandbox.outcome import Outcome, check_samples  # noqa: E402
+from kbench.sandbox.protocol import (  # noqa: E402
+    WorkerResult,
+    digest,
+    read_result,
+    sample_outputs,
+    save_tensors,
+    write_result,
+)
+from kbench.types import Status  # noqa: E402
+
+KEY = b"k" * 32
+ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+
+
+def best(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def sampled_call(out: torch.Tensor, ref: torch.Tensor, whole_bytes: int) -> dict[str, float]:
+    """Worker: keep the output, write it; host: verify the signed files, check against the reference."""
+    folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=ROOT))
+    try:
+        t0 = time.perf_counter()
+        kept = sample_outputs([out], whole_bytes)
+        if out.is_cuda:
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        result = WorkerResult(samples=[(0, 0, save_tensors(folder, "sample_0", kept))])
+        write_result(folder, result, KEY)
+        t2 = time.perf_counter()
+        got = read_result(folder, KEY)
+        assert got is not None
+        t3 = time.perf_counter()
+        checked = check_samples(
+            Outcome(Status.OK, result=got), folder, SimpleNamespace(outputs={7: [ref]}), [7], 1e-4
+        )
+        t4 = time.perf_counter()
+        assert checked.status is Status.OK, checked.message
+        return {"keep": t1 - t0, "write": t2 - t1, "verify": t3 - t2, "check": t4 - t3, "total": t4 - t0}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def twelve_pass_compare(o: torch.Tensor, r: torch.Tensor, tol: float) -> None:
+    """The fp32 first pass as it was: twelve passes over each chunk."""
+    of, rf = o.reshape(-1), r.reshape(-1)
+    for s in range(0, of.numel(), correctness.COMPARE_CHUNK):
+        oc, rc = of[s : s + correctness.COMPARE_CHUNK], rf[s : s + correctness.COMPARE_CHUNK]
+        diff = (oc - rc).abs_()
+        rabs = rc.abs()
+        assert bool((diff <= rabs.mul(tol).add_(tol).mul_(1 - 1e-6)).all())
+        float(diff.max())
+        float(diff.sum(dtype=torch.float64))
+        float(diff.div_(rabs.clamp_min_(1e-12)).max())
+
+
+def pageable_write(value: torch.Tensor, path: Path) -> str:
+    """A correctness output as the worker wrote it before: copy to the host, write, digest."""
+    data = value.to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy()
+    with path.open("wb") as fh:
+        fh.write(memoryview(data).cast("B"))
+    return digest(data)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    n = int(args.gib * (1 << 30) / 4)
+    torch.manual_seed(0)
+    ref = torch.randn(n)
+    out = ref + 1e-6 * torch.randn(n)
+    rows: list[tuple[str, float, float, str]] = []  # what, before, after (s per GiB), note
+
+    def per_gib(x: float) -> float:
+        return x / args.gib
+
+    whole = min((sampled_call(out, ref, 1 << 62) for _ in range(args.repeats)), key=lambda r: r["total"])
+    part = min((sampled_call(out, ref, 32 << 20) for _ in range(args.repeats)), key=lambda r: r["total"])
+    for k in ("keep", "write", "verify", "check", "total"):
+        rows.append((f"sampled call (CPU output): {k}", per_gib(whole[k]), per_gib(part[k]), ""))
+    rows.append(
+        (
+            "host compare, whole output",
+            per_gib(best(lambda: twelve_pass_compare(out, ref, 1e-4), args.repeats)),
+            per_gib(best(lambda: correctness.compare(out, ref, 1e-4), args.repeats)),
+            "twelve passes per chunk with fresh tensors → seven into reused buffers",
+        )
+    )
+    if torch.cuda.is_available():
+        gout = out.cuda()
+        torch.cuda.synchronize()
+        gw = min((sampled_call(gout, ref, 1 << 62) for _ in range(args.repeats)), key=lambda r: r["total"])
+        gp = min((sampled_call(gout, ref, 32 << 20) for _ in range(args.repeats)), key=lambda r: r["total"])
+        for k in ("keep", "write", "total"):
+            rows.append((f"sampled call (GPU output): worker {k}", per_gib(gw[k]), per_gib(gp[k]), ""))
+        folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=ROOT))
+        try:
+            before = best(lambda: pageable_write(gout, folder / "a.bin"), args.repeats)
+            after = best(lambda: save_tensors(folder, "b", [gout]), args.repeats)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        rows.append(
+            ("GPU correctness output: worker write", per_gib(before), per_gib(after), "pinned stream")
+        )
+    env = environment()
+    lines = [
+        "# Output handling per GiB of one fp32 output",
+        "",
+        f"{env.get('gpu') or 'no GPU'}; {env.get('cpu')}, {env.get('cpu_count')} CPUs; torch {env.get('torch')}; "
+        f"{dt.date.today().isoformat()}. Job folders in {ROOT}; best of {args.repeats}.",
+        f"Command: `python benchmarks/output_handling.py --gib {args.gib:g} --repeats {args.repeats}`",
+        "",
+        "Sampled-call rows: before = the output kept whole (checked with today's comparison), now = 2^20",
+        "random elements. Compare row: the same pair, the fp32 pass as it was and as it is.",
+        "",
+        "| step | before, s/GiB | now, s/GiB | note |",
+        "|---|---|---|---|",
+        *[f"| {w} | {b:.3f} | {a:.3f} | {note} |" for w, b, a, note in rows],
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
