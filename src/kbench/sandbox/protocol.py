@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandb
 
 def read_key() -> bytes:
     """The job's HMAC key: from the FIFO the host named (forked workers), else from stdin (spawned)."""
-    import os
     import sys
 
     fifo = os.environ.pop(KEY_FIFO_ENV, None)
@@ -122,7 +122,6 @@ DIGEST_CHUNK = 64 << 20
 def digest(data: Any) -> str:
     """SHA-256 of the concatenated SHA-256s of `data`'s 64 MiB chunks (a buffer), chunks hashed in threads
     (hashlib releases the GIL on large buffers)."""
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
     view = memoryview(data).cast("B")
@@ -296,6 +295,7 @@ def _stream_to_file(flat: Any, path: Path) -> str:
 
 
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
+_urandom = os.urandom  # bound when the worker imports this module, before the candidate is imported
 
 
 @dataclass
@@ -314,8 +314,6 @@ def sample_outputs(values: list[Any], whole_bytes: int) -> list[Any]:
     has returned, so the call cannot know which of its elements will be checked. Copying a 1 GiB output
     back five times a verdict cost seconds of the GPU's time; a million random elements still catch an
     output that is wrong anywhere but in a vanishing fraction of it."""
-    import os
-
     import torch
 
     out: list[Any] = []
@@ -325,7 +323,7 @@ def sample_outputs(values: list[Any], whole_bytes: int) -> list[Any]:
             continue
         value = value.detach()
         gen = torch.Generator(device=value.device)
-        gen.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        gen.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
         index = torch.randint(0, value.numel(), (SAMPLE_ELEMENTS,), generator=gen, device=value.device)
         index = index.sort().values
         out.append(Subsample(torch.take(value, index), index, tuple(value.shape), str(value.device)))
