@@ -216,6 +216,16 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
+def phase_sums(verdicts: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per phase over the verdicts (workers' phases, then the host's after each worker), with the
+    count of verdicts that had it: where a lane's time went."""
+    sums: dict[str, list[float]] = {}
+    for v in verdicts:
+        for k, x in v["phases"].items():
+            sums.setdefault(k, []).append(x)
+    return {f"{k} (n={len(x)})": round(sum(x), 1) for k, x in sorted(sums.items())}
+
+
 def summarize(
     res: dict[str, Any], warm: dict[str, Any] | None, plain: list[dict[str, Any]], n_jobs: int
 ) -> dict[str, Any]:
@@ -243,6 +253,7 @@ def summarize(
         },
         "first_verdict_s": res["first_verdict_s"],
         "gpu_idle_share": res["gpu_idle_share"],
+        "phase_seconds": phase_sums(vs),
     }
     if warm and warm["verdicts"]:
         wv = warm["verdicts"]
@@ -256,6 +267,7 @@ def summarize(
             "timed_loop_s": round(timed, 2),
             "overhead_per_verdict_s": round(per - timed, 2),
             "cache_hit_build_s": round(statistics.median(hits), 2) if hits else None,
+            "phase_seconds": phase_sums(wv),
         }
     if plain:
         xs = [p["seconds"] for p in plain if p["ok"]]
