@@ -16,7 +16,8 @@
 # 14, 15, then 16 at once: timing fidelity over 30 problems on both GPUs; the throughput batch beside
 #    the fixtures and the remaining controls; the controls still left (SKIP= selftest_gpu.jsonl files).
 # 17: the throughput batch again after the lane changes, beside fidelity for the problems 14 missed.
-# 18: the throughput batch after the output-handling changes, beside the fixtures and controls.
+# 18: the throughput batch after the output-handling changes, beside the upstream flow on the same files.
+# 19: the GPU test of the streamed writer, output_handling.py, then the fixtures and controls again.
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -233,23 +234,29 @@ case "${1:-1}" in
   wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
   ;;
 18)
-  # after sampled outputs above 32 MiB became random elements and large outputs stream through pinned
-  # buffers: GPU0 + cores 0-15: the throughput batch, cold then warm (issue 9); GPU1 + cores 16-31: the
-  # streamed writer's GPU test, output_handling.py, every GPU fixture and prompt example, then the
-  # solutions as controls (issues 5, 10) until the cap
+  # after sampled outputs above 32 MiB became random elements, large outputs stream through pinned
+  # buffers, the comparison reuses its buffers and reference caches are written in the background:
+  # GPU0 + cores 0-15: kbench's throughput batch, cold then warm (issue 9); GPU1 + cores 16-31: the
+  # upstream flow on the first 24 of the same files (16 builders, then one fresh process per candidate)
   CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 timeout 570 python3 benchmarks/throughput.py --out "$OUT/throughput" \
     --max-seconds 420 --warm 24 --warm-seconds 90 > "$OUT/throughput.log" 2>&1 &
   TP=$!
-  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 560 python3 benchmarks/upstream_flow.py \
+    --out "$OUT/upstream" --limit 24 --builders 16 > "$OUT/upstream.log" 2>&1
+  echo "upstream exit $?"; tail -n 14 "$OUT/upstream.log"
+  wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
+  ;;
+19)
+  # (after 18, same or fresh machine) the streamed writer's GPU test and output_handling.py on GPU0, then
+  # every GPU fixture and prompt example and the solutions as controls on both GPUs (issues 5, 10)
+  CUDA_VISIBLE_DEVICES=0 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu \
     tests/sandbox/test_samples.py > "$OUT/pytest_gpu.log" 2>&1
   echo "pytest exit $?"; tail -n 3 "$OUT/pytest_gpu.log"
-  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 60 python3 benchmarks/output_handling.py --gib 1 \
+  CUDA_VISIBLE_DEVICES=0 timeout 60 python3 benchmarks/output_handling.py --gib 1 \
     --out "$OUT/output_handling.md" > "$OUT/output_handling.log" 2>&1; echo "output_handling exit $?"
-  CUDA_VISIBLE_DEVICES=$G1 taskset -c 16-$((NCPU-1)) timeout 410 python3 benchmarks/selftest_gpu.py \
-    --out "$OUT/selftest" --solutions cuda,triton --cache-dir $CACHE --max-seconds 360 --slots 3 \
-    > "$OUT/selftest.log" 2>&1
+  timeout 420 python3 benchmarks/selftest_gpu.py --out "$OUT/selftest" --solutions cuda,triton \
+    --cache-dir $CACHE --max-seconds 380 --slots 3 > "$OUT/selftest.log" 2>&1
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
-  wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
   ;;
 esac
 ls -R "$OUT" | head -40

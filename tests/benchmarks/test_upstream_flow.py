@@ -1,0 +1,50 @@
+"""benchmarks/upstream_flow.py: the emulated upstream flow judges and times candidates in fresh processes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import upstream_flow as uf  # noqa: E402
+
+from kbench.executors import Job  # noqa: E402
+from kbench.problems import get_problem  # noqa: E402
+from kbench.types import Candidate  # noqa: E402
+
+PROBLEM = "kbench:2/1"
+HONEST = "\n\nclass ModelNew(Model):\n    pass\n"
+WRONG = (
+    "\n\nclass ModelNew(Model):\n    def forward(self, *args):\n        return super().forward(*args) + 1.0\n"
+)
+
+
+def _candidate(tmp_path: Path, name: str, tail: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(get_problem(PROBLEM).code + tail)
+    return path
+
+
+def test_an_honest_candidate_is_correct_and_timed(tmp_path: Path) -> None:
+    row = uf.child_eval(PROBLEM, "small", _candidate(tmp_path, "honest", HONEST), "cpu")
+    assert row["correct"] and row["max_diff"] == 0.0 and row["mean_ms"] > 0
+
+
+def test_a_wrong_candidate_is_not_timed(tmp_path: Path) -> None:
+    row = uf.child_eval(PROBLEM, "small", _candidate(tmp_path, "wrong", WRONG), "cpu")
+    assert not row["correct"] and row["why"] == "values" and "mean_ms" not in row
+
+
+def test_the_flow_builds_then_evaluates_each_in_its_own_process(tmp_path: Path) -> None:
+    problem = get_problem(PROBLEM)
+    jobs = [
+        Job(problem, Candidate(problem.key, "cpp", problem.code + tail), tag=i)
+        for i, tail in enumerate((HONEST, WRONG))
+    ]
+    res = uf.run_flow(jobs, tmp_path, builders=2, device="cpu", preset="small", timeout=120)
+    s = uf.summarize(res)
+    assert (s["candidates"], s["builds_ok"], s["correct"], s["errors"]) == (2, 2, 1, 0)
+    assert [r["kind"] for r in res["builds"] + res["evals"]] == ["build", "build", "eval", "eval"]
+    assert s["seconds_per_verdict"] == round(res["wall_s"] / 2, 2) and res["built_at_s"] <= res["wall_s"]
+    assert (tmp_path / "upstream_flow.jsonl").read_text().count("\n") == 4
