@@ -229,7 +229,8 @@ def main() -> None:
     lines = [
         "# The upstream evaluation flow on the throughput batch's files",
         "",
-        f"{env.get('gpu')} x{env.get('gpu_count', 1)}, {len(os.sched_getaffinity(0))} of {env.get('cpu_count')} "
+        f"{env.get('gpu') or 'no GPU'} x{env.get('gpu_count') or 0}, {len(os.sched_getaffinity(0))} of "
+        f"{env.get('cpu_count')} "
         f"CPUs, torch {env.get('torch')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, "
         f"{dt.date.today().isoformat()}.",
         f"Command: `python benchmarks/upstream_flow.py --variants {args.variants} --limit {args.limit} "
