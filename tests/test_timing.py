@@ -216,3 +216,20 @@ def test_only_like_input_sets_trade_values() -> None:
     assert not _swappable([t], [torch.ones(3, 2)])  # another shape
     assert not _swappable([t], [torch.ones(2, 3, dtype=torch.float64)])
     assert not _swappable([t], [t, t]) and not _swappable([t], [1.0])
+
+
+def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
+    settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=2, min_runs=20, min_time_s=0.0)
+    seen: list[int] = []
+    counter = iter(range(10_000))
+    res = time_callable(lambda: next(counter), [()], settings, torch.device("cpu"), inspect=seen.append)
+    assert len(seen) == res.stats.n and seen == list(range(2, 2 + res.stats.n))  # after the 2 warm-up calls
+
+    def refuse(out: int) -> None:
+        if out == 7:
+            raise RuntimeError("bad output")
+
+    again = iter(range(10_000))
+    with pytest.raises(RuntimeError, match="bad output"):
+        time_callable(lambda: next(again), [()], settings, torch.device("cpu"), inspect=refuse)
+    assert next(again) == 8  # the loop ended at the call that returned 7

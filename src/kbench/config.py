@@ -138,9 +138,7 @@ class RunConfig(BaseModel):
     measure: bool = True  # time the candidate and the baselines (False: correctness and protocol only)
     timing_batch: int = 1  # launches between one pair of CUDA events (>1 for calls of a few us)
     timing_graph: bool = False  # time CUDA-graph replays instead of eager calls
-    sample_whole_mib: int = (
-        32  # outputs of sampled timed calls above this are checked at 2**20 random elements
-    )
+    sample_whole_mib: int = 32  # a sampled timed output above this is checked at 2**20 random elements
     timing_hide_launch: bool = True  # CUDA: queue each timed call behind a spin kernel (timing.py)
     init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
     cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)

@@ -244,6 +244,7 @@ def time_callable(
     on_output: Callable[[int, int, Any], None] | None = None,
     sample_at: frozenset[int] = frozenset(),
     disguise: Callable[[int], tuple[int, Callable[[], None]]] | None = None,
+    inspect: Callable[[Any], None] | None = None,
 ) -> TimingResult:
     """Time `fn(*inputs)` rotating over `input_sets`.
 
@@ -251,7 +252,8 @@ def time_callable(
     indices in `sample_at`, so the caller can re-check outputs produced while being timed. Before such
     a call, `disguise(set_index)` may put another set's values into this set's tensors (same objects,
     same version counters); it returns the index of the set whose values the call sees and a function
-    that undoes it, run after the call.
+    that undoes it, run after the call. `inspect(output)` sees every timed call's output, also outside
+    the timed region (it may raise to end the loop).
     """
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
@@ -277,6 +279,8 @@ def time_callable(
         a2 = _perf_counter_ns()
         times.append(dt / settings.batch)
         walls.append(wall / settings.batch)
+        if inspect is not None:
+            inspect(out)
         if sampled and on_output is not None:
             on_output(len(times) - 1, seen, out)
         if undo is not None:

@@ -238,9 +238,19 @@ class CandidateJob:
         kept: list[tuple[int, int, list[Any]]] = []
 
         def keep(call: int, k: int, out: Any) -> None:
-            # Copied (or sampled) now, written after the timed calls: writing (a 1 GiB output takes seconds) inside the
-            # loop stalled the process between timed calls and ate the loop's budget.
+            # Copied (or sampled) now, written after the timed calls: writing (a 1 GiB output takes
+            # seconds) inside the loop stalled the process between timed calls and ate the loop's budget.
             kept.append((call, k, sample_outputs(flatten_outputs(out), self.spec.sample_whole_bytes)))
+
+        def plain(out: Any) -> None:
+            """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass
+            returned only once timing starts would be timed doing nothing and computed when sampled."""
+            for i, value in enumerate(flatten_outputs(out)):
+                if type(value) is not torch.Tensor:
+                    what = type(value).__qualname__
+                    raise Stop(
+                        "cheat", f"a timed call's output {i} is a {what}, not torch.Tensor", "tensor-subclass"
+                    )
 
         def disguise(k: int) -> tuple[int, Callable[[], None]]:
             """Give set k the next set's values in place, through `.data` (no version bump), so an output
@@ -268,10 +278,13 @@ class CandidateJob:
                 keep,
                 frozenset(self.spec.sample_calls),
                 disguise if len(sets) > 1 else None,
+                plain,
             )
             # a sampled output that is no tensor fails here (runtime_error), as it did inside the loop
             for call, k, values in kept:
                 self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
+        except Stop:
+            raise
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
         self.result.timing = asdict(res.stats)
