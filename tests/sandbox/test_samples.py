@@ -96,7 +96,10 @@ def test_an_altered_index_file_is_a_forged_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(tmp_path: Path) -> None:
+def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbench.sandbox import protocol
     from kbench.sandbox.protocol import digest, load_tensors
 
     x = torch.randn(50_000_123, device="cuda")  # ~191 MiB: three full chunks and a ragged one
@@ -107,6 +110,13 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(tmp_path: P
     t = x[::2]  # not contiguous: made contiguous on the device first
     (g,) = save_tensors(tmp_path, "strided", [t])
     assert torch.equal(load_tensors(tmp_path, [g])[0], t.cpu())
+
+    def refused(*_: object) -> str:
+        raise RuntimeError("no pinned memory")
+
+    monkeypatch.setattr(protocol, "_stream_to_file", refused)
+    (h,) = save_tensors(tmp_path, "pageable", [x])  # the pageable copy takes over
+    assert h.sha256 == f.sha256 and torch.equal(load_tensors(tmp_path, [h])[0], host)
 
 
 def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path: Path) -> None:

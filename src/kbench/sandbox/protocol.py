@@ -238,9 +238,14 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
     else:
         t = t.to("cpu").contiguous()
     flat = t.reshape(-1).view(torch.uint8)
+    sha = ""
     if t.device.type == "cuda":
-        sha = _stream_to_file(flat, jobdir / name)
-    else:
+        try:
+            sha = _stream_to_file(flat, jobdir / name)
+        except RuntimeError:  # no pinned memory to be had (a torch error): the pageable copy below
+            t = t.to("cpu")
+            flat = t.reshape(-1).view(torch.uint8)
+    if not sha:
         data = flat.numpy()
         with (jobdir / name).open("wb") as fh:
             fh.write(memoryview(data).cast("B"))
