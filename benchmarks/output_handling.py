@@ -4,7 +4,7 @@
 
 Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
 
-- a sampled timed call (five per verdict): kept whole (a copy, written, verified and compared by the
+- a sampled timed call (eight per verdict): kept whole (a copy, written, verified and compared by the
   host) against 2^20 elements at random positions (`protocol.sample_outputs`, the host comparing them
   with the reference at those positions);
 - the host's comparison (`correctness.compare`) against the fp32 first pass it replaced: twelve passes

@@ -32,7 +32,7 @@ def test_cpu_timing_rotates_inputs_and_samples_outputs() -> None:
         sets,
         settings,
         torch.device("cpu"),
-        lambda c, k, o: seen.append((c, k, float(o[0]))),
+        lambda c, k, o, _: seen.append((c, k, float(o[0]))),
         frozenset({0, 4}),
     )
     st = res.stats
@@ -62,7 +62,7 @@ def test_disguised_sample_calls_expose_a_memo_keyed_on_the_tensor() -> None:
         seen: list[tuple[int, int, float]] = []
         settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=3, min_runs=20)
         res = time_callable(
-            fn, sets, settings, torch.device("cpu"), lambda c, k, o, seen=seen: seen.append((c, k, float(o[0]))),
+            fn, sets, settings, torch.device("cpu"), lambda c, k, o, _, seen=seen: seen.append((c, k, float(o[0]))),
             frozenset({0, 4}), disguise,
         )  # fmt: skip
         assert [(c, k) for c, k, _ in seen] == [(0, 1), (4, 2)]  # the set whose values the call saw
@@ -78,7 +78,7 @@ def test_time_spent_keeping_samples_is_not_charged_to_the_budget() -> None:
     sets = [(torch.ones(4),)]
     kept: list[int] = []
 
-    def slow_keep(call: int, k: int, out: torch.Tensor) -> None:
+    def slow_keep(call: int, k: int, out: torch.Tensor, slot: int) -> None:
         time.sleep(0.1)
         kept.append(call)
 
@@ -233,3 +233,35 @@ def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
     with pytest.raises(RuntimeError, match="bad output"):
         time_callable(lambda: next(again), [()], settings, torch.device("cpu"), inspect=refuse)
     assert next(again) == 8  # the loop ended at the call that returned 7
+
+
+def test_a_reservoir_samples_every_call_of_the_loop_alike() -> None:
+    """The kept calls are a uniform sample of the whole loop, the last calls as likely as the first."""
+    from kbench.timing import Reservoir
+
+    n, k, trials = 200, 8, 2000
+    late = 0
+    for _ in range(trials):
+        kept: dict[int, int] = {}
+        r = Reservoir(k)
+        for i in range(n):
+            slot = r.slot(i)
+            if slot is not None:
+                kept[slot] = i
+        assert sorted(kept) == list(range(k))
+        late += sum(i >= n // 2 for i in kept.values())
+    assert 0.45 < late / (trials * k) < 0.55  # 16,000 draws: the standard error is 0.004
+
+
+def test_the_loop_keeps_one_output_per_reservoir_slot() -> None:
+    from kbench.timing import Reservoir
+
+    settings = TimingSettings(budget_s=0.3, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.0)
+    kept: dict[int, int] = {}
+    counter = iter(range(1_000_000))
+    res = time_callable(
+        lambda: next(counter), [()], settings, torch.device("cpu"),
+        lambda c, k, o, slot: kept.__setitem__(slot, c), Reservoir(8),
+    )  # fmt: skip
+    assert sorted(kept) == list(range(8)) and all(0 <= c < res.stats.n for c in kept.values())
+    assert res.stats.n > 1000 and max(kept.values()) >= 8  # later calls replaced the first eight

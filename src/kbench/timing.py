@@ -236,24 +236,53 @@ def _overhead_ms(clock: _Clock) -> float:
     return statistics.median(walls)
 
 
+_urandom = os.urandom  # bound before the candidate is imported, like the clocks
+
+
+class Reservoir:
+    """A uniform random sample of `k` timed calls over a loop whose length is not known in advance
+    (reservoir sampling). Call i < k takes slot i; a later call i is kept with probability k/(i+1), in a
+    slot drawn at random, replacing the call that held it. So every call of the loop, the last ones
+    included, is equally likely to be checked, and the draws come from the OS's entropy: a candidate can
+    learn neither the calls nor their number from the code or its job file. Keeping costs about
+    k * (1 + ln(n/k)) copies over n calls (65 for k = 8 and 10,000 calls)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def slot(self, i: int) -> int | None:
+        if i < self.k:
+            return i
+        if (int.from_bytes(_urandom(7), "little") >> 3) * (i + 1) < self.k << 53:  # probability k/(i+1)
+            return int.from_bytes(_urandom(4), "little") % self.k
+        return None
+
+
+def _sample_slot(sample_at: frozenset[int] | Reservoir, i: int) -> int | None:
+    if isinstance(sample_at, Reservoir):
+        return sample_at.slot(i)
+    return sorted(sample_at).index(i) if i in sample_at else None
+
+
 def time_callable(
     fn: Callable[..., Any],
     input_sets: Sequence[Sequence[Any]],
     settings: TimingSettings,
     device: torch.device,
-    on_output: Callable[[int, int, Any], None] | None = None,
-    sample_at: frozenset[int] = frozenset(),
+    on_output: Callable[[int, int, Any, int], None] | None = None,
+    sample_at: frozenset[int] | Reservoir = frozenset(),
     disguise: Callable[[int], tuple[int, Callable[[], None]]] | None = None,
     inspect: Callable[[Any], None] | None = None,
 ) -> TimingResult:
     """Time `fn(*inputs)` rotating over `input_sets`.
 
-    `on_output(call_index, set_index, output)` is called, outside the timed region, for the call
-    indices in `sample_at`, so the caller can re-check outputs produced while being timed. Before such
-    a call, `disguise(set_index)` may put another set's values into this set's tensors (same objects,
-    same version counters); it returns the index of the set whose values the call sees and a function
-    that undoes it, run after the call. `inspect(output)` sees every timed call's output, also outside
-    the timed region (it may raise to end the loop).
+    `on_output(call_index, set_index, output, slot)` is called, outside the timed region, for the calls
+    `sample_at` picks (fixed call indices, or a `Reservoir`), so the caller can re-check outputs produced
+    while being timed; it keeps one output per slot, a later call's replacing an earlier one's. Before
+    such a call, `disguise(set_index)` may put another set's values into this set's tensors (same
+    objects, same version counters); it returns the index of the set whose values the call sees and a
+    function that undoes it, run after the call. `inspect(output)` sees every timed call's output, also
+    outside the timed region (it may raise to end the loop).
     """
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
@@ -271,8 +300,9 @@ def time_callable(
     while len(times) < settings.max_runs:
         log.sample((_perf_counter_ns() - t0) / 1e9, force=not times)
         k = len(times) % len(calls)
-        sampled = on_output is not None and len(times) in sample_at
         a0 = _perf_counter_ns()
+        slot = _sample_slot(sample_at, len(times)) if on_output is not None else None
+        sampled = slot is not None
         seen, undo = disguise(k) if sampled and disguise is not None else (k, None)
         a1 = _perf_counter_ns()
         dt, wall, out = clock.time(calls[k])
@@ -281,8 +311,8 @@ def time_callable(
         walls.append(wall / settings.batch)
         if inspect is not None:
             inspect(out)
-        if sampled and on_output is not None:
-            on_output(len(times) - 1, seen, out)
+        if slot is not None and on_output is not None:
+            on_output(len(times) - 1, seen, out, slot)
         if undo is not None:
             undo()
         aside_ns += (a1 - a0) + (_perf_counter_ns() - a2)

@@ -71,7 +71,7 @@ class JobSpec(BaseModel):
     init_seed: int = 42
     seeds: list[int] = Field(default_factory=list)
     timing_seeds: list[int] = Field(default_factory=list)
-    sample_calls: list[int] = Field(default_factory=list)  # timed call indices whose outputs come back
+    sample_count: int = 0  # timed calls whose outputs come back, drawn over the whole loop (timing.Reservoir)
     sample_whole_bytes: int = 32 << 20  # a sampled output above this comes back at random elements only
     timing: dict[str, Any] = Field(default_factory=dict)  # TimingSettings fields
     measure: bool = True
@@ -317,8 +317,8 @@ def sample_outputs(values: list[Any], whole_bytes: int) -> list[Any]:
     """What of a timed call's outputs comes back: a copy (`stash`) of each output up to `whole_bytes`;
     of a larger one `SAMPLE_ELEMENTS` elements at positions drawn from the OS's entropy once the call
     has returned, so the call cannot know which of its elements will be checked. Copying a 1 GiB output
-    back five times a verdict cost seconds of the GPU's time; a million random elements still catch an
-    output that is wrong anywhere but in a vanishing fraction of it."""
+    back for every sampled call cost seconds of the GPU's time per verdict; a million random elements
+    still catch an output that is wrong anywhere but in a vanishing fraction of it."""
     import torch
 
     out: list[Any] = []

@@ -229,18 +229,18 @@ class CandidateJob:
         import torch
 
         from kbench.correctness import flatten_outputs, make_inputs
-        from kbench.timing import TimingSettings, time_callable
+        from kbench.timing import Reservoir, TimingSettings, time_callable
 
         sets = [
             make_inputs(loaded.get_inputs, s, self.device, self.spec.dtype) for s in self.spec.timing_seeds
         ]
 
-        kept: list[tuple[int, int, list[Any]]] = []
+        kept: dict[int, tuple[int, int, list[Any]]] = {}  # reservoir slot -> (call, set, outputs)
 
-        def keep(call: int, k: int, out: Any) -> None:
+        def keep(call: int, k: int, out: Any, slot: int) -> None:
             # Copied (or sampled) now, written after the timed calls: writing (a 1 GiB output takes
             # seconds) inside the loop stalled the process between timed calls and ate the loop's budget.
-            kept.append((call, k, sample_outputs(flatten_outputs(out), self.spec.sample_whole_bytes)))
+            kept[slot] = (call, k, sample_outputs(flatten_outputs(out), self.spec.sample_whole_bytes))
 
         def plain(out: Any) -> None:
             """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass
@@ -276,12 +276,12 @@ class CandidateJob:
                 TimingSettings(**self.spec.timing),
                 self.device,
                 keep,
-                frozenset(self.spec.sample_calls),
+                Reservoir(self.spec.sample_count),
                 disguise if len(sets) > 1 else None,
                 plain,
             )
-            # a sampled output that is no tensor fails here (runtime_error), as it did inside the loop
-            for call, k, values in kept:
+            # every timed output was a plain tensor (`plain`); writing them can still fail (runtime_error)
+            for call, k, values in sorted(kept.values(), key=lambda entry: entry[0]):
                 self.result.samples.append((call, k, save_tensors(self.jobdir, f"sample_{call}", values)))
         except Stop:
             raise
