@@ -243,8 +243,8 @@ class Reservoir:
     """A uniform random sample of `k` timed calls over a loop whose length is not known in advance
     (reservoir sampling). Call i < k takes slot i; a later call i is kept with probability k/(i+1), in a
     slot drawn at random, replacing the call that held it. So every call of the loop, the last ones
-    included, is equally likely to be checked, and the draws come from the OS's entropy: a candidate can
-    learn neither the calls nor their number from the code or its job file. Keeping costs about
+    included, is equally likely to be checked, and the draws come from the OS's entropy: neither the code
+    nor the job file tells a candidate which of its calls will be checked. Keeping costs about
     k * (1 + ln(n/k)) copies over n calls (65 for k = 8 and 10,000 calls)."""
 
     def __init__(self, k: int) -> None:
