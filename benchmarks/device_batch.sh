@@ -18,6 +18,7 @@
 # 17: the throughput batch again after the lane changes, beside fidelity for the problems 14 missed.
 # 18: the throughput batch after the output-handling changes, beside the upstream flow on the same files.
 # 19: the GPU test of the streamed writer, output_handling.py, then the fixtures and controls again.
+# 20: timing fidelity again (step 14 as it was), now that timed calls are sampled over the whole loop.
 set -u
 source benchmarks/device_setup.sh
 OUT=${OUT:-/tmp/out}
@@ -181,7 +182,8 @@ case "${1:-1}" in
   echo "selftest exit $?"; grep -v "^pass " "$OUT/selftest.log" | tail -12
   wait $FID; echo "fidelity exit $?"; grep -A4 "^| timing" "$OUT/fidelity/timing_fidelity.md"
   ;;
-14)
+14|20)
+  # (20: the same after 19, with the reservoir's keeps between timed calls)
   # (2-GPU host, fresh; first call of a session) timing fidelity over 30 problems (issue 11), 15 per GPU
   # with 16 cores each, single-kernel solutions first; then one report over both halves
   { df -h /tmp /dev/shm; free -g; } > "$OUT/disk.txt" 2>&1
