@@ -32,9 +32,7 @@ def test_processes_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     spans = sorted(json.loads((j / "span.json").read_text()) for j in jobs)
     for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
         assert start >= end - 0.01  # one holder at a time
-    assert (
-        max(w for _, _, w in spans) > 0.5
-    )  # somebody waited for the others
+    assert max(w for _, _, w in spans) > 0.5  # somebody waited for the others
     assert all((j / lease.LEASE_FILE).exists() for j in jobs)
 
 
