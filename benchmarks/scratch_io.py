@@ -2,8 +2,8 @@
 
 A verdict's worker writes every output it is checked on (`save_tensors`) and the host verifies, reads and
 compares them (`read_result`, `load_tensors`, `correctness.compare` against the reference). For the
-full preset's largest problems that is 1 GiB per output and up to 9 outputs per candidate (4 correctness
-seeds, 5 timed samples) plus 7 for the reference. This times the round trip per GiB in each folder
+full preset's largest problems that is 1 GiB per output, 4 outputs per candidate (its correctness seeds;
+sampled timed outputs that large come back as 2^20 elements) plus 7 for the reference. This times the round trip per GiB in each folder
 (the comparison against a copy of the values).
 
     python benchmarks/scratch_io.py --gib 1 --files 4 --out benchmarks/results/scratch-io-cpu.md
