@@ -247,6 +247,7 @@ case "${1:-1}" in
     --out "$OUT/upstream" --limit 24 --builders 16 > "$OUT/upstream.log" 2>&1
   echo "upstream exit $?"; tail -n 14 "$OUT/upstream.log"
   wait $TP; echo "throughput exit $?"; tail -n 30 "$OUT/throughput.log"
+  python3 benchmarks/upstream_flow.py --out "$OUT/upstream" --compare "$OUT/throughput/throughput.json"
   ;;
 19)
   # (after 18, same or fresh machine) the streamed writer's GPU test and output_handling.py on GPU0, then

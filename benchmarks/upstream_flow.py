@@ -13,6 +13,8 @@ Reports the build time per candidate, the evaluation time per candidate (process
 wall time of the whole flow, seconds per verdict and verdicts per minute, and each candidate's
 correctness. Writes OUT/upstream_flow.jsonl (one row per build and per evaluation as it finishes),
 OUT/upstream_flow.json and OUT/upstream_flow.md. `--device cpu` with the cpp solutions is a dry run.
+Once both flows have run, `--out OUT --compare THROUGHPUT_OUT/throughput.json` writes OUT/side_by_side.md:
+seconds per verdict of each, their ratio, and the candidates whose verdicts differ.
 """
 
 from __future__ import annotations
@@ -193,6 +195,27 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def side_by_side(upstream: dict[str, Any], kbench: dict[str, Any]) -> dict[str, Any]:
+    """The two flows on the same files: seconds per verdict (kbench's cold pass over its whole batch, the
+    upstream flow over its sample), their ratio, and whether they agree on each candidate both judged
+    (kbench `ok` against upstream's correctness)."""
+    ours = {v["tag"]: v["status"] for v in kbench["cold"]["verdicts"]}
+    theirs = {r["tag"]: bool(r.get("correct")) for r in upstream["evals"] if "error" not in r}
+    both = sorted(set(ours) & set(theirs))
+    differ = [t for t in both if (ours[t] == "ok") != theirs[t]]
+    k_spv = kbench["summary"]["seconds_per_verdict"]
+    u_spv = summarize(upstream)["seconds_per_verdict"]
+    return {
+        "kbench_seconds_per_verdict": k_spv,
+        "upstream_seconds_per_verdict": u_spv,
+        "speedup": round(u_spv / k_spv, 2) if k_spv and u_spv else None,
+        "candidates_judged_by_both": len(both),
+        "verdicts_that_differ": [
+            {"tag": t, "kbench": ours[t], "upstream_correct": theirs[t]} for t in differ
+        ],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", choices=["build", "eval"], default=None, help=argparse.SUPPRESS)
@@ -205,6 +228,9 @@ def main() -> None:
     ap.add_argument("--device", default="cuda", help="cpu: a dry run with the cpp solutions, small preset")
     ap.add_argument("--preset", default="")
     ap.add_argument("--timeout", type=float, default=600.0, help="per build or evaluation process")
+    ap.add_argument(
+        "--compare", type=Path, default=None, help="throughput.py's throughput.json: add a side-by-side table"
+    )
     args = ap.parse_args()
     if args.child == "build":
         print(json.dumps(child_build(args.cand)))
@@ -214,6 +240,21 @@ def main() -> None:
         return
     if args.out is None:
         ap.error("--out is required")
+    if args.compare is not None and (args.out / "upstream_flow.json").exists():
+        # both flows have run: only the side-by-side table (OUT/side_by_side.{json,md})
+        upstream = json.loads((args.out / "upstream_flow.json").read_text())
+        both = side_by_side(upstream, json.loads(args.compare.read_text()))
+        (args.out / "side_by_side.json").write_text(json.dumps(both, indent=1))
+        rows = [f"| {k} | {json.dumps(v)} |" for k, v in both.items()]
+        table = [
+            "# kbench and the upstream flow on the same files",
+            "",
+            "| measure | value |",
+            "| --- | --- |",
+        ]
+        (args.out / "side_by_side.md").write_text("\n".join(table + rows) + "\n")
+        print(json.dumps(both, indent=1))
+        return
     from throughput import batch
 
     from kbench.hardware import environment

@@ -48,3 +48,25 @@ def test_the_flow_builds_then_evaluates_each_in_its_own_process(tmp_path: Path) 
     assert [r["kind"] for r in res["builds"] + res["evals"]] == ["build", "build", "eval", "eval"]
     assert s["seconds_per_verdict"] == round(res["wall_s"] / 2, 2) and res["built_at_s"] <= res["wall_s"]
     assert (tmp_path / "upstream_flow.jsonl").read_text().count("\n") == 4
+
+
+def test_side_by_side_compares_speed_and_verdicts() -> None:
+    upstream = {
+        "evals": [
+            {"tag": 0, "correct": True, "wall_s": 10.0},
+            {"tag": 1, "correct": False, "wall_s": 5.0},
+            {"tag": 2, "error": "timed out", "wall_s": 600.0},
+        ],
+        "builds": [{"tag": t, "wall_s": 60.0} for t in range(3)],
+        "built_at_s": 60.0,
+        "wall_s": 48.0,
+    }
+    kbench = {
+        "summary": {"seconds_per_verdict": 4.0},
+        "cold": {
+            "verdicts": [{"tag": 0, "status": "ok"}, {"tag": 1, "status": "ok"}, {"tag": 7, "status": "ok"}]
+        },
+    }
+    s = uf.side_by_side(upstream, kbench)
+    assert (s["upstream_seconds_per_verdict"], s["speedup"], s["candidates_judged_by_both"]) == (16.0, 4.0, 2)
+    assert s["verdicts_that_differ"] == [{"tag": 1, "kbench": "ok", "upstream_correct": False}]
