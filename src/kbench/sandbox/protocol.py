@@ -131,7 +131,12 @@ def digest(data: Any) -> str:
     else:
         with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
             parts = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
-    return hashlib.sha256(b"".join(parts) + str(len(view)).encode()).hexdigest()
+    return _chunk_digest(parts, len(view))
+
+
+def _chunk_digest(parts: list[bytes], nbytes: int) -> str:
+    """`digest` from its chunks' SHA-256s (also what `_stream_to_file` returns)."""
+    return hashlib.sha256(b"".join(parts) + str(nbytes).encode()).hexdigest()
 
 
 def digest_file(path: Path) -> str:
@@ -230,23 +235,16 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
     import torch
 
     t = value.detach()
+    sha = None
     if t.device.type == "cuda" and t.numel() * t.element_size() > DIGEST_CHUNK:
         try:
             t = t.contiguous()
-        except torch.OutOfMemoryError:
-            t = t.to("cpu").contiguous()
-    else:
+            sha = _stream_to_file(t.reshape(-1).view(torch.uint8), jobdir / name)
+        except RuntimeError:  # out of device memory, or no pinned memory (torch errors): the copy below
+            sha = None
+    if sha is None:
         t = t.to("cpu").contiguous()
-    flat = t.reshape(-1).view(torch.uint8)
-    sha = ""
-    if t.device.type == "cuda":
-        try:
-            sha = _stream_to_file(flat, jobdir / name)
-        except RuntimeError:  # no pinned memory to be had (a torch error): the pageable copy below
-            t = t.to("cpu")
-            flat = t.reshape(-1).view(torch.uint8)
-    if not sha:
-        data = flat.numpy()
+        data = t.reshape(-1).view(torch.uint8).numpy()
         with (jobdir / name).open("wb") as fh:
             fh.write(memoryview(data).cast("B"))
         sha = digest(data)
@@ -296,7 +294,7 @@ def _stream_to_file(flat: Any, path: Path) -> str:
             parts.append(hashed.result())
             if i + 2 < len(starts):
                 issue(i + 2)  # this buffer is free again: written and hashed
-    return hashlib.sha256(b"".join(parts) + str(n).encode()).hexdigest()
+    return _chunk_digest(parts, n)
 
 
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
