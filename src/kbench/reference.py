@@ -199,14 +199,12 @@ def write_cache(folder: Path, jobdir: Path, result: WorkerResult, seeds: list[in
             kept.input_checksums[seed] = result.input_checksums[seed]
             sources += [(f.name, (jobdir / f.name).open("rb")) for f in result.outputs[seed]]
     except OSError as exc:
-        for _, fh in sources:
-            fh.close()
+        _close(sources)
         log.warning("reference cache %s not written: %s", folder, exc)
         return
     with _pending_lock:
         if folder in _pending:  # this process is already writing this entry
-            for _, fh in sources:
-                fh.close()
+            _close(sources)
             return
         fut = _writer.submit(_write_files, folder, sources, kept)
         _pending[folder] = fut
@@ -236,8 +234,12 @@ def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResul
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     finally:
-        for _, fh in sources:
-            fh.close()
+        _close(sources)
+
+
+def _close(sources: list[tuple[str, Any]]) -> None:
+    for _, fh in sources:
+        fh.close()
 
 
 if __name__ == "__main__":
