@@ -28,8 +28,8 @@ CALLS: list[dict[str, Any]] = []
 
 
 def _wrapped(original: Any) -> Any:
-    def run_worker(module: str, jobdir: Path, spec: Any, timeout_s: float, env: Any = None) -> Any:
-        exit_ = original(module, jobdir, spec, timeout_s, env=env)
+    def run_worker(module: str, jobdir: Path, spec: Any, budgets: Any, **kw: Any) -> Any:
+        exit_ = original(module, jobdir, spec, budgets, **kw)
         result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
         phases = dict(result.phases) if result is not None else {}
         phases["start+teardown"] = round(exit_.seconds - sum(phases.values()), 3)

@@ -111,9 +111,19 @@ def _sleepers(marker: str, tag: str) -> list[int]:
 def test_hang_times_out_and_group_is_killed(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tag = f"KBENCH_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
     monkeypatch.setenv(*tag.split("=", 1))  # the worker and its children inherit it
-    v = run("py_hang.py", cache_dir, measure=False, timeout_s=15.0)
-    assert v.status is Status.TIMEOUT
+    v = run("py_hang.py", cache_dir, measure=False, timeout_s=120.0, correctness_timeout_s=5.0)
+    assert v.status is Status.TIMEOUT and v.rule == "correctness"  # the verdict names the phase
+    assert "correctness ran past its budget of 5 s (correctness_timeout_s)" in v.message
+    assert v.seconds < 60  # the hung forward's own budget, not the load phase's 120 s
     assert _sleepers("sleep 300", tag) == []
+
+
+def test_build_budget_is_its_own(cache_dir: Path) -> None:
+    """A build that outlasts build_timeout_s is a timeout in phase build, and the candidate never runs."""
+    v = run("cpp_honest.py", cache_dir / "cold", measure=False, build_timeout_s=1.0)
+    assert v.status is Status.TIMEOUT and v.rule == "build", v.message
+    assert "build_timeout_s" in v.message and v.build is not None and not v.build.ok
+    assert not any(name.startswith("cand.") for name, _ in v.phases)  # no candidate worker ran
 
 
 def test_build_error(cache_dir: Path) -> None:

@@ -87,19 +87,26 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
             cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
         )
         env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
-        start = cfg.worker_start
-        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env, start=start)
+        budgets = cfg.budgets("build")
+        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=cfg.worker_start)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
+    failed = outcome.status is Status.BUILD_ERROR or result is None
+    status = outcome.status.value if failed else ""
     if result is None:
-        return BuildResult(ok=False, backend=candidate.backend, seconds=exit_.seconds, log=outcome.message)
+        return BuildResult(
+            ok=False, backend=candidate.backend, seconds=exit_.seconds, log=outcome.message,
+            status=status, message=outcome.message,
+        )  # fmt: skip
     log = result.build_log or ("" if outcome.status is Status.OK else outcome.message)
     return BuildResult(
-        ok=outcome.status is not Status.BUILD_ERROR,
+        ok=not failed,
         backend=candidate.backend,
         seconds=result.build_seconds,
         cache_hit=result.build_cache_hit,
         recipe=result.build_recipe,
         log=log[-8000:],
         kernels=tuple(backend.kernel_names(candidate.source)),
+        status=status,
+        message=outcome.message if failed else "",
     )

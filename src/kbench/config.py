@@ -130,7 +130,14 @@ class RunConfig(BaseModel):
 
     # evaluation
     seeds: int = 3  # fixed seeds; one more per-run secret seed is added
-    timeout_s: float = 300.0  # wall-clock limit of one candidate worker
+    # Budgets, in seconds, of each phase of a worker (sandbox/host.py kills it past one, naming the phase)
+    timeout_s: float = 60.0  # each phase of a candidate: load, correctness, timing (unless set below)
+    load_timeout_s: float | None = None  # importing the (prebuilt) candidate and constructing ModelNew
+    correctness_timeout_s: float | None = None  # the correctness calls, the kernel-use profile
+    timing_timeout_s: float | None = None  # default: timeout_s, or 4 x timing_budget_s when longer
+    build_timeout_s: float = 600.0  # compiling a candidate's extensions (the build worker)
+    reference_timeout_s: float = 900.0  # the trusted reference worker: outputs, baseline compiles and timing
+    lease_wait_s: float = 600.0  # longest wait for a GPU another evaluation's worker holds, then an error
     memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
     timing_budget_s: float = 5.0
     baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
@@ -158,6 +165,24 @@ class RunConfig(BaseModel):
     cache_dir: Path = Field(default_factory=default_cache_dir)
     scratch_dir: str = "auto"  # job folders: "auto" (memory file system if roomy), "cache", or a path
     run_id: str | None = None
+
+    def budgets(self, role: str) -> dict[str, float]:
+        """Seconds per phase of a worker of `role`, in the order it announces them (sandbox/host.py)."""
+        lease = self.lease_wait_s + LEASE_GRACE_S  # the worker gives up first, with a clear message
+        if role == "build":
+            return {"build": self.build_timeout_s}
+        if role == "reference":
+            return {"load": self.reference_timeout_s, "lease": lease, "reference": self.reference_timeout_s}
+        timing = self.timing_timeout_s or max(self.timeout_s, 4 * self.timing_budget_s)
+        return {
+            "lease": lease,
+            "load": self.load_timeout_s or self.timeout_s,
+            "correctness": self.correctness_timeout_s or self.timeout_s,
+            "timing": timing,
+        }
+
+
+LEASE_GRACE_S = 30.0
 
 
 def _coerce_env(name: str, raw: str) -> Any:

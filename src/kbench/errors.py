@@ -18,6 +18,10 @@ class ConfigError(KbenchError):
     """kbench is misconfigured (bad flag, missing tool, missing extra); the message says the fix."""
 
 
+class WorkerError(KbenchError):
+    """A worker failed for kbench's own reasons, not the candidate's (e.g. the GPU lease never came free)."""
+
+
 class MissingExtraError(ConfigError):
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(

@@ -13,13 +13,14 @@ import secrets
 import tempfile
 import time
 from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kbench.backends import get_backend
-from kbench.build import threads_env, worker_env
+from kbench.build import prebuild, threads_env, worker_env
 from kbench.config import RunConfig, job_prefix, scratch_root
-from kbench.errors import ProblemError
+from kbench.errors import ProblemError, WorkerError
 from kbench.problems.loader import preset_overrides
 from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache, write_cache
 from kbench.reference_pool import ReferencePool, pool_key
@@ -94,6 +95,7 @@ def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
         timing=plan.settings,
         memory_limit_gb=cfg.memory_limit_gb,
         cache_dir=str(cfg.cache_dir),
+        lease_wait_s=cfg.lease_wait_s,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -135,12 +137,15 @@ def run_reference(
         # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    timeout = max(cfg.timeout_s, 600.0)
-    exit_ = run_worker("kbench.reference", jobdir, spec, timeout, env=env, start=cfg.worker_start)
+    budgets = cfg.budgets("reference")
+    exit_ = run_worker("kbench.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start)
     t0 = time.perf_counter()
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
+    if result is not None and result.error:
+        raise WorkerError(result.error)
     if result is None:
-        raise ProblemError(f"{problem.key}: the reference failed to run ({problem.path}):\n{exit_.log_tail}")
+        why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s" if exit_.timed_out else "failed"
+        raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{exit_.log_tail}")
     data = ReferenceData(
         cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)}
     )
@@ -224,8 +229,8 @@ def run_candidate(
         measure=cfg.measure,
     )
     env = worker_env(candidate.backend, cfg, plan.device)
-    start = cfg.worker_start
-    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, cfg.timeout_s, env=env, start=start)
+    budgets = cfg.budgets("candidate")
+    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=cfg.worker_start)
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
@@ -310,9 +315,10 @@ def _verdict(
     ref: ReferenceData | None,
     seconds: float,
     reused: Mapping[str, TimingStats] | None = None,
+    built: BuildResult | None = None,
 ) -> Verdict:
     result = outcome.result
-    build = None
+    build = built if built is not None and not built.ok else None
     if result is not None:
         build = BuildResult(
             ok=outcome.status is not Status.BUILD_ERROR,
@@ -355,10 +361,13 @@ def evaluate(
     cfg: RunConfig,
     baselines: Mapping[str, TimingStats] | None = None,
     references: ReferencePool | None = None,
+    built: BuildResult | None = None,
 ) -> Verdict:
     """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises.
     `baselines` (store.reuse.baselines_for) that match the device and timing settings are not re-timed;
-    with `references`, evaluations of one problem in one run share a reference run (reference_pool)."""
+    with `references`, evaluations of one problem in one run share a reference run (reference_pool).
+    `built`: the candidate's prebuild (executors build ahead of the GPU queue); without one the build
+    runs here, beside the reference run. A failed build is the verdict: the candidate never runs."""
     t0 = time.monotonic()
     device = resolve_device(cfg.device, candidate.backend)
     plan = make_plan(cfg, device)
@@ -367,10 +376,17 @@ def evaluate(
     rejected = _static_outcome(checks)
     if rejected is not None:
         return _verdict(problem, candidate, cfg, plan, rejected, checks, None, time.monotonic() - t0)
-    get_backend(candidate.backend).check_environment(device)
+    backend = get_backend(candidate.backend)
+    backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbench-build") as pool,
+    ):
         workdir = Path(tmp)
+        building = (
+            pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
+        )
         reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
         if references is None:
             ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
@@ -379,7 +395,15 @@ def evaluate(
             plan, ref, _ = references.get(
                 key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
             )
-        outcome = run_candidate(problem, candidate, cfg, plan, workdir)
-        judged = _judge(outcome, problem, cfg, plan, ref, workdir)
-        judged.log_tail = outcome.log_tail
-    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, time.monotonic() - t0, reused)
+        built = building.result() if building is not None else built
+        if built is not None and not built.ok:
+            status = Status(built.status or Status.BUILD_ERROR.value)
+            outcome = Outcome(status, built.message, "build" if status is Status.TIMEOUT else "")
+            outcome.log_tail = built.log[-4000:]
+            judged = outcome
+        else:
+            outcome = run_candidate(problem, candidate, cfg, plan, workdir)
+            judged = _judge(outcome, problem, cfg, plan, ref, workdir)
+            judged.log_tail = outcome.log_tail
+    seconds = time.monotonic() - t0
+    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, seconds, reused, built)

@@ -8,7 +8,8 @@ refinement (generate.refine). Every verdict is written to the store the moment i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from kbench.errors import ConfigError
 from kbench.evaluate import evaluate, resolve_device
 from kbench.executors import Job, get_executor
 from kbench.reference_pool import ReferencePool
+from kbench.sandbox.host import Interrupted
 from kbench.solutions import reference_candidate
 from kbench.store import Store, VerdictKey, reuse
 from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
@@ -45,7 +47,8 @@ class EvaluateJob:
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
-        return evaluate(job.problem, job.candidate, cfg, self.baselines.get(job.problem.key), self.references)
+        baselines = self.baselines.get(job.problem.key)
+        return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built)
 
 
 class PrebuildJob:
@@ -154,9 +157,20 @@ def run_solutions(
             f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
         )
     store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
-    with store:
+    with store, _keeping(store, run_id):
         recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, on_verdict)
     return RunOutcome(run_id, cfg.store, recorded, skipped)
+
+
+@contextmanager
+def _keeping(store: Store, run_id: str) -> Iterator[None]:
+    """An interrupted run says what it keeps: every verdict recorded before the stop, and how to resume."""
+    try:
+        yield
+    except Interrupted as exc:
+        kept = len(store.done_keys(run_id))
+        exc.kept = f"run {run_id} keeps {kept} verdicts; continue it with `kbench run --resume {run_id}`"
+        raise
 
 
 class BatchEvaluator:
@@ -206,7 +220,7 @@ def run_model(
     from kbench.generate import refine
 
     store, run_id = open_run(cfg, problems, resume)
-    with store:
+    with store, _keeping(store, run_id):
         batch = BatchEvaluator(cfg, store, run_id, problems, on_verdict)
 
         def record_no_code(attempt) -> None:  # type: ignore[no-untyped-def]

@@ -27,7 +27,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, read_key, save_tensors, write_result
+from kbench.sandbox import procs
+from kbench.sandbox.protocol import (
+    JOB_FILE,
+    JobSpec,
+    WorkerResult,
+    announce,
+    read_key,
+    save_tensors,
+    write_result,
+)
 
 COMPILE_MODES = {"eager": None, "compile": "default", "compile-max-autotune": "max-autotune-no-cudagraphs"}
 CACHE_FILE = "reference.json"
@@ -84,12 +93,20 @@ def run_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     # Trusted CPU work first, while another job may hold the GPU: loading the problem and building its
     # model on the CPU (as before, under the init seed) need no device.
     t0 = time.perf_counter()
+    announce(jobdir, "load")
     loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
     model = build_model(loaded, spec.init_seed)
     result.phases["construct"] = round(time.perf_counter() - t0, 3)
     leased = lease.required(spec.role, spec.device)
     if leased:  # before any GPU work (sandbox/lease.py)
-        result.phases["lease"] = round(lease.acquire(lease.device_id(spec.device), jobdir), 3)
+        announce(jobdir, "lease")
+        try:
+            waited = lease.acquire(lease.device_id(spec.device), jobdir, spec.lease_wait_s, spec.role)
+        except lease.LeaseTimeout as exc:
+            result.error = str(exc)
+            return result
+        result.phases["lease"] = round(waited, 3)
+    announce(jobdir, "reference")
     model = model.to(device)
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
@@ -126,6 +143,7 @@ def _to_host(value: Any) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    procs.bind_to_parent()  # first: a worker must never outlive the kbench process that started it
     jobdir = Path(argv[1])
     key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())

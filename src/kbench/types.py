@@ -121,6 +121,8 @@ class BuildResult:
     log: str = ""
     kernels: tuple[str, ...] = ()  # kernel names the candidate's own source defines
     recipe: str = ""  # how the extension was built (backends/fastbuild.py): cache, light-headers+pch, ...
+    status: str = ""  # when not ok: the verdict status the build earned (build_error, timeout, crashed, oom)
+    message: str = ""  # when not ok: why, in one verdict message
 
 
 class Status(str, enum.Enum):

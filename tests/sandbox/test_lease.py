@@ -1,8 +1,11 @@
-"""The GPU lease: processes take turns, the marker appears, and the host's clock starts at the lease."""
+"""The GPU lease: processes take turns, a dead owner's lease is reclaimed, a live one's wait is bounded;
+and the host's per-phase budgets."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench.sandbox import lease
+from kbench.sandbox import lease, procs
 from kbench.sandbox.host import _wait
 
 HOLDER = """
@@ -19,8 +22,9 @@ from pathlib import Path
 from kbench.sandbox import lease
 jobdir = Path(sys.argv[1]); jobdir.mkdir(parents=True, exist_ok=True)
 waited = lease.acquire("test-gpu", jobdir)
+holder = lease.read_holder("test-gpu")
 start = time.time(); time.sleep(1.0); end = time.time()
-(jobdir / "span.json").write_text(json.dumps([start, end, waited]))
+(jobdir / "span.json").write_text(json.dumps([start, end, waited, holder.job]))
 """
 
 
@@ -30,10 +34,10 @@ def test_processes_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     procs = [subprocess.Popen([sys.executable, "-c", HOLDER, str(j)]) for j in jobs]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
     spans = sorted(json.loads((j / "span.json").read_text()) for j in jobs)
-    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+    for (_, end, _, _), (start, _, _, _) in zip(spans, spans[1:], strict=False):
         assert start >= end - 0.01  # one holder at a time
-    assert max(w for _, _, w in spans) > 0.5  # somebody waited for the others
-    assert all((j / lease.LEASE_FILE).exists() for j in jobs)
+    assert max(w for _, _, w, _ in spans) > 0.5  # somebody waited for the others
+    assert sorted(job for *_, job in spans) == sorted(str(j) for j in jobs)  # each wrote its own record
 
 
 RELEASER = """
@@ -54,8 +58,6 @@ time.sleep(30)
 def test_release_hands_the_lease_on_while_the_holder_lives(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The reference worker releases its lease before writing files and exiting: the next job gets it at
     once, even though the releaser and a child it forked are still alive."""
-    import os
-    import signal
 
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
     holder = subprocess.Popen([sys.executable, "-c", RELEASER, str(tmp_path / "a")])
@@ -77,34 +79,139 @@ def test_release_hands_the_lease_on_while_the_holder_lives(tmp_path: Path, monke
             os.kill(int(marker.read_text()), signal.SIGKILL)
 
 
-def _sleeper(jobdir: Path, before_lease: float, after_lease: float) -> subprocess.Popen[bytes]:
-    code = (
-        f"import time, pathlib; time.sleep({before_lease}); "
-        f"pathlib.Path({str(jobdir)!r}, 'lease').write_text('1'); time.sleep({after_lease})"
-    )
+def _phased(jobdir: Path, steps: list[tuple[str, float]]) -> subprocess.Popen[bytes]:
+    """A process that announces each phase of `steps` and then sleeps its seconds."""
+    jobdir.mkdir(parents=True, exist_ok=True)
+    code = "import sys, time, pathlib\nfrom kbench.sandbox.protocol import announce\n"
+    for phase, seconds in steps:
+        code += f"announce(pathlib.Path({str(jobdir)!r}), {phase!r}); time.sleep({seconds})\n"
     return subprocess.Popen([sys.executable, "-c", code])
 
 
-def test_the_limit_runs_from_the_lease(tmp_path: Path) -> None:
-    proc = _sleeper(tmp_path, before_lease=1.5, after_lease=0.3)
-    assert _wait(proc, tmp_path, timeout_s=1.2, t0=time.monotonic(), leased=True)  # 1.8 s in all: fine
+def test_each_phase_has_its_own_budget(tmp_path: Path) -> None:
+    budgets = {"lease": 30.0, "load": 1.5, "correctness": 1.5}
+    proc = _phased(tmp_path / "a", [("lease", 2.0), ("load", 0.5), ("correctness", 0.5)])
+    assert _wait(proc, tmp_path / "a", budgets, time.monotonic()) is None  # 3 s in all, each phase in time
 
-    (tmp_path / "lease").unlink()
-    proc = _sleeper(tmp_path, before_lease=0.2, after_lease=30)
+    proc = _phased(tmp_path / "b", [("lease", 0.2), ("load", 0.2), ("correctness", 30.0)])
     t0 = time.monotonic()
-    assert not _wait(proc, tmp_path, timeout_s=1.0, t0=t0, leased=True)  # a hang after the lease
-    assert 1.0 <= time.monotonic() - t0 < 5
+    assert _wait(proc, tmp_path / "b", budgets, t0) == ("correctness", 1.5)  # the hang names its phase
+    assert 1.5 <= time.monotonic() - t0 < 6
     proc.kill()
     proc.wait()
 
 
-def test_jobs_without_a_lease_keep_the_plain_limit(tmp_path: Path) -> None:
-    proc = _sleeper(tmp_path, before_lease=3.0, after_lease=0.0)
+def test_phases_only_move_forward(tmp_path: Path) -> None:
+    """A candidate that writes the phase file itself cannot restart a phase's clock: going back is ignored."""
+    budgets = {"load": 1.5, "correctness": 1.5}
+    steps = [("load", 0.1), ("correctness", 1.0), ("load", 1.0), ("correctness", 30.0)]
+    proc = _phased(tmp_path, steps)
     t0 = time.monotonic()
-    assert not _wait(proc, tmp_path, timeout_s=1.0, t0=t0, leased=False)
-    assert time.monotonic() - t0 < 2.5  # not at the lease (3 s)
+    assert _wait(proc, tmp_path, budgets, t0) == ("correctness", 1.5)
+    assert time.monotonic() - t0 < 4.5  # 1.5 s from the first correctness, not from the repeat
     proc.kill()
     proc.wait()
+
+
+def test_a_job_without_phases_keeps_one_limit(tmp_path: Path) -> None:
+    proc = _phased(tmp_path, [("load", 30.0)])
+    t0 = time.monotonic()
+    assert _wait(proc, tmp_path, 1.0, t0) == ("start", 1.0)  # a float: one budget, announcements ignored
+    assert time.monotonic() - t0 < 4
+    proc.kill()
+    proc.wait()
+
+
+LEFTOVER = """
+import os, sys, time
+from pathlib import Path
+from kbench.sandbox import lease
+jobdir = Path(sys.argv[1]); jobdir.mkdir(parents=True, exist_ok=True)
+lease.acquire("test-gpu", jobdir)
+child = os.fork()  # the child shares the lock, as a candidate's background process would
+if child == 0:
+    time.sleep(120); os._exit(0)
+(jobdir / "child").write_text(str(child))
+time.sleep(120)
+"""
+
+
+def _until(path: Path, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.exists()
+
+
+def test_a_lease_whose_taker_died_is_reclaimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker that took the lease was killed but a child it forked still holds the lock file: the
+    next waiter ends the child and takes the lease at once, instead of waiting for ever."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")])
+    _until(tmp_path / "a" / "child")
+    child = int((tmp_path / "a" / "child").read_text())
+    holder.kill()
+    holder.wait()
+    assert procs.info_of(child) is not None  # the leftover lives on and holds the lock
+    (tmp_path / "b").mkdir()
+    t0 = time.monotonic()
+    lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+    assert time.monotonic() - t0 < 5.0
+    time.sleep(0.1)
+    info = procs.info_of(child)
+    assert info is None or not info.alive  # ended by the waiter
+    assert lease.read_holder("test-gpu").job == str(tmp_path / "b")
+    lease.release()
+
+
+def test_a_lease_whose_kbench_process_died_is_reclaimed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker lives on (it was not bound to its parent) but the kbench process that owned it is gone:
+    the waiter ends the worker's session and takes the lease."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    ghost = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner = procs.ProcRef.of(ghost.pid)
+    ghost.wait()  # the owner: dead, and its pid's start time recorded
+    assert owner is not None and not owner.alive()
+    env = {**os.environ, procs.OWNER_ENV: str(owner)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], env=env, start_new_session=True
+    )
+    try:
+        _until(tmp_path / "a" / "child")
+        t0 = time.monotonic()
+        lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+        assert time.monotonic() - t0 < 5.0
+        assert holder.wait(timeout=5) == -signal.SIGKILL
+        lease.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_live_holder_makes_the_wait_fail_with_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    env = {**os.environ, procs.OWNER_ENV: str(procs.self_ref())}  # owned by this live test process
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], env=env)
+    try:
+        _until(tmp_path / "a" / "child")
+        t0 = time.monotonic()
+        with pytest.raises(lease.LeaseTimeout) as err:
+            lease.acquire("test-gpu", tmp_path / "b", wait_s=1.0)
+        assert 1.0 <= time.monotonic() - t0 < 5.0
+        message = str(err.value)
+        assert f"pid {holder.pid}" in message and f"kbench pid {os.getpid()} (alive)" in message
+        assert "kbench doctor --kill" in message and "\n" not in message
+        assert holder.poll() is None  # a live owner's worker is never touched
+    finally:
+        holder.kill()
+        holder.wait()
+        child = tmp_path / "a" / "child"
+        if child.exists():
+            os.kill(int(child.read_text()), signal.SIGKILL)
 
 
 def test_every_gpu_worker_but_a_build_takes_the_lease() -> None:

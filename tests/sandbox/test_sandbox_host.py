@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kbench.sandbox.guards import changed
-from kbench.sandbox.host import group_alive, run_worker
+from kbench.sandbox.host import run_worker
+from kbench.sandbox.procs import members
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
@@ -39,10 +40,10 @@ def _module(tmp_path: Path, body: str) -> dict[str, str]:
 def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     env = _module(tmp_path, "import subprocess, time\nsubprocess.Popen(['sleep', '200'])\ntime.sleep(200)\n")
     t0 = time.monotonic()
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=2.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=2.0, env=env)
     assert exit_.timed_out and exit_.returncode is None
     assert time.monotonic() - t0 < 10
-    assert not group_alive(exit_.pgid)
+    assert not members(exit_.pgid)
 
 
 def test_a_slow_starter_does_not_eat_the_workers_limit(
@@ -63,36 +64,36 @@ def test_a_slow_starter_does_not_eat_the_workers_limit(
     body = "import pathlib, subprocess, sys, time\npathlib.Path(sys.argv[1], 'ran').touch()\n"
     env = _module(tmp_path, body + "subprocess.Popen(['sleep', '200'])\ntime.sleep(200)\n")
     t0 = time.monotonic()
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=2.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=2.0, env=env)
     assert exit_.timed_out and exit_.returncode is None
     assert (tmp_path / "job" / "ran").exists()  # it got its 2 s, not a deadline already past
     assert 2.0 <= exit_.seconds < 10 and time.monotonic() - t0 < 20
-    assert not group_alive(exit_.pgid)
+    assert not members(exit_.pgid)
 
 
 def test_a_timed_out_worker_dies_even_if_the_group_kill_misses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker killed before it called setsid is not yet its group's leader: killpg finds no group."""
-    import kbench.sandbox.host as host
+    """A worker killed before it called setsid is not yet its session's leader: the session kill misses."""
+    from kbench.sandbox import procs
 
-    monkeypatch.setattr(host, "kill_group", lambda pgid: None)
+    monkeypatch.setattr(procs, "kill_session", lambda session: None)
     env = _module(tmp_path, "import time\ntime.sleep(200)\n")
     t0 = time.monotonic()
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=1.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=1.0, env=env)
     assert exit_.timed_out and time.monotonic() - t0 < 20
 
 
 def test_leftover_children_are_reported_and_killed(tmp_path: Path) -> None:
     env = _module(tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '200'])\n")
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env)
     assert exit_.returncode == 0 and exit_.leftover and not exit_.timed_out
-    assert not group_alive(exit_.pgid)
+    assert not members(exit_.pgid)
 
 
 def test_log_tail_and_exit_code(tmp_path: Path) -> None:
     env = _module(tmp_path, "import sys\nfor i in range(100): print('line', i)\nsys.exit(3)\n")
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env)
     assert exit_.returncode == 3 and not exit_.leftover
     lines = exit_.log_tail.splitlines()
     assert len(lines) == 60 and lines[-1] == "line 99"
@@ -197,7 +198,7 @@ def test_forked_worker_gets_its_key_env_and_folder(tmp_path: Path) -> None:
         "print('fifo left', os.path.exists(os.path.join(sys.argv[1], 'key.fifo')))\n"
     )
     env = _module(tmp_path, body) | {"JOB_VAR": "x1"}
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env, start="fork")
     assert exit_.returncode == 0, exit_.log_tail
     assert exit_.log_tail.splitlines() == ["32 x1 True True", "fifo left False"]
 
@@ -214,7 +215,7 @@ def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(starter.Starter, "start", spy)
     env = _module(tmp_path, "from kbench.sandbox.protocol import read_key\nread_key()\n")
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env, start="fork")
     assert exit_.returncode == 0 and len(seen) == 1
     assert exit_.key.hex() not in json.dumps(seen[0]) and exit_.key.decode("latin-1") not in json.dumps(
         seen[0]
@@ -224,10 +225,10 @@ def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> None:
     body = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(0.5)\n"
     env = _module(tmp_path, body)
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env, start="fork")
     assert not exit_.timed_out and exit_.returncode is not None  # followed through /proc, not hung
     env2 = _module(tmp_path, "import sys\nsys.exit(5)\n")
-    again = run_worker("fakeworker", tmp_path / "job2", SPEC, timeout_s=20.0, env=env2, start="fork")
+    again = run_worker("fakeworker", tmp_path / "job2", SPEC, budgets=20.0, env=env2, start="fork")
     assert again.returncode == 5
 
 
@@ -243,7 +244,7 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     assert "torch._dynamo" in compiled.preloaded
     body = "import sys\nprint('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
     env = _module(tmp_path, body)
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=60.0, env=env, start="fork")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
 
 
@@ -253,9 +254,9 @@ def test_spawn_is_used_when_no_starter_can_run(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(starter, "starter_for", lambda env: None)
     env = _module(tmp_path, "import sys\nsys.exit(4)\n")
-    assert run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env).returncode == 4
+    assert run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env).returncode == 4
     with pytest.raises(ConfigError):
-        run_worker("fakeworker", tmp_path / "job", SPEC, timeout_s=20.0, env=env, start="fork")
+        run_worker("fakeworker", tmp_path / "job", SPEC, budgets=20.0, env=env, start="fork")
 
 
 @pytest.mark.gpu
@@ -268,7 +269,7 @@ def test_forked_worker_uses_cuda_when_the_starter_runs(tmp_path: Path) -> None:
     )
     env = _module(tmp_path, body)
     gpu_spec = SPEC.model_copy(update={"device": "cuda:0"})
-    exit_ = run_worker("fakeworker", tmp_path / "job", gpu_spec, timeout_s=60.0, env=env)
+    exit_ = run_worker("fakeworker", tmp_path / "job", gpu_spec, budgets=60.0, env=env)
     assert exit_.returncode == 0 and "sum 1000.0" in exit_.log_tail, exit_.log_tail
     from kbench.sandbox.host import worker_env
 

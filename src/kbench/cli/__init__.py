@@ -38,8 +38,16 @@ def _root(
 
 
 def main() -> None:
+    from kbench.sandbox.host import Interrupted, stop_on_signals
+
     try:
-        app()
+        with stop_on_signals():
+            app()
     except KbenchError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        # Every worker of this process is dead by now (stop_all); what finished is in the store.
+        kept = f"; {exc.kept}" if exc.kept else "; every worker it started was ended"
+        err_console.print(f"[bold yellow]stopped:[/] {exc}{kept}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -1,6 +1,9 @@
-"""`kbench env`: the machine and toolchain, i.e. the hardware fingerprint stored with every result."""
+"""`kbench env`: the machine and toolchain (the hardware fingerprint stored with every result); `kbench doctor`:
+kbench's processes and GPU leases on this machine."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -22,3 +25,65 @@ def env_cmd(fmt: Format = typer.Option(Format.table, "--format", help="table or 
     for key, value in info.items():
         table.add_row(key, "-" if value is None else str(value))
     console.print(table)
+
+
+@app.command("doctor")
+def doctor_cmd(
+    kill: bool = typer.Option(False, "--kill", help="end stale processes and reclaim stale GPU leases"),
+    fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
+) -> None:
+    """List kbench's processes and GPU leases on this machine; with --kill, end the stale ones.
+
+    Stale: started by a kbench process that is gone. Exit code 1 when stale ones remain."""
+    from kbench.sandbox import doctor
+
+    ended, broken = doctor.end_stale() if kill else ([], [])
+    found, leases = doctor.processes(), doctor.leases()
+    if fmt is Format.json:
+        print_json(
+            {
+                "processes": [_process_row(p) for p in found],
+                "leases": [_lease_row(s) for s in leases],
+                "ended": [p.pid for p in ended],
+                "reclaimed": [s.name for s in broken],
+            }
+        )
+    else:
+        _print_doctor(found, leases, ended, broken)
+    if any(p.stale for p in found) or any(s.stale for s in leases):
+        raise typer.Exit(1)
+
+
+def _process_row(p: Any) -> dict[str, Any]:
+    owner = p.owner.pid if p.owner else None
+    return {"pid": p.pid, "role": p.role, "owner": owner, "stale": p.stale, "age_s": round(p.age_s, 1),
+            "command": p.command}  # fmt: skip
+
+
+def _lease_row(s: Any) -> dict[str, Any]:
+    return {"name": s.name, "state": s.state, "holder": s.holder.describe() if s.holder and s.held else None}
+
+
+def _print_doctor(found: list[Any], leases: list[Any], ended: list[Any], broken: list[Any]) -> None:
+    if ended or broken:
+        console.print(
+            f"ended {len(ended)} stale processes ({', '.join(str(p.pid) for p in ended) or '-'}); "
+            f"reclaimed {len(broken)} stale leases ({', '.join(s.name for s in broken) or '-'})"
+        )
+    table = Table(title="kbench processes on this machine")
+    for col in ("pid", "role", "owner", "state", "age", "command"):
+        table.add_column(col)
+    for p in found:
+        owner = f"{p.owner.pid} ({'gone' if p.stale else 'alive'})" if p.owner else "-"
+        state = "[red]stale[/]" if p.stale else "running"
+        table.add_row(str(p.pid), p.role, owner, state, f"{p.age_s:.0f} s", p.command[:60])
+    console.print(table if found else "no kbench processes on this machine")
+    lease_table = Table(title="GPU leases")
+    for col in ("lease", "state", "holder"):
+        lease_table.add_column(col)
+    for s in leases:
+        holder = s.holder.describe() if s.holder and s.held else "-"
+        lease_table.add_row(s.name, "[red]stale[/]" if s.stale else s.state, holder)
+    console.print(lease_table if leases else "no GPU leases on this machine")
+    if any(p.stale for p in found) or any(s.stale for s in leases):
+        console.print("stale processes or leases remain: `kbench doctor --kill` ends them")

@@ -1,15 +1,23 @@
-"""Host side of the sandbox: spawn a worker process, limit it, time it out, kill its whole group.
+"""Host side of the sandbox: spawn a worker process, limit it, time each of its phases, kill its session.
 
 What this does: each worker is `python -m MODULE JOBDIR` (or the same module in a child forked by the
 warm starter, sandbox/starter.py, which skips importing torch per job) in a new session (its own process
 group), with a temporary working folder, core dumps off, an address-space limit (RLIMIT_AS) on CPU jobs
-and a data limit (RLIMIT_DATA) on CUDA jobs, and a hard wall-clock limit after which the host sends
-SIGKILL to the whole group. After the worker ends, any process still in its group is killed and reported.
+and a data limit (RLIMIT_DATA) on CUDA jobs, and a budget per phase: the worker announces each phase
+(`protocol.announce`: lease, load, correctness, timing, build...) and the host kills the whole session
+when one runs past its budget, naming that phase. After the worker ends, any process still in its
+session is killed and reported.
+
+Nothing outlives the kbench process that started it: every worker asks the kernel for SIGKILL when its
+parent dies (`procs.die_with_parent`: the host for a spawned worker, the warm starter for a forked one,
+and the starter ends its children's sessions when the host's pipe closes), and `stop_all` -- called by
+the signal handlers of the CLI and at exit -- kills every live worker's session. A job interrupted that
+way raises `Interrupted` instead of returning a verdict.
 
 What this does not stop: the worker runs as the same user with the same filesystem and network access,
 so a hostile candidate can read or write the user's files (including the build cache), or escape the
-group with `setsid()` and keep running; the GPU is shared with nothing else but not isolated either. Run
-untrusted candidates inside a container or VM when that matters.
+session with `setsid()` and keep running; the GPU is shared with nothing else but not isolated either.
+Run untrusted candidates inside a container or VM when that matters.
 
 RLIMIT_AS is not used for CUDA jobs because the CUDA driver reserves far more virtual address space than
 it commits (tens of GB for an H200's unified address range) and would fail to initialise under a limit
@@ -18,6 +26,7 @@ that bounds real use; RLIMIT_DATA counts only writable private mappings, so it b
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import resource
@@ -28,28 +37,109 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbench.sandbox import lease
-from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, JobSpec
+from kbench.sandbox import procs
+from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
 
 LOG_TAIL_LINES = 60
 KEY_FIFO = "key.fifo"
 KEY_DELIVERY_S = 600.0  # a forked worker opens its key FIFO first thing; a loaded host may be slow
-LEASE_WAIT_S = 3600.0  # a GPU job's imports plus its wait for other jobs' GPU phases (each bounded)
+START_BUDGET_S = 120.0  # a worker's own start-up before its first phase (importing torch: 2-12 s)
+POLL_S = 0.05  # how often the host looks at a running worker's phase
+
+
+class Interrupted(BaseException):
+    """The kbench process was asked to stop (a signal): live workers were killed, no verdict is due.
+
+    A BaseException, as KeyboardInterrupt is: `except Exception` in a stage must not swallow it."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        self.signum = signum
+        self.kept = ""  # what the interrupted command kept (a run's stored verdicts), said on exit
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
 
 
 @dataclass(frozen=True)
 class WorkerExit:
-    returncode: int | None  # None when the host killed it at the time limit
+    returncode: int | None  # None when the host killed it at a phase's limit
     timed_out: bool
     seconds: float
-    leftover: bool  # processes of the worker's group were still running after it ended
+    leftover: bool  # processes of the worker's session were still running after it ended
     log_tail: str
     key: bytes
     pgid: int = 0
+    phase: str = ""  # the phase whose budget ran out (timed_out)
+    budget_s: float = 0.0  # that phase's budget
+
+
+_live: set[int] = set()  # sessions of running workers (a worker's pid leads its session)
+_live_lock = threading.RLock()  # reentrant: the signal handler may interrupt its own thread holding it
+_stopping: list[int] = []  # the signal that stopped this process, once one did
+
+
+def stopping() -> bool:
+    return bool(_stopping)
+
+
+def stop_all(signum: int = signal.SIGTERM) -> None:
+    """Stop this process's evaluations: kill every live worker's session and the warm starters; later
+    `run_worker` calls raise `Interrupted`. Safe to call from a signal handler and more than once."""
+    if not _stopping:
+        _stopping.append(signum)
+    with _live_lock:
+        sessions = list(_live)
+    for session in sessions:
+        procs.kill_session(session)
+    from kbench.sandbox import starter
+
+    starter.kill_all()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def stop_on_signals(signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """While inside: SIGINT, SIGTERM or SIGHUP kill every live worker (`stop_all`) and raise `Interrupted`
+    in the main thread, once; the callers keep what finished and say so. A no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        first = not _stopping
+        stop_all(signum)
+        if first:
+            raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _check_stop() -> None:
+    if _stopping:
+        raise Interrupted(_stopping[0])
+
+
+@atexit.register
+def _end_live_workers() -> None:
+    with _live_lock:
+        sessions = list(_live)
+    for session in sessions:
+        procs.kill_session(session)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -67,90 +157,56 @@ def _limit(pid: int, memory_gb: float, cuda: bool) -> None:
         resource.prlimit(pid, resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS, (limit, limit))
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of group `pgid`, read from /proc.
-
-    Zombies are skipped: in containers whose PID 1 does not reap orphans, a killed child stays a zombie
-    in the group forever, and `killpg(pgid, 0)` would keep reporting it.
-    """
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry.name))
-    return members
-
-
-def group_alive(pgid: int) -> bool:
-    if Path("/proc/self/stat").exists():
-        return bool(group_members(pgid))
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _reap_group(pgid: int) -> bool:
-    """Kill what is left of the group; True if anything was left. Waits up to 2 s for it to vanish."""
-    if not group_alive(pgid):
-        return False
-    kill_group(pgid)
-    deadline = time.monotonic() + 2.0
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return True
-
-
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: this process's, the job's additions, and this process as its owner
+    (`procs.OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`)."""
     env = dict(os.environ)
     env.update(extra or {})
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[procs.OWNER_ENV] = str(procs.self_ref())
     return env
 
 
-def _wait(
-    proc: subprocess.Popen[bytes] | ForkedProcess, jobdir: Path, timeout_s: float, t0: float, leased: bool
-) -> bool:
-    """Wait for the worker; False when it ran past its limit.
+Budgets = Mapping[str, float] | float  # phase -> seconds, in the order the worker announces them
 
-    A GPU job's limit runs from when it holds the device lease (sandbox/lease.py): before that only
-    kbench's own code runs (imports, then waiting for other jobs' GPU phases), bounded by LEASE_WAIT_S.
-    """
-    marker = jobdir / lease.LEASE_FILE
-    watching = leased
-    deadline = t0 + (LEASE_WAIT_S if leased else timeout_s)
+
+def _phase_of(marker: Path, seen: list[int]) -> str | None:
+    """The phase the worker last announced, read only when the file changed (`seen`: its mtime)."""
+    try:
+        mtime = marker.stat().st_mtime_ns
+        if mtime == seen[0]:
+            return None
+        seen[0] = mtime
+        return marker.read_text().strip()
+    except OSError:
+        return None
+
+
+def _wait(
+    proc: subprocess.Popen[bytes] | ForkedProcess, jobdir: Path, budgets: Budgets, t0: float
+) -> tuple[str, float] | None:
+    """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended.
+
+    Before its first announcement a worker has START_BUDGET_S (or `budgets["start"]`): kbench's own
+    start-up. Each announced phase of `budgets` restarts the clock with its own budget; phases only move
+    forward, once each, so a candidate that writes the phase file itself gains at most the sum of the
+    budgets. A float is one budget for the whole job."""
+    plan = {"start": budgets} if isinstance(budgets, float | int) else dict(budgets)
+    order = [name for name in plan if name != "start"]
+    phase, budget = "start", float(plan.get("start", START_BUDGET_S))
+    deadline = t0 + budget
+    marker, seen = jobdir / PHASE_FILE, [0]
     while True:
-        if watching and marker.exists():
-            watching, deadline = False, time.monotonic() + timeout_s
+        announced = _phase_of(marker, seen) if order else None
+        if announced in order and (phase == "start" or order.index(announced) > order.index(phase)):
+            phase, budget = announced, float(plan[announced])
+            deadline = time.monotonic() + budget
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
+        if remaining <= 0 or _stopping:
+            return phase, budget
         try:
-            proc.wait(timeout=min(remaining, 0.05) if watching else remaining)
-            return True
+            proc.wait(timeout=min(remaining, POLL_S))
+            return None
         except subprocess.TimeoutExpired:
             continue
 
@@ -178,15 +234,18 @@ def run_worker(
     module: str,
     jobdir: Path,
     spec: JobSpec,
-    timeout_s: float,
+    budgets: Budgets,
     env: dict[str, str] | None = None,
     start: str = "auto",
 ) -> WorkerExit:
-    """Run `python -m module jobdir` for `spec` under the limits; always returns, never raises for the job.
+    """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
+    raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
 
-    `start`: `fork` takes the worker from the warm starter (sandbox/starter.py: no torch import per job),
-    `spawn` starts a new interpreter, `auto` forks when a starter runs here and spawns otherwise.
+    `budgets`: seconds per announced phase (see `_wait`). `start`: `fork` takes the worker from the warm
+    starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
+    when a starter runs here and spawns otherwise.
     """
+    _check_stop()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
@@ -207,34 +266,44 @@ def run_worker(
         # seconds on a busy machine) is kbench's time, and a deadline already past when the fork returned
         # killed the child before it led its own group.
         t0 = time.monotonic()
-        pgid = proc.pid  # a new session makes the worker its group's leader
-        timed_out = not _wait(proc, jobdir, timeout_s, t0, lease.required(spec.role, spec.device))
-        if timed_out:
-            kill_group(pgid)
-            if proc.poll() is None:
-                _kill(proc.pid)  # not yet its group's leader (setsid is its first step): the process itself
-            proc.wait()
-        seconds = time.monotonic() - t0
-        leftover = _reap_group(pgid)
+        pgid = proc.pid  # a new session makes the worker its group's and session's leader
+        with _live_lock:
+            _live.add(pgid)
+        try:
+            ran_out = _wait(proc, jobdir, budgets, t0)
+            if ran_out is not None:
+                procs.kill_session(pgid)
+                if proc.poll() is None:
+                    procs.kill(proc.pid)  # not yet its session's leader (setsid is its first step)
+                proc.wait()
+            seconds = time.monotonic() - t0
+            leftover = procs.end_session(pgid)
+        finally:
+            with _live_lock:
+                _live.discard(pgid)
+    _check_stop()  # killed by stop_all: whatever it left is not the candidate's verdict
     return WorkerExit(
-        returncode=None if timed_out else proc.returncode,
-        timed_out=timed_out,
+        returncode=None if ran_out else proc.returncode,
+        timed_out=ran_out is not None,
         seconds=seconds,
-        leftover=leftover and not timed_out,
+        leftover=leftover and ran_out is None,
         log_tail=log_tail(jobdir / LOG_FILE),
         key=key,
         pgid=pgid,
+        phase=ran_out[0] if ran_out else "",
+        budget_s=ran_out[1] if ran_out else 0.0,
     )
 
 
 def _spawn(
     module: str, jobdir: Path, cwd: str, env: dict[str, str], spec: JobSpec, key: bytes
 ) -> subprocess.Popen[bytes]:
+    full = worker_env(env) | {procs.PARENT_ENV: str(os.getpid())}  # the worker dies with this process
     with (jobdir / LOG_FILE).open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, str(jobdir.resolve())],
             cwd=cwd,
-            env=worker_env(env),
+            env=full,
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -7,25 +7,37 @@ imports overlap, but only one process at a time builds candidate models, checks 
 GPU, and the lease covers kbench runs that share a machine too.
 
 A candidate's lease is never released by hand: the lock belongs to the open file, which the worker and
-any child it forked hold until they die, and the host kills the worker's whole process group when the
-job ends. Candidate code left running in a background thread or child therefore cannot overlap the next
-job's timing. The worker writes LEASE_FILE into its job folder when it holds the lease, which is when
-the host starts the job's wall-clock limit (waiting for another job's GPU phase is not the candidate's
-time). The reference worker runs trusted code only: it builds the reference model on the CPU before
-taking the lease and `release`s it once its GPU work is done, before writing its files and exiting.
+any child it forked hold until they die, and the host kills the worker's whole session when the job
+ends. Candidate code left running in a background thread or child therefore cannot overlap the next
+job's timing. The reference worker runs trusted code only: it builds the reference model on the CPU
+before taking the lease and `release`s it once its GPU work is done, before writing its files.
+
+A lease can never stay with a dead owner. The holder writes who it is next to the lock (`Holder`: worker
+pid, session, the kbench process that owns it, each with its start time). A waiter that finds the lock's
+taker dead (its leftover children still hold the file) or the owning kbench process dead ends every
+process that holds the lock file and takes the lease. A wait has a limit (`lease_wait_s`): past it the
+worker fails with `LeaseTimeout`, one line naming the holder and how to free it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-LEASE_FILE = "lease"
+from kbench.sandbox import procs
+
 DIR_ENV = "KBENCH_LEASE_DIR"
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
+_POLL_MAX_S = 0.02  # a waiter tries the lock at least this often (a lock attempt is one system call)
+
+
+class LeaseTimeout(Exception):
+    """The lease stayed with a live holder past the wait limit (kbench's failure, not the candidate's)."""
 
 
 def required(role: str, device: str) -> bool:
@@ -50,22 +62,188 @@ def device_id(device: str) -> str:
     return f"gpu-index-{visible[index] if index < len(visible) and visible[index] else index}"
 
 
-def acquire(name: str, jobdir: Path) -> float:
-    """Block until this process holds lease `name`; write the job folder's marker; return seconds waited."""
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease: the worker (pid, start time, session) and the kbench process that owns it."""
+
+    worker: str  # procs.ProcRef as "PID:START"
+    session: int
+    owner: str  # "PID:START" of the owning kbench process; "" when unknown
+    role: str
+    job: str  # the job folder
+    since: float  # time.time() when taken
+
+    def describe(self) -> str:
+        worker = procs.ProcRef.parse(self.worker)
+        owner = procs.ProcRef.parse(self.owner)
+        alive = "alive" if owner is not None and owner.alive() else "gone"
+        held = time.strftime("%H:%M:%S", time.localtime(self.since))
+        whose = f"kbench pid {owner.pid} ({alive})" if owner is not None else "no known kbench process"
+        return f"pid {worker.pid if worker else '?'} ({self.role} worker of {whose}, job {self.job}) since {held}"
+
+
+def _paths(name: str) -> tuple[Path, Path]:
     folder = lease_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+    return folder / f"{name}.lock", folder / f"{name}.holder"
+
+
+def read_holder(name: str) -> Holder | None:
+    try:
+        return Holder(**json.loads(_paths(name)[1].read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_holder(name: str, jobdir: Path, role: str) -> None:
+    _, record = _paths(name)
+    me = procs.self_ref()
+    info = procs.info_of(me.pid)
+    holder = Holder(
+        worker=str(me),
+        session=info.session if info else os.getpid(),
+        owner=os.environ.get(procs.OWNER_ENV, ""),
+        role=role,
+        job=str(jobdir),
+        since=time.time(),
+    )
+    tmp = record.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(holder)))
+    tmp.replace(record)
+
+
+def locker(path: Path) -> int | None:
+    """The pid that took the flock on `path` (/proc/locks), 0 when that process is gone (a pid namespace
+    shows it so), None when no lock on it is listed or /proc/locks cannot be read."""
+    try:
+        st = path.stat()
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 6 or parts[1] != "FLOCK" or parts[0].endswith("->"):
+            continue  # a "->" line is a waiter, not a holder
+        try:
+            major, minor, inode = parts[5].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == want:
+                return max(int(parts[4]), 0)
+        except ValueError:
+            continue
+    return None
+
+
+def stale(name: str) -> Holder | None:
+    """The lease's holder record when the lease is held for nobody: the process that took the lock is
+    gone (children it left still hold the file) or the kbench process that owns it is gone; else None."""
+    lock, _ = _paths(name)
+    holder = read_holder(name)
+    taker = locker(lock)
+    worker = procs.ProcRef.parse(holder.worker) if holder else None
+    owner = procs.ProcRef.parse(holder.owner) if holder else None
+    if taker is not None and (taker == 0 or not procs.info_of(taker)):
+        # The taker is dead; whatever record there is, the lock is held by leftovers.
+        return holder or Holder(worker="", session=0, owner="", role="?", job="?", since=0.0)
+    if holder is None or worker is None:
+        return None  # a new holder that has not written its record yet
+    if taker is not None and taker != worker.pid:
+        return None  # the record is an earlier holder's; the current one is writing its own
+    if not worker.alive():
+        # Without /proc/locks the record could be an earlier holder's while a new one writes its own:
+        # only a record older than any such write counts.
+        return holder if taker is not None or time.time() - holder.since > 2.0 else None
+    return holder if owner is not None and not owner.alive() else None
+
+
+def reclaim(name: str) -> Holder | None:
+    """End every process holding a stale lease (and the stale worker's session); the Holder broken, or
+    None when the lease is not stale. The lock is free once the killed processes are gone."""
+    found = stale(name)
+    if found is None:
+        return None
+    lock, record = _paths(name)
+    worker = procs.ProcRef.parse(found.worker)
+    if worker is not None and worker.alive() and found.session:
+        procs.kill_session(found.session)
+    for pid in procs.holders(lock):
+        if pid != os.getpid():
+            procs.kill(pid)
+    try:
+        if read_holder(name) == found:
+            record.unlink()
+    except OSError:
+        pass
+    return found
+
+
+def acquire(name: str, jobdir: Path, wait_s: float = 600.0, role: str = "candidate") -> float:
+    """Wait until this process holds lease `name`, reclaiming it from a dead owner; return seconds waited.
+
+    Raises LeaseTimeout after `wait_s` with a live holder."""
+    lock, _ = _paths(name)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666)
     os.set_inheritable(fd, True)  # children the candidate starts hold the lease until they die too
     t0 = time.perf_counter()
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    delay = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            pass
+        if reclaim(name) is not None:
+            delay = 0.001
+            continue
+        waited = time.perf_counter() - t0
+        if waited > wait_s:
+            os.close(fd)
+            holder = read_holder(name)
+            who = holder.describe() if holder else "a process that left no record"
+            raise LeaseTimeout(
+                f"GPU lease {name} still held after {waited:.0f} s by {who}; wait for that kbench process "
+                f"to finish, stop it, or run `kbench doctor --kill` if it is stale (lease_wait_s sets the limit)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX_S)
     _held.append(fd)
-    (jobdir / LEASE_FILE).write_text(str(os.getpid()))
+    _write_holder(name, jobdir, role)
     return time.perf_counter() - t0
 
 
 def release() -> None:
-    """Give up every lease this process holds (trusted code only: the reference worker)."""
+    """Give up every lease this process holds (trusted code only: the reference worker). The holder
+    record goes first: removed after the unlock, it could be the next holder's."""
+    me = str(procs.self_ref())
+    for path in lease_dir().glob("*.holder"):
+        holder = read_holder(path.name.removesuffix(".holder"))
+        if holder is not None and holder.worker == me:
+            path.unlink(missing_ok=True)
     while _held:
         fd = _held.pop()
         fcntl.flock(fd, fcntl.LOCK_UN)  # unlocks the open file, copies in forked children included
+        os.close(fd)
+
+
+def leases() -> list[tuple[str, Holder | None, bool, bool]]:
+    """Every lease in the lease folder: (name, holder record, held now, stale)."""
+    out = []
+    for lock in sorted(lease_dir().glob("*.lock")):
+        name = lock.name.removesuffix(".lock")
+        held = _busy(lock)
+        out.append((name, read_holder(name), held, held and stale(name) is not None))
+    return out
+
+
+def _busy(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
         os.close(fd)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.correctness import Comparison, compare, seed_label, summarize
+from kbench.errors import WorkerError
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import (
     SAMPLE_ELEMENTS,
@@ -48,16 +49,37 @@ def _crash_message(code: int | None) -> str:
     return f"worker exited with code {code} without writing a result"
 
 
+# The setting that sets each phase's budget (config.RunConfig.budgets), named in a timeout's message.
+BUDGET_SETTINGS = {
+    "load": "load_timeout_s",
+    "correctness": "correctness_timeout_s",
+    "timing": "timing_timeout_s",
+    "build": "build_timeout_s",
+    "reference": "reference_timeout_s",
+}
+
+
 def read_worker(exit_: WorkerExit, jobdir: Path) -> Outcome:
-    """The first verdict layer: did the worker finish and sign a result?"""
+    """The first verdict layer: did the worker finish and sign a result? A worker that ran out of time
+    before its job's own phases began, or that reports kbench's own failure, raises WorkerError."""
     if exit_.timed_out:
+        setting = BUDGET_SETTINGS.get(exit_.phase)
+        if setting is None:  # start-up or the lease wait: kbench's time, not the candidate's
+            raise WorkerError(
+                f"a worker spent {exit_.seconds:.0f} s in its {exit_.phase} phase (limit {exit_.budget_s:.0f} s) "
+                f"before running anything of the job; log tail:\n{exit_.log_tail}"
+            )
         return Outcome(
-            Status.TIMEOUT, f"killed after {exit_.seconds:.1f} s (time limit); process group killed"
+            Status.TIMEOUT,
+            f"{exit_.phase} ran past its budget of {exit_.budget_s:.0f} s ({setting}); its session was killed",
+            exit_.phase,
         )
     try:
         result = read_result(jobdir, exit_.key)
     except ForgedResult as exc:
         return Outcome(Status.CHEAT, f"result file rejected: {exc}", "result-forged")
+    if result is not None and result.error:
+        raise WorkerError(result.error)
     if result is None:
         if any(m in exit_.log_tail for m in _OOM_MARKERS):
             return Outcome(Status.OOM, "worker ran out of memory (memory limit) without a result")

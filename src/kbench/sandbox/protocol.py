@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
+PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
 KEY_BYTES = 32
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
 
@@ -46,6 +47,13 @@ def read_key() -> bytes:
     except OSError:
         pass
     return key
+
+
+def announce(jobdir: Path, phase: str) -> None:
+    """Tell the host this worker entered `phase` (its budget starts now)."""
+    tmp = jobdir / (PHASE_FILE + ".tmp")
+    tmp.write_text(phase)
+    tmp.replace(jobdir / PHASE_FILE)
 
 
 class ProblemSpec(BaseModel):
@@ -78,6 +86,7 @@ class JobSpec(BaseModel):
     baselines: list[str] = Field(default_factory=list)  # reference only: eager, compile, ...
     memory_limit_gb: float = 0.0
     cache_dir: str = ""
+    lease_wait_s: float = 600.0  # a GPU worker's longest wait for the device lease (sandbox/lease.py)
 
 
 class TensorFile(BaseModel):
@@ -96,6 +105,7 @@ class WorkerResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status: str = "ok"  # a types.Status value, decided by the worker for its own stage
+    error: str = ""  # kbench's own failure before the candidate ran (e.g. the GPU lease never came free)
     rule: str = ""
     message: str = ""
     outputs: dict[str, list[TensorFile]] = Field(default_factory=dict)  # seed -> outputs

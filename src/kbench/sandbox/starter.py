@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench.sandbox import procs
 from kbench.sandbox.protocol import KEY_FIFO_ENV
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
@@ -38,12 +39,9 @@ STARTUP_VARS = (
 UNKNOWN_EXIT = 255  # the starter died before reporting a child's exit status
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+def _alive(pid: int) -> bool:
+    info = procs.info_of(pid)
+    return info is not None and info.alive
 
 
 class ForkedProcess:
@@ -54,7 +52,7 @@ class ForkedProcess:
     def poll(self) -> int | None:
         if self.returncode is None:
             code = self.starter.exit_code(self.pid)
-            if code is None and not self.starter.alive() and not _pid_alive(self.pid):
+            if code is None and not self.starter.alive() and not _alive(self.pid):
                 code = UNKNOWN_EXIT
             self.returncode = code
         return self.returncode
@@ -162,14 +160,17 @@ class Starter:
             pid = self._started.pop(ident)
         return ForkedProcess(self, pid)
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 5.0) -> None:
+        """Close the starter's pipe: it ends the sessions of the workers it started and exits (killed
+        after `wait_s`; its workers then die with it, `procs.die_with_parent`)."""
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+                self.proc.wait(timeout=wait_s)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
                 self.proc.kill()
+                self.proc.wait()
         self._cwd.cleanup()
 
 
@@ -239,3 +240,9 @@ def deliver_key(fifo: Path, key: bytes, proc: ForkedProcess, timeout_s: float) -
 def _close_all() -> None:
     for starter in list(_starters.values()):
         starter.close()
+
+
+def kill_all() -> None:
+    """End every starter now (and so every worker it forked): for stopping on a signal."""
+    for starter in list(_starters.values()):
+        starter.close(wait_s=1.0)

@@ -24,10 +24,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kbench.sandbox import procs
 from kbench.sandbox.protocol import (
     JOB_FILE,
     JobSpec,
     WorkerResult,
+    announce,
     read_key,
     sample_outputs,
     save_tensors,
@@ -305,25 +307,35 @@ class CandidateJob:
         from kbench.sandbox import lease
         from kbench.types import Problem
 
+        say = lambda phase: announce(self.jobdir, phase)  # noqa: E731  (the host's budget per phase)
         try:
             if lease.required(self.spec.role, self.spec.device):
-                self.phase("lease", lambda: lease.acquire(lease.device_id(self.spec.device), self.jobdir))
+                say("lease")
+                name = lease.device_id(self.spec.device)
+                wait = self.spec.lease_wait_s
+                self.phase("lease", lambda: lease.acquire(name, self.jobdir, wait, self.spec.role))
+            say("build" if self.spec.role == "build" else "load")
             self.phase("import", self.import_candidate)
             if self.spec.role == "build" or self.spec.problem is None:
                 return self.result
             loaded = load(Problem(**self.spec.problem.model_dump()), self.spec.preset)
             self.phase("construct", lambda: self.build_model(loaded))
+            say("correctness")
             self.phase("correctness", lambda: self.correctness(loaded))
             self.phase("kernel_use", lambda: self.kernel_use(loaded))
             self.phase("compile_check", self.compile_check)
             if self.spec.measure and self.spec.timing_seeds:
+                say("timing")
                 self.phase("timing", lambda: self.measure(loaded))
         except Stop as stop:
             self.result.status, self.result.message, self.result.rule = stop.status, stop.message, stop.rule
+        except lease.LeaseTimeout as exc:
+            self.result.error = str(exc)
         return self.result
 
 
 def main(argv: list[str]) -> int:
+    procs.bind_to_parent()  # first: a worker must never outlive the kbench process that started it
     jobdir = Path(argv[1])
     key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())

@@ -12,8 +12,9 @@ job's key in memory inherited from this process.
 Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str} once, then reads
 requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0, "limit": [name, bytes] | null} and
 answers {"started": id, "pid": pid}; when a child ends it writes {"exit": pid, "code": code} (negative:
-killed by that signal, like subprocess). It stays single-threaded, so forking is safe, and exits when
-the host closes its stdin. If importing torch initialised the CUDA driver (fork would then break CUDA
+killed by that signal, like subprocess). It stays single-threaded, so forking is safe. When the host
+closes its stdin -- or dies, whatever the signal: the kernel closes the pipe -- it kills the sessions of
+the children still running and exits; each child also asked for SIGKILL when this process dies. If importing torch initialised the CUDA driver (fork would then break CUDA
 in the children), it answers ready=false and exits: the host spawns workers instead.
 """
 
@@ -33,6 +34,7 @@ PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
 OPTIONAL_PRELOAD = ("torch._dynamo", "triton.testing")
+_children: set[int] = set()  # workers forked and not yet reaped: their sessions end with this process
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
 
 
@@ -91,6 +93,9 @@ def _child(req: dict[str, Any]) -> None:
     """Become the worker for `req`; never returns."""
     code = 1
     try:
+        from kbench.sandbox import procs
+
+        procs.die_with_parent(req["starter"])
         os.setsid()
         os.chdir(req["cwd"])
         os.environ.clear()
@@ -134,7 +139,15 @@ def _reap() -> None:
             return
         if pid == 0:
             return
+        _children.discard(pid)
         _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _end_children() -> None:
+    from kbench.sandbox import procs
+
+    for pid in list(_children):
+        procs.kill_session(pid)
 
 
 def serve() -> None:
@@ -146,14 +159,16 @@ def serve() -> None:
             continue
         data = os.read(0, 1 << 16)
         if not data:
-            return  # the host is gone; running children live on in their own sessions
+            _end_children()  # the host closed the pipe or died: nothing it started may outlive it
+            return
         buf += data
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            req = json.loads(line)
+            req = json.loads(line) | {"starter": os.getpid()}
             pid = os.fork()
             if pid == 0:
                 _child(req)
+            _children.add(pid)
             _send({"started": req["id"], "pid": pid})
 
 
@@ -174,7 +189,7 @@ def main() -> int:
     preloaded = [name for name in OPTIONAL_PRELOAD if _fork_safe_import(name) and __import__(name)]
     _send({"ready": True, "reason": "", "preloaded": preloaded})
     serve()
-    return 0
+    os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
 
 
 if __name__ == "__main__":

@@ -1,0 +1,115 @@
+"""`kbench doctor`: the kbench processes and GPU leases on this machine, and ending the stale ones.
+
+A process is kbench's when it carries an owner (`procs.OWNER_ENV`: workers, warm starters, compilers and
+a candidate's children inherit it); it is stale when that owner -- the kbench process that started it --
+is gone. A lease is stale when nobody live holds it for a live owner (sandbox/lease.py). kbench ends
+its own processes on every exit path; what this finds was left by a kbench of an earlier version, a
+process killed in a way the kernel could not report, or a candidate that escaped its worker's session.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbench.sandbox import lease, procs
+
+_CLOCK_TICKS = 100  # USER_HZ: the unit of /proc/PID/stat's start time on Linux
+
+
+@dataclass(frozen=True)
+class Found:
+    pid: int
+    role: str  # starter | worker | reference worker | child of a worker
+    owner: procs.ProcRef | None
+    session: int
+    age_s: float
+    command: str
+
+    @property
+    def stale(self) -> bool:
+        return self.owner is not None and not self.owner.alive()
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    name: str
+    holder: lease.Holder | None
+    held: bool
+    stale: bool
+
+    @property
+    def state(self) -> str:
+        return "stale" if self.stale else "held" if self.held else "free"
+
+
+def _command(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _uptime() -> float:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _role(command: str, parent_command: str) -> str:
+    if "kbench.sandbox.zygote" in command:
+        return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
+    if "kbench.reference" in command:
+        return "reference worker"
+    if "kbench.sandbox.worker" in command:
+        return "worker"
+    return "child of a worker"
+
+
+def _alive(pid: int) -> bool:
+    info = procs.info_of(pid)
+    return info is not None and info.alive
+
+
+def processes() -> list[Found]:
+    """Every process on this machine that carries a kbench owner (this process excluded)."""
+    import os
+
+    uptime = _uptime()
+    found = []
+    for pid in procs.all_pids():
+        if pid == os.getpid():
+            continue
+        owner = procs.owner_of(pid)
+        info = procs.info_of(pid)
+        if owner is None or info is None or not info.alive:
+            continue
+        command = _command(pid)
+        age = max(0.0, uptime - info.start / _CLOCK_TICKS) if uptime else 0.0
+        found.append(Found(pid, _role(command, _command(info.ppid)), owner, info.session, age, command))
+    return found
+
+
+def leases() -> list[LeaseState]:
+    return [LeaseState(*entry) for entry in lease.leases()]
+
+
+def end_stale() -> tuple[list[Found], list[LeaseState]]:
+    """End every stale process (its whole session) and reclaim every stale lease; what was ended."""
+    ended = [p for p in processes() if p.stale]
+    for p in ended:
+        if p.session == p.pid:
+            procs.kill_session(p.session)  # a worker: its compilers and the candidate's children too
+        else:
+            procs.kill(p.pid)
+    broken = []
+    for state in leases():
+        if state.stale and lease.reclaim(state.name) is not None:
+            broken.append(state)
+    deadline = time.monotonic() + 2.0
+    while any(_alive(p.pid) for p in ended) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return ended, broken

@@ -1,0 +1,192 @@
+"""Processes on this machine, read from /proc: who is alive, which session they belong to, who owns them.
+
+Every process an evaluation starts carries its owner in the environment (`OWNER_ENV`: the pid and start
+time of the kbench process that started it), leads its own session (workers) or runs in a worker's
+session (compilers, a candidate's children), and dies with its parent (`die_with_parent`). A process is
+named by pid *and* start time (`ProcRef`), so a pid reused by an unrelated process is never mistaken
+for a dead worker's.
+
+What this cannot see: processes of other users, and a candidate's child that left the worker's session
+(`setsid`) and cleared its environment; `kbench doctor` lists what it can attribute.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+OWNER_ENV = "KBENCH_OWNER"  # "PID:START" of the kbench process that owns a worker (and its children)
+PARENT_ENV = "KBENCH_PARENT"  # a spawned worker's parent pid, for `bind_to_parent`
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    start: int  # clock ticks after boot (/proc/PID/stat field 22): with the pid, a process's identity
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+@dataclass(frozen=True)
+class ProcRef:
+    """A process by pid and start time."""
+
+    pid: int
+    start: int
+
+    def __str__(self) -> str:
+        return f"{self.pid}:{self.start}"
+
+    @classmethod
+    def parse(cls, text: str) -> ProcRef | None:
+        pid, _, start = text.partition(":")
+        return cls(int(pid), int(start)) if pid.isdigit() and start.isdigit() else None
+
+    @classmethod
+    def of(cls, pid: int) -> ProcRef | None:
+        info = info_of(pid)
+        return None if info is None else cls(pid, info.start)
+
+    def alive(self) -> bool:
+        info = info_of(self.pid)
+        return info is not None and info.alive and info.start == self.start
+
+
+def info_of(pid: int) -> ProcInfo | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
+    try:
+        return ProcInfo(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def all_pids() -> list[int]:
+    try:
+        return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+    except OSError:
+        return []
+
+
+def self_ref() -> ProcRef:
+    """This process (start time 0 where /proc is missing)."""
+    return ProcRef.of(os.getpid()) or ProcRef(os.getpid(), 0)
+
+
+def members(session: int) -> list[int]:
+    """Live (non-zombie) processes of session `session` or of process group `session` (a worker leads
+    both; a candidate's child may have moved to a group of its own inside the session).
+
+    Zombies are skipped: in containers whose PID 1 does not reap orphans, a killed child stays a zombie
+    forever, and `killpg(pgid, 0)` would keep reporting it.
+    """
+    found = []
+    for pid in all_pids():
+        info = info_of(pid)
+        if info is not None and info.alive and session in (info.session, info.pgrp):
+            found.append(pid)
+    return found
+
+
+def kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_session(session: int) -> None:
+    """SIGKILL the whole group `session` at once, then any member of the session outside it."""
+    try:
+        os.killpg(session, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in members(session):
+        kill(pid)
+
+
+def end_session(session: int, wait_s: float = 2.0) -> bool:
+    """Kill what is left of a worker's session; True if anything was left. Waits up to `wait_s` for it to
+    vanish."""
+    if not members(session):
+        return False
+    kill_session(session)
+    deadline = time.monotonic() + wait_s
+    while members(session) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return True
+
+
+def owner_of(pid: int) -> ProcRef | None:
+    """The kbench process that owns `pid` (its `OWNER_ENV`), None when it carries none or is unreadable."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = OWNER_ENV.encode() + b"="
+    for item in environ.split(b"\0"):
+        if item.startswith(prefix):
+            return ProcRef.parse(item[len(prefix) :].decode(errors="replace"))
+    return None
+
+
+def holders(path: Path) -> list[int]:
+    """Processes with `path` open (any descriptor), as `fuser` would find them: the holders of a lock."""
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    found = []
+    for pid in all_pids():
+        fd_dir = Path(f"/proc/{pid}/fd")
+        try:
+            entries = list(fd_dir.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                target = entry.stat()
+            except OSError:
+                continue
+            if (target.st_dev, target.st_ino) == (st.st_dev, st.st_ino):
+                found.append(pid)
+                break
+    return found
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux), then check that the parent is
+    still `parent`: if it died before the request, nothing would ever send the signal.
+
+    Not inherited by children this process forks, and tied to the parent *thread* that started this
+    process: the host starts workers from the thread that waits for them, so that thread outlives them.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the host's session kill on every exit path still applies
+    if os.getppid() != parent:
+        os._exit(70)  # EX_SOFTWARE-like: the owner is gone, do nothing for nobody
+
+
+def bind_to_parent() -> None:
+    """`die_with_parent` for a worker the host spawned (it named itself in PARENT_ENV); a worker forked by
+    the warm starter was bound to the starter before it ran (sandbox/zygote.py)."""
+    parent = os.environ.pop(PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))

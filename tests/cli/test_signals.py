@@ -1,0 +1,94 @@
+"""A killed evaluation leaves nothing behind: `kbench eval` and `kbench run`, hung in a candidate's forward,
+sent SIGINT, SIGTERM, SIGHUP or SIGKILL. Two seconds later no process of that evaluation exists (the
+workers, the candidate's own child, the warm starter), a catchable signal made kbench say what it kept
+and exit with 128 + the signal, and the next evaluation finishes normally."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from evalfixtures import fixture_source
+
+from kbench.sandbox import procs
+
+pytestmark = pytest.mark.slow
+COMMON = ["--backend", "cpp", "--preset", "small", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("signals")
+    return {**os.environ, "KBENCH_CACHE_DIR": str(root / "cache"), "KBENCH_STORE": str(root / "kbench.db")}
+
+
+def _kbench(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-c", "from kbench.cli import main; main()", *args]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
+def _left(owner: procs.ProcRef, session: int) -> list[str]:
+    """Live processes that belong to the evaluation: owned by the kbench process, or in its session."""
+    found = []
+    for pid in procs.all_pids():
+        info = procs.info_of(pid)
+        if info is None or not info.alive:
+            continue
+        if info.session == session or procs.owner_of(pid) == owner:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{pid} {cmdline[:120]}")
+    return found
+
+
+def _hang_command(kind: str, tmp: Path) -> list[str]:
+    if kind == "eval":
+        (tmp / "hang.py").write_text(fixture_source("py_hang_signal.py"))
+        return ["eval", "-p", "2/1", "-c", str(tmp / "hang.py"), "--no-static", "--no-timing", *COMMON]
+    replay = tmp / "replay"
+    replay.mkdir()
+    (replay / "level_2_problem_1_sample_0_kernel.py").write_text(fixture_source("py_hang_signal.py"))
+    return ["run", "-m", f"replay/{replay}", "--problems", "2/1", "--no-static", *COMMON]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+@pytest.mark.parametrize("kind", ["eval", "run"])
+def test_a_killed_evaluation_leaves_nothing_behind(
+    kind: str, sig: signal.Signals, tmp_path: Path, env: dict[str, str]
+) -> None:
+    mark = tmp_path / "in-forward"
+    proc = _kbench(_hang_command(kind, tmp_path), {**env, "KBENCH_TEST_MARK": str(mark)})
+    owner = procs.ProcRef.of(proc.pid)
+    assert owner is not None
+    deadline = time.monotonic() + 240
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists(), proc.communicate()[1][-3000:]
+    worker = int(mark.read_text())
+    assert procs.owner_of(worker) == owner  # the hung worker carries its owner
+
+    os.kill(proc.pid, sig)
+    time.sleep(2.0)
+    assert proc.poll() is not None, "kbench still running 2 s after the signal"
+    assert _left(owner, proc.pid) == []
+    _, err = proc.communicate()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 128 + sig, err[-3000:]
+        assert f"stopped: interrupted by {sig.name}" in err
+        if kind == "run":
+            assert "keeps 0 verdicts" in err and "--resume" in err
+
+    (tmp_path / "honest.py").write_text(fixture_source("cpp_honest.py"))
+    honest = ["eval", "-p", "2/1", "-c", str(tmp_path / "honest.py"), "--no-timing", "--format", "json"]
+    after = subprocess.run(
+        [sys.executable, "-c", "from kbench.cli import main; main()", *honest, *COMMON],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert after.returncode == 0 and '"status": "ok"' in after.stdout, after.stderr[-3000:]
