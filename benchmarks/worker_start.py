@@ -69,7 +69,7 @@ def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[fl
         if i:
             phases = dict(v.phases)
             totals.append(v.seconds)
-            workers.append(phases.get("ref.wall", 0.0) + phases.get("cand.wall", 0.0))
+            workers.append(phases.get("ref:worker", 0.0) + phases.get("cand:worker", 0.0))
     return totals, workers
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -221,7 +222,7 @@ def test_only_like_input_sets_trade_values() -> None:
 def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
     settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=2, min_runs=20, min_time_s=0.0)
     seen: list[int] = []
-    counter = iter(range(10_000))
+    counter = itertools.count()  # the loop may run to max_runs (10,000) within its budget
     res = time_callable(lambda: next(counter), [()], settings, torch.device("cpu"), inspect=seen.append)
     assert len(seen) == res.stats.n and seen == list(range(2, 2 + res.stats.n))  # after the 2 warm-up calls
 
@@ -229,7 +230,7 @@ def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
         if out == 7:
             raise RuntimeError("bad output")
 
-    again = iter(range(10_000))
+    again = itertools.count()
     with pytest.raises(RuntimeError, match="bad output"):
         time_callable(lambda: next(again), [()], settings, torch.device("cpu"), inspect=refuse)
     assert next(again) == 8  # the loop ended at the call that returned 7
@@ -265,3 +266,18 @@ def test_the_loop_keeps_one_output_per_reservoir_slot() -> None:
     )  # fmt: skip
     assert sorted(kept) == list(range(8)) and all(0 <= c < res.stats.n for c in kept.values())
     assert res.stats.n > 1000 and max(kept.values()) >= 8  # later calls replaced the first eight
+
+
+def test_running_rse_matches_summarize() -> None:
+    """The loop's O(1) stopping statistic is the same number `summarize` reports."""
+    import random
+
+    from kbench.timing import Running, summarize
+
+    rng = random.Random(3)
+    xs = [0.1 + rng.random() * 0.01 for _ in range(2000)] + [5.0, 0.0001]
+    running = Running()
+    for i, x in enumerate(xs):
+        running.add(x)
+        if i in (1, 10, 500, len(xs) - 1):
+            assert running.rse == pytest.approx(summarize(xs[: i + 1], "", "").rse, rel=1e-9)

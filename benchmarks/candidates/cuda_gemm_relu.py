@@ -1,4 +1,5 @@
 """Gemm_ReLU (kbench:2/1): cuBLAS GEMM via torch, then a custom fused bias+ReLU CUDA kernel."""
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

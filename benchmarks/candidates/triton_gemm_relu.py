@@ -1,4 +1,5 @@
 """Gemm_ReLU (kbench:2/1): torch GEMM, then a Triton fused bias+ReLU kernel."""
+
 import torch
 import torch.nn as nn
 import triton

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import threading
 import time
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -21,20 +22,22 @@ from kbench.backends import get_backend
 from kbench.build import prebuild, threads_env, worker_env
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
+from kbench.hardware import device_name
+from kbench.phases import Account
 from kbench.problems.loader import preset_overrides
-from kbench.reference import COMPILE_MODES, ReferenceData, cache_key, read_cache, write_cache
+from kbench.reference import ReferenceData, cache_key, read_cache, write_cache
 from kbench.reference_pool import ReferencePool, pool_key
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
 from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, read_result
-from kbench.store.reuse import measured, reusable
+from kbench.store.reuse import reusable
 from kbench.timing import TimingSettings
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
+from kbench.verdict import make_verdict, sol_ms
 
 FIXED_SEED_BASE = 1000
 REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
 SAMPLE_COUNT = 8  # timed calls whose outputs are re-checked, drawn at random over the whole loop
-SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 
 
 @dataclass(frozen=True)
@@ -100,14 +103,6 @@ def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
     )
 
 
-def _device_name(device: str) -> str:
-    if device.startswith("cuda"):
-        from kbench.hardware import environment
-
-        return str(environment().get("gpu"))
-    return "cpu"
-
-
 def run_reference(
     problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path, skip: Collection[str] = ()
 ) -> ReferenceData:
@@ -127,7 +122,7 @@ def run_reference(
         baselines=baselines,
         measure=cfg.measure,
     )
-    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch.__version__, _device_name(plan.device))
+    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch.__version__, device_name(plan.device))
     cached = read_cache(folder)
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
@@ -147,14 +142,15 @@ def run_reference(
         why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s" if exit_.timed_out else "failed"
         raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{exit_.log_tail}")
     data = ReferenceData(
-        cache_hit=cached is not None, phases={**result.phases, "wall": round(exit_.seconds, 3)}
+        cache_hit=cached is not None,
+        phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
     )
     _absorb(data, result, jobdir)
-    data.phases["host_read"] = round(time.perf_counter() - t0, 3)  # verifying the signed tensor files
+    data.phases["read"] = round(time.perf_counter() - t0, 3)  # verifying the signed tensor files
     if cached is None:
         t0 = time.perf_counter()
         write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
-        data.phases["host_cache"] = round(time.perf_counter() - t0, 3)
+        data.phases["cache"] = round(time.perf_counter() - t0, 3)
     else:
         _absorb(data, cached, folder)
     data.timings = (cached or result).timings
@@ -187,27 +183,13 @@ def _static_outcome(checks: CheckReport) -> Outcome | None:
     return Outcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
 
 
-def _sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
-    """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
-    most permissive), or None off a known GPU."""
-    if not device.startswith("cuda"):
-        return None
-    from kbench.analysis.gpus import match_device_name
-    from kbench.analysis.roofline import speed_of_light
-
-    gpu = match_device_name(_device_name(device))
-    if gpu is None:
-        return None
-    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).floor_ms
-
-
-def _phases(ref: ReferenceData | None, result: WorkerResult | None) -> tuple[tuple[str, float], ...]:
-    found = [(f"ref.{k}", v) for k, v in (ref.phases if ref else {}).items()]
-    return tuple(found + [(f"cand.{k}", v) for k, v in (result.phases if result else {}).items()])
-
-
 def run_candidate(
-    problem: Problem, candidate: Candidate, cfg: RunConfig, plan: Plan, workdir: Path
+    problem: Problem,
+    candidate: Candidate,
+    cfg: RunConfig,
+    plan: Plan,
+    workdir: Path,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
     backend = get_backend(candidate.backend)
     jobdir = workdir / "candidate"
@@ -230,12 +212,14 @@ def run_candidate(
     )
     env = worker_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
-    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+    start = cfg.worker_start
+    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=start, cancel=cancel)
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
         outcome.result.phases["wall"] = round(exit_.seconds, 3)
-        outcome.result.phases["host_read"] = round(time.perf_counter() - t0, 3)
+        outcome.result.phases["spawn"] = round(exit_.spawn_s, 3)
+        outcome.result.phases["read"] = round(time.perf_counter() - t0, 3)
     if exit_.leftover and outcome.status is Status.OK:
         outcome = Outcome(
             Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
@@ -245,7 +229,13 @@ def run_candidate(
 
 
 def _judge(
-    outcome: Outcome, problem: Problem, cfg: RunConfig, plan: Plan, ref: ReferenceData, workdir: Path
+    outcome: Outcome,
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    ref: ReferenceData,
+    workdir: Path,
+    acct: Account,
 ) -> Outcome:
     jobdir = workdir / "candidate"
     tol = problem.tol(cfg.dtype)
@@ -253,8 +243,7 @@ def _judge(
         return outcome
     t0 = time.perf_counter()
     checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol, plan.secret)
-    if outcome.result is not None:
-        outcome.result.phases["host_compare"] = round(time.perf_counter() - t0, 3)
+    acct.nested["judge:compare"] = time.perf_counter() - t0
     if checked.status is not Status.OK or outcome.status is not Status.OK:
         return (
             checked
@@ -263,96 +252,17 @@ def _judge(
         )
     t0 = time.perf_counter()
     checked = check_samples(checked, jobdir, ref, plan.timing, tol)
-    if outcome.result is not None:
-        outcome.result.phases["host_samples"] = round(time.perf_counter() - t0, 3)
+    acct.nested["judge:samples"] = time.perf_counter() - t0
     if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
+        t0 = time.perf_counter()
         try:
-            sol = _sol_ms(problem, cfg, plan.device)
+            sol = sol_ms(problem, cfg, plan.device)
         except Exception as exc:  # analysis failure: the verdict stands, the warning says the rule was off
             sol = None
             checked.warnings.append(f"speed-of-light floor unavailable ({type(exc).__name__}: {exc})")
+        acct.nested["judge:sol"] = time.perf_counter() - t0
         checked = check_timing(checked, sol)
     return checked
-
-
-def _stats(data: dict[str, object] | None) -> TimingStats | None:
-    if data is None:
-        return None
-    fields = dict(data)
-    fields["extra"] = tuple(tuple(x) for x in fields.get("extra", ()))  # type: ignore[attr-defined]
-    return TimingStats(**fields)  # type: ignore[arg-type]
-
-
-def _warnings(
-    checks: CheckReport, timing: TimingStats | None, baselines: dict[str, TimingStats]
-) -> list[str]:
-    out = [f"static:{f.rule}: {f.message}" for f in checks.findings]
-    if timing is not None:
-        extra = dict(timing.extra)
-        if not timing.meaningful:
-            out.append("timings are not meaningful (Triton interpreter on the CPU)")
-        if extra.get("clocks_moved"):
-            out.append(f"GPU SM clock moved more than 5% during timing: {extra.get('sm_clock_mhz')}")
-        eager = baselines.get("eager")
-        if (
-            eager is not None
-            and timing.median_ms > 0
-            and eager.median_ms / timing.median_ms > SUSPICIOUS_SPEEDUP
-        ):
-            out.append(
-                f"suspicious speedup {eager.median_ms / timing.median_ms:.0f}x over eager: inspect the kernel"
-            )
-    return out
-
-
-def _verdict(
-    problem: Problem,
-    candidate: Candidate,
-    cfg: RunConfig,
-    plan: Plan,
-    outcome: Outcome,
-    checks: CheckReport,
-    ref: ReferenceData | None,
-    seconds: float,
-    reused: Mapping[str, TimingStats] | None = None,
-    built: BuildResult | None = None,
-) -> Verdict:
-    result = outcome.result
-    build = built if built is not None and not built.ok else None
-    if result is not None:
-        build = BuildResult(
-            ok=outcome.status is not Status.BUILD_ERROR,
-            backend=candidate.backend,
-            seconds=result.build_seconds,
-            cache_hit=result.build_cache_hit,
-            recipe=result.build_recipe,
-            log=result.build_log,
-            kernels=tuple(result.kernels_ran),
-        )
-    timing = _stats(result.timing) if result is not None else None
-    timed = measured(ref.timings, plan.settings, ref.cache_hit, ref.shared) if ref else {}
-    baselines = timed | dict(reused or {})
-    return Verdict(
-        status=outcome.status,
-        problem_key=problem.key,
-        backend=candidate.backend,
-        preset=cfg.preset,
-        dtype=cfg.dtype,
-        device=plan.device,
-        message=outcome.message,
-        rule=outcome.rule,
-        log_tail=outcome.log_tail,
-        candidate_digest=candidate.digest,
-        checks=checks,
-        build=build,
-        correctness=outcome.correctness,
-        timing=timing if outcome.status is Status.OK else None,
-        baselines=tuple((m, baselines[m]) for m in COMPILE_MODES if m in baselines),
-        kernel_share=result.kernel_share if result is not None else None,
-        warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
-        seconds=round(seconds, 3),
-        phases=_phases(ref, result),
-    )
 
 
 def evaluate(
@@ -362,48 +272,67 @@ def evaluate(
     baselines: Mapping[str, TimingStats] | None = None,
     references: ReferencePool | None = None,
     built: BuildResult | None = None,
+    before_s: float = 0.0,
 ) -> Verdict:
     """One verdict for one candidate. Candidate failures are statuses; our misconfiguration raises.
     `baselines` (store.reuse.baselines_for) that match the device and timing settings are not re-timed;
     with `references`, evaluations of one problem in one run share a reference run (reference_pool).
     `built`: the candidate's prebuild (executors build ahead of the GPU queue); without one the build
-    runs here, beside the reference run. A failed build is the verdict: the candidate never runs."""
-    t0 = time.monotonic()
-    device = resolve_device(cfg.device, candidate.backend)
-    plan = make_plan(cfg, device)
-    preset_overrides(problem, cfg.preset)  # ProblemError for an unknown preset, before any process starts
-    checks = _static(candidate, cfg)
-    rejected = _static_outcome(checks)
+    runs here, beside the reference run. A failed build is the verdict: the candidate never runs.
+    `before_s`: the caller's own seconds before this call, counted in the verdict (`cli`, phases.py)."""
+    acct = Account(before_s)
+    with acct.part("checks"):
+        device = resolve_device(cfg.device, candidate.backend)
+        plan = make_plan(cfg, device)
+        preset_overrides(problem, cfg.preset)  # ProblemError for an unknown preset, before any worker
+        checks = _static(candidate, cfg)
+        rejected = _static_outcome(checks)
     if rejected is not None:
-        return _verdict(problem, candidate, cfg, plan, rejected, checks, None, time.monotonic() - t0)
+        return make_verdict(problem, candidate, cfg, plan, rejected, checks, None, acct)
     backend = get_backend(candidate.backend)
     backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbench-build") as pool,
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
         building = (
             pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
         )
+        # On a GPU the candidate's worker starts beside the reference's when nothing is left to build and
+        # the plan is this evaluation's own: its start (imports, CUDA context) overlaps the reference's
+        # GPU phase, and the device lease still gives each its GPU phase alone. A CPU is the timed device
+        # itself, so there the workers run one after the other.
+        early, cancel = None, threading.Event()
+        if device.startswith("cuda") and references is None and building is None and (not built or built.ok):
+            early = pool.submit(run_candidate, problem, candidate, cfg, plan, workdir, cancel)
         reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
-        if references is None:
-            ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
-        else:
-            key = pool_key(problem, cfg, device, reused.keys())
-            plan, ref, _ = references.get(
-                key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
-            )
-        built = building.result() if building is not None else built
+        with acct.part("ref"):
+            try:
+                if references is None:
+                    ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
+                else:
+                    key = pool_key(problem, cfg, device, reused.keys())
+                    plan, ref, _ = references.get(
+                        key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
+                    )
+            except BaseException:
+                cancel.set()  # no verdict without a reference: the early candidate's worker ends now
+                raise
+        acct.worker("ref", ref.phases)
+        with acct.part("build"):
+            built = building.result() if building is not None else built
         if built is not None and not built.ok:
             status = Status(built.status or Status.BUILD_ERROR.value)
-            outcome = Outcome(status, built.message, "build" if status is Status.TIMEOUT else "")
-            outcome.log_tail = built.log[-4000:]
-            judged = outcome
+            judged = Outcome(status, built.message, "build" if status is Status.TIMEOUT else "")
+            judged.log_tail = built.log[-4000:]
         else:
-            outcome = run_candidate(problem, candidate, cfg, plan, workdir)
-            judged = _judge(outcome, problem, cfg, plan, ref, workdir)
+            with acct.part("cand"):
+                outcome = early.result() if early else run_candidate(problem, candidate, cfg, plan, workdir)
+            if outcome.result is not None:
+                acct.worker("cand", outcome.result.phases)
+            with acct.part("judge"):
+                judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct)
             judged.log_tail = outcome.log_tail
-    seconds = time.monotonic() - t0
-    return _verdict(problem, candidate, cfg, plan, judged, checks, ref, seconds, reused, built)
+    return make_verdict(problem, candidate, cfg, plan, judged, checks, ref, acct, reused, built)

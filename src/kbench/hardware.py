@@ -94,6 +94,16 @@ def environment() -> dict[str, Any]:
     return info
 
 
+def device_name(device: str) -> str:
+    """The name of the GPU behind `device` ("NVIDIA H200"), or "cpu": without `environment()`'s imports and
+    tool calls (about a second), for what a verdict needs on its critical path."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    import torch
+
+    return str(torch.cuda.get_device_name(torch.device(device)))
+
+
 def fingerprint(info: dict[str, Any] | None = None) -> str:
     """A short hash of the fields that change timings; the key for stored baselines."""
     info = info or environment()

@@ -107,6 +107,30 @@ def summarize(
     )
 
 
+class Running:
+    """Mean and relative standard error of a growing sample in O(1) per value (Welford's update).
+
+    The loop's stopping test ran `summarize` over every time so far after each call: 1.2 ms at 1,500
+    calls and 3.7 ms at 5,000 on one core, which for a 0.13 ms kernel was most of the loop's wall time."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self._m2 = 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self._m2 += delta * (x - self.mean)
+
+    @property
+    def rse(self) -> float:
+        if self.n < 2 or self.mean <= 0:
+            return 0.0
+        return math.sqrt(self._m2 / (self.n - 1)) / math.sqrt(self.n) / self.mean
+
+
 def interpreted() -> bool:
     """Triton's interpreter runs kernels as numpy on the CPU: correct results, meaningless times."""
     return os.environ.get("TRITON_INTERPRET", "") == "1"
@@ -294,6 +318,7 @@ def time_callable(
     overhead = _overhead_ms(clock)
     times: list[float] = []
     walls: list[float] = []
+    running = Running()
     t0 = _perf_counter_ns()
     timed_s = 0.0
     aside_ns = 0  # spent disguising and keeping sampled outputs: not counted against the budget
@@ -309,6 +334,7 @@ def time_callable(
         a2 = _perf_counter_ns()
         times.append(dt / settings.batch)
         walls.append(wall / settings.batch)
+        running.add(times[-1])
         if inspect is not None:
             inspect(out)
         if slot is not None and on_output is not None:
@@ -321,7 +347,7 @@ def time_callable(
         if len(times) >= settings.min_runs:
             if elapsed > settings.budget_s:
                 break
-            if timed_s >= settings.min_time_s and summarize(times, "", "").rse < settings.target_rse:
+            if timed_s >= settings.min_time_s and running.rse < settings.target_rse:
                 break
     log.sample((_perf_counter_ns() - t0) / 1e9, force=True)
     extras = log.extras()

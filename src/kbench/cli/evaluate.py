@@ -79,6 +79,19 @@ def stored_baselines(problem: Problem, cfg: RunConfig) -> dict[str, TimingStats]
         return reuse.baselines_for(store, problem.key, cfg)
 
 
+def prewarm_starter(cfg: RunConfig) -> None:
+    """Start the warm starter before this process imports torch (sandbox/starter.py `prewarm`); Triton
+    on a machine without a GPU runs interpreted, which its starter must know when it imports triton."""
+    import os
+
+    from kbench.sandbox.starter import prewarm
+
+    if cfg.worker_start == "spawn":
+        return
+    no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
+    prewarm(triton_interpret=cfg.backend == "triton" and no_gpu)
+
+
 @app.command("eval")
 def eval_cmd(
     problem: str = typer.Option(..., "--problem", "-p", help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
@@ -113,14 +126,17 @@ def eval_cmd(
     if no_timing:
         flags["measure"] = False
     cfg = resolve(config, flags)
+    prewarm_starter(cfg)
     try:
         text = candidate.read_text()
     except OSError as exc:
         raise ConfigError(f"{candidate}: cannot read candidate file ({exc.strerror})") from None
     prob = get_problem(problem, cfg.source)
-    verdict = evaluate(
-        prob, Candidate(prob.key, cfg.backend, text, origin=str(candidate)), cfg, stored_baselines(prob, cfg)
-    )
+    cand = Candidate(prob.key, cfg.backend, text, origin=str(candidate))
+    from kbench.sandbox.procs import age
+
+    # The command's own start (interpreter, imports) is part of the verdict's seconds: phase `cli`.
+    verdict = evaluate(prob, cand, cfg, stored_baselines(prob, cfg), before_s=age())
     if fmt is Format.json:
         print_json(verdict_dict(verdict))
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from kbench.cli.app import app, console, err_console
+from kbench.cli.evaluate import prewarm_starter
 from kbench.cli.generate import BACKENDS, problems_flag, progress_bar, select_problems
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
@@ -116,6 +117,7 @@ def run_cmd(
         backend=None if solutions else backend, preset=None if solutions else preset,
     )  # fmt: skip
     cfg = resolve(config, flags | problems_flag(problems))
+    prewarm_starter(cfg)
     chosen = select_problems(cfg) if (cfg.level or cfg.problems or cfg.tags or not solutions) else None
     with progress_bar() as bar:
         task = bar.add_task("evaluate", total=None, note="")

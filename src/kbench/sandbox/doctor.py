@@ -15,8 +15,6 @@ from pathlib import Path
 
 from kbench.sandbox import lease, procs
 
-_CLOCK_TICKS = 100  # USER_HZ: the unit of /proc/PID/stat's start time on Linux
-
 
 @dataclass(frozen=True)
 class Found:
@@ -52,13 +50,6 @@ def _command(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def _uptime() -> float:
-    try:
-        return float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def _role(command: str, parent_command: str) -> str:
     if "kbench.sandbox.zygote" in command:
         return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
@@ -78,7 +69,6 @@ def processes() -> list[Found]:
     """Every process on this machine that carries a kbench owner (this process excluded)."""
     import os
 
-    uptime = _uptime()
     found = []
     for pid in procs.all_pids():
         if pid == os.getpid():
@@ -88,8 +78,8 @@ def processes() -> list[Found]:
         if owner is None or info is None or not info.alive:
             continue
         command = _command(pid)
-        age = max(0.0, uptime - info.start / _CLOCK_TICKS) if uptime else 0.0
-        found.append(Found(pid, _role(command, _command(info.ppid)), owner, info.session, age, command))
+        role = _role(command, _command(info.ppid))
+        found.append(Found(pid, role, owner, info.session, procs.age(pid), command))
     return found
 
 

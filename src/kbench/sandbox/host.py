@@ -68,6 +68,10 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+class Cancelled(Exception):
+    """The caller cancelled a running job (`run_worker(cancel=...)`); its worker was killed."""
+
+
 @dataclass(frozen=True)
 class WorkerExit:
     returncode: int | None  # None when the host killed it at a phase's limit
@@ -79,6 +83,7 @@ class WorkerExit:
     pgid: int = 0
     phase: str = ""  # the phase whose budget ran out (timed_out)
     budget_s: float = 0.0  # that phase's budget
+    spawn_s: float = 0.0  # from the call to the worker's start (a fork, or the starter's own start first)
 
 
 _live: set[int] = set()  # sessions of running workers (a worker's pid leads its session)
@@ -183,7 +188,11 @@ def _phase_of(marker: Path, seen: list[int]) -> str | None:
 
 
 def _wait(
-    proc: subprocess.Popen[bytes] | ForkedProcess, jobdir: Path, budgets: Budgets, t0: float
+    proc: subprocess.Popen[bytes] | ForkedProcess,
+    jobdir: Path,
+    budgets: Budgets,
+    t0: float,
+    cancel: threading.Event | None = None,
 ) -> tuple[str, float] | None:
     """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended.
 
@@ -202,7 +211,7 @@ def _wait(
             phase, budget = announced, float(plan[announced])
             deadline = time.monotonic() + budget
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or _stopping:
+        if remaining <= 0 or _stopping or (cancel is not None and cancel.is_set()):
             return phase, budget
         try:
             proc.wait(timeout=min(remaining, POLL_S))
@@ -237,15 +246,18 @@ def run_worker(
     budgets: Budgets,
     env: dict[str, str] | None = None,
     start: str = "auto",
+    cancel: threading.Event | None = None,
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
     raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
 
     `budgets`: seconds per announced phase (see `_wait`). `start`: `fork` takes the worker from the warm
     starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
-    when a starter runs here and spawns otherwise.
+    when a starter runs here and spawns otherwise. Setting `cancel` kills the worker and raises
+    `Cancelled` (its caller no longer needs the job).
     """
     _check_stop()
+    asked = time.monotonic()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
@@ -270,7 +282,7 @@ def run_worker(
         with _live_lock:
             _live.add(pgid)
         try:
-            ran_out = _wait(proc, jobdir, budgets, t0)
+            ran_out = _wait(proc, jobdir, budgets, t0, cancel)
             if ran_out is not None:
                 procs.kill_session(pgid)
                 if proc.poll() is None:
@@ -282,6 +294,8 @@ def run_worker(
             with _live_lock:
                 _live.discard(pgid)
     _check_stop()  # killed by stop_all: whatever it left is not the candidate's verdict
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(f"{module} job cancelled by its caller")
     return WorkerExit(
         returncode=None if ran_out else proc.returncode,
         timed_out=ran_out is not None,
@@ -292,6 +306,7 @@ def run_worker(
         pgid=pgid,
         phase=ran_out[0] if ran_out else "",
         budget_s=ran_out[1] if ran_out else 0.0,
+        spawn_s=t0 - asked,
     )
 
 

@@ -75,6 +75,16 @@ def info_of(pid: int) -> ProcInfo | None:
         return None
 
 
+def age(pid: int | None = None) -> float:
+    """Seconds since process `pid` (this one) started; 0.0 where /proc cannot tell."""
+    info = info_of(os.getpid() if pid is None else pid)
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - info.start / os.sysconf("SC_CLK_TCK")) if info else 0.0
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def all_pids() -> list[int]:
     try:
         return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
@@ -190,3 +200,11 @@ def bind_to_parent() -> None:
     parent = os.environ.pop(PARENT_ENV, "")
     if parent.isdigit():
         die_with_parent(int(parent))
+
+
+def release_parent() -> None:
+    """Undo `die_with_parent` (a process whose parent thread may end before it should)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

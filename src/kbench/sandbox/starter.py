@@ -82,7 +82,7 @@ class Starter:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kbench.sandbox.zygote"],
                 cwd=self._cwd.name,
-                env=env,
+                env=env | {procs.PARENT_ENV: str(os.getpid())},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
@@ -198,6 +198,15 @@ def starter_for(env: dict[str, str]) -> Starter | None:
             return None
         _starters[key] = starter
         return starter
+
+
+def prewarm(triton_interpret: bool = False) -> None:
+    """Start the warm starter for the usual worker environment in the background now, so its torch import
+    (2-10 s) overlaps the caller's own imports and set-up instead of delaying its first worker."""
+    from kbench.sandbox.host import worker_env
+
+    env = worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {})
+    threading.Thread(target=starter_for, args=(env,), name="kbench-prewarm", daemon=True).start()
 
 
 def start_worker(

@@ -27,6 +27,7 @@ import resource
 import select
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
@@ -73,10 +74,14 @@ def _threads() -> int:
 def _fork_safe_import(name: str) -> bool:
     """Import `name` in a forked probe first; True if it imported there without initialising CUDA or
     starting a thread (the caller then imports it here)."""
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            from kbench.sandbox import procs
+
+            procs.die_with_parent(parent)
             before = _threads()
             __import__(name)
             torch = sys.modules["torch"]
@@ -87,6 +92,71 @@ def _fork_safe_import(name: str) -> bool:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
+
+
+PROBES_FILE = "starter-probes.json"
+
+
+def _probe_key(name: str) -> str:
+    """What a probe's answer depends on: the interpreter, the module's distribution version, the
+    environment variables that change how it binds at import."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version(name.split(".")[0])
+    except metadata.PackageNotFoundError:
+        version = "?"
+    env = ",".join(os.environ.get(v, "") for v in ("TRITON_INTERPRET", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES"))
+    return f"{sys.executable}|{sys.version.split()[0]}|{name}|{version}|{env}"
+
+
+def _probes() -> tuple[Path, dict[str, bool]]:
+    from kbench.config import default_cache_dir
+
+    path = default_cache_dir() / PROBES_FILE
+    try:
+        known = json.loads(path.read_text())
+        return path, {k: bool(v) for k, v in known.items()} if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        return path, {}
+
+
+def _remember(path: Path, known: dict[str, bool]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # probing again next time costs seconds, nothing more
+
+
+def _preload_optional() -> list[str]:
+    """Import each OPTIONAL_PRELOAD module whose forked probe showed it fork-safe. A probe costs a second
+    import of the module (2-6 s for torch._dynamo on a busy host), so its answer is remembered per
+    version; the import here is still checked, and a module that then starts a thread or initialises
+    CUDA makes this starter unusable (`Unsafe`) and is probed again next time."""
+    path, known = _probes()
+    loaded = []
+    for name in OPTIONAL_PRELOAD:
+        key = _probe_key(name)
+        if key not in known:
+            known[key] = _fork_safe_import(name)
+            _remember(path, known)
+        if not known[key]:
+            continue
+        before = _threads()
+        __import__(name)
+        if cuda_initialized() or _threads() > before:
+            known.pop(key, None)
+            _remember(path, known)
+            raise Unsafe(f"importing {name} started a thread or initialised CUDA")
+        loaded.append(name)
+    return loaded
+
+
+class Unsafe(Exception):
+    """This process can no longer fork workers safely."""
 
 
 def _child(req: dict[str, Any]) -> None:
@@ -174,6 +244,11 @@ def serve() -> None:
 
 def main() -> int:
     global _PROTO
+    from kbench.sandbox import procs
+
+    # While importing torch (seconds) the host's thread that started this process waits for "ready":
+    # die with it. From then on the host's pipe tells (serve), since that thread may end before the host.
+    procs.bind_to_parent()
     _PROTO = os.dup(1)
     os.dup2(2, 1)  # stray prints of imported modules go to the log, not into the protocol
     try:
@@ -186,8 +261,13 @@ def main() -> int:
     if torch.cuda.is_initialized() or cuda_initialized():
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
-    preloaded = [name for name in OPTIONAL_PRELOAD if _fork_safe_import(name) and __import__(name)]
+    try:
+        preloaded = _preload_optional()
+    except Unsafe as exc:
+        _send({"ready": False, "reason": str(exc)})
+        return 1
     _send({"ready": True, "reason": "", "preloaded": preloaded})
+    procs.release_parent()
     serve()
     os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
 

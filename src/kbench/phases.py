@@ -1,0 +1,66 @@
+"""Where a verdict's seconds went (host side): `Verdict.phases`.
+
+Top-level names (no colon) are consecutive segments of the evaluating thread's wall time and add up to
+`Verdict.seconds`: `cli` (the command's own start: interpreter, imports, before evaluating), `checks`,
+`ref` (the reference run, or the wait for the one the run shares), `build` (waiting for the candidate's
+build once the reference is done), `cand` (the candidate worker and reading its result), `judge`
+(comparing outputs and samples, the speed-of-light floor), and `other`: whatever no segment covered,
+which the harness benchmark keeps under 5 %.
+
+Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each worker's own phases, its
+`start` (process start, imports and teardown: its wall time that its phases do not cover), `spawn`
+(from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
+first use) and the host's reads. Nested ones overlap their segment and are not added to the total.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+
+class Account:
+    def __init__(self, before_s: float = 0.0) -> None:
+        self.t0 = time.monotonic()
+        self.top: dict[str, float] = {"cli": before_s} if before_s > 0 else {}
+        self.nested: dict[str, float] = {}
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.top[name] = self.top.get(name, 0.0) + time.monotonic() - t0
+
+    def worker(self, segment: str, phases: Mapping[str, float]) -> None:
+        """A worker's phases under `segment`; its `start` is its wall time (`wall`) less its phases."""
+        own = {k: v for k, v in phases.items() if k not in HOST_KEYS}
+        wall = own.pop("wall", None)
+        for key, value in phases.items():
+            if key not in ("wall",):
+                self.nested[f"{segment}:{key}"] = value
+        if wall is not None:
+            self.nested[f"{segment}:worker"] = wall
+            self.nested[f"{segment}:start"] = round(max(0.0, wall - sum(own.values())), 3)
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        total = time.monotonic() - self.t0 + self.top.get("cli", 0.0)
+        top = {k: round(v, 3) for k, v in self.top.items()}
+        top["other"] = round(max(0.0, total - sum(self.top.values())), 3)
+        return tuple(top.items()) + tuple((k, round(v, 3)) for k, v in self.nested.items())
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.t0 + self.top.get("cli", 0.0)
+
+
+HOST_KEYS = ("spawn", "read", "cache", "compare", "samples")  # host parts kept with a worker's phases
+
+
+def accounted(phases: Mapping[str, float] | tuple[tuple[str, float], ...]) -> float:
+    """The share of a verdict's wall time its named segments cover (1 - other / total)."""
+    items = dict(phases)
+    top = {k: v for k, v in items.items() if ":" not in k}
+    total = sum(top.values())
+    return 1.0 - top.get("other", 0.0) / total if total > 0 else 1.0
