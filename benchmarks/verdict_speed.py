@@ -1,0 +1,218 @@
+"""Verdict speed against the upstream flow: cold latency of one `kbench eval`, warm latency in one process.
+
+    python benchmarks/verdict_speed.py --out OUT [--cold 2/1,2/3,...] [--big 2/25,2/36] [--warm 2/1,2/23]
+
+Cold: for each problem, its shipped solution (`--backend`, Triton by default: nothing to build) is judged
+in a fresh process by `kbench eval` (eager baseline only, an empty cache folder: no reference or
+baseline cached) and by the upstream flow (benchmarks/upstream_flow.py's child: one fresh process that
+builds Model and ModelNew, 5 correctness trials, 3 warm-up and 100 timed calls). Each candidate is
+compiled once by each flow before it is timed (an untimed evaluation), so Triton's cache, upstream's
+extensions folder and kbench's build cache are warm for both; kbench's reference cache is emptied. Reported per problem: both processes' wall seconds, their ratio, kbench's
+verdict, its top-level phases (phases.py) and the share of its wall time they name. `--big` takes
+problems with ~1 GiB outputs, reported apart (the goal there is 1.5x upstream).
+
+Warm: in one process with one reference pool (as `kbench run` or a long-lived evaluator keeps it), the
+solution of each `--warm` problem is judged once (cold) and then `--repeats` more times: the warm
+verdicts' seconds, median and max.
+
+Writes OUT/verdict_speed.json and OUT/verdict_speed.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+KBENCH = [sys.executable, "-m", "kbench"]
+UPSTREAM = [sys.executable, str(HERE / "upstream_flow.py"), "--child", "eval"]
+TOP = ("cli", "checks", "ref", "build", "cand", "judge", "other")
+
+
+def _solution(problem: str, backend: str, folder: Path) -> Path:
+    from kbench.problems import get_problem
+    from kbench.solutions import reference_candidate
+
+    cand = reference_candidate(get_problem(problem), backend)
+    if cand is None:
+        raise SystemExit(f"no shipped {backend} solution for {problem}")
+    path = folder / f"{problem.replace('/', '_')}_{backend}.py"
+    path.write_text(cand.source)
+    return path
+
+
+def _output_mib(problem: str, preset: str) -> float:
+    from kbench.analysis.roofline import problem_flops
+    from kbench.problems import get_problem
+
+    return round(problem_flops(get_problem(problem), preset).output_bytes / 2**20, 1)
+
+
+def _timed(cmd: list[str], env: dict[str, str], timeout: float = 900) -> tuple[float, str, str, int]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return time.perf_counter() - t0, proc.stdout, proc.stderr, proc.returncode
+
+
+def _upstream(problem: str, path: Path, preset: str, device: str, env: dict[str, str]) -> dict[str, Any]:
+    wall, out, err, code = _timed(UPSTREAM + ["--cand", str(path), "--problem", problem, "--preset", preset,
+                                              "--device", device], env)  # fmt: skip
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    row = json.loads(lines[-1]) if code == 0 and lines else {"error": err[-400:]}
+    return row | {"wall_s": round(wall, 2)}
+
+
+def _kbench(
+    problem: str, path: Path, args: argparse.Namespace, env: dict[str, str], keep_builds: bool = False
+) -> dict[str, Any]:
+    """`kbench eval` in a fresh process with no reference or baseline cached (builds are kept in
+    `--cache`, as upstream keeps its extensions folder)."""
+    cache = args.cache
+    shutil.rmtree(cache / "reference", ignore_errors=True)
+    run_env = env | {"KBENCH_CACHE_DIR": str(cache), "KBENCH_BASELINES": "eager"}
+    cmd = KBENCH + ["eval", "-p", problem, "-c", str(path), "--backend", args.backend, "--preset",
+                    args.preset, "--format", "json"]  # fmt: skip
+    wall, out, err, code = _timed(cmd + (["--no-timing"] if keep_builds else []), run_env)
+    if code != 0:
+        return {"wall_s": round(wall, 2), "error": err[-600:]}
+    verdict = json.loads(out)
+    phases = {k: v for k, v in verdict["phases"]}
+    top = sum(phases.get(k, 0.0) for k in TOP)
+    return {
+        "wall_s": round(wall, 2),
+        "status": verdict["status"],
+        "rule": verdict["rule"],
+        "verdict_s": verdict["seconds"],
+        "speedup_eager": (verdict.get("speedup") or {}).get("eager"),
+        "phases": phases,
+        # the process's wall time its named phases cover (the interpreter's exit is the rest)
+        "accounted": round((top - phases.get("other", 0.0)) / wall, 3) if wall else None,
+    }
+
+
+def cold(
+    problems: list[str], args: argparse.Namespace, folder: Path, env: dict[str, str]
+) -> list[dict[str, Any]]:
+    rows = []
+    for problem in problems:
+        path = _solution(problem, args.backend, folder)
+        _upstream(problem, path, args.preset, args.device, env)  # compiles its kernels: untimed
+        if args.backend != "triton":  # kbench's build cache as warm as upstream's extensions folder
+            _kbench(problem, path, args, env, keep_builds=True)
+        k = _kbench(problem, path, args, env)
+        u = _upstream(problem, path, args.preset, args.device, env)
+        row = {"problem": problem, "output_mib": _output_mib(problem, args.preset), "kbench": k, "upstream": u,
+               "ratio": round(k["wall_s"] / u["wall_s"], 2) if u.get("wall_s") else None}  # fmt: skip
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    from kbench.config import resolve
+    from kbench.evaluate import evaluate
+    from kbench.problems import get_problem
+    from kbench.reference_pool import ReferencePool
+    from kbench.types import Candidate
+
+    pool = ReferencePool()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kbench-warm-") as cache:
+        cfg = resolve(flags={"backend": args.backend, "preset": args.preset, "baselines": ["eager"],
+                             "cache_dir": Path(cache), "device": args.device})  # fmt: skip
+        for problem in problems:
+            prob = get_problem(problem)
+            cand = Candidate(prob.key, args.backend, _solution(problem, args.backend, folder).read_text())
+            seconds, statuses, phases = [], [], []
+            for _ in range(args.repeats + 1):
+                v = evaluate(prob, cand, cfg, references=pool)
+                seconds.append(v.seconds)
+                statuses.append(v.status.value)
+                phases.append(dict(v.phases))
+            row = {"problem": problem, "output_mib": _output_mib(problem, args.preset), "cold_s": seconds[0],
+                   "warm_s": seconds[1:], "statuses": statuses, "warm_phases": phases[-1]}  # fmt: skip
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--cold", default="")
+    ap.add_argument("--big", default="")
+    ap.add_argument("--warm", default="")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backend", default="triton")
+    ap.add_argument("--preset", default="full")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-speed-cache-")))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    from kbench.hardware import environment
+
+    result["env"] = environment()
+    with tempfile.TemporaryDirectory(prefix="kbench-speed-") as tmp:
+        folder = Path(tmp)
+        for name, problems in (("cold", args.cold), ("big", args.big)):
+            if problems:
+                result[name] = cold(problems.split(","), args, folder, env)
+                _write(args.out, result)
+        if args.warm:
+            result["warm"] = warm(args.warm.split(","), args, folder)
+    _write(args.out, result)
+
+
+def _write(out: Path, result: dict[str, Any]) -> None:
+    (out / "verdict_speed.json").write_text(json.dumps(result, indent=1))
+    (out / "verdict_speed.md").write_text(report(result))
+
+
+def report(result: dict[str, Any]) -> str:
+    env = result["env"]
+    lines = [f"# Verdict speed against the upstream flow ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
+             "", f"kbench {env.get('kbench')}, torch {env.get('torch')}, triton {env.get('triton')}, python "
+             f"{env.get('python')}, {env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}, driver "
+             f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {' '.join(f'--{k} {v}' for k, v in result['args'].items() if k != 'out' and v)}`", ""]  # fmt: skip
+    for name in ("cold", "big"):
+        rows = result.get(name)
+        if not rows:
+            continue
+        ratios = [r["ratio"] for r in rows if r.get("ratio")]
+        lines += [f"## {'Cold latency' if name == 'cold' else 'Cold latency, large outputs'}", "",
+                  f"Median kbench / upstream wall: **{statistics.median(ratios):.2f}** over {len(ratios)} problems." if ratios else "",
+                  "", "| problem | out MiB | upstream s | kbench s | ratio | verdict | accounted | " + " | ".join(TOP) + " |",
+                  "|---|---|---|---|---|---|---|" + "---|" * len(TOP)]  # fmt: skip
+        for r in rows:
+            k, u = r["kbench"], r["upstream"]
+            ph = k.get("phases", {})
+            status = k.get("status", "error") + (f" [{k['rule']}]" if k.get("rule") else "")
+            acc = f"{100 * k['accounted']:.0f} %" if k.get("accounted") else "-"
+            lines.append(f"| {r['problem']} | {r['output_mib']} | {u.get('wall_s')} | {k.get('wall_s')} | {r.get('ratio')} "
+                         f"| {status} | {acc} | " + " | ".join(f"{ph.get(t, 0.0):.2f}" for t in TOP) + " |")  # fmt: skip
+        lines.append("")
+    if result.get("warm"):
+        warm_all = [s for r in result["warm"] for s in r["warm_s"]]
+        lines += ["## Warm latency (one process, the reference kept)", "",
+                  f"Warm verdicts: median **{statistics.median(warm_all):.2f} s**, max {max(warm_all):.2f} s.", "",
+                  "| problem | out MiB | cold s | warm s | statuses |", "|---|---|---|---|---|"]  # fmt: skip
+        for r in result["warm"]:
+            lines.append(f"| {r['problem']} | {r['output_mib']} | {r['cold_s']:.2f} | "
+                         f"{', '.join(f'{s:.2f}' for s in r['warm_s'])} | {', '.join(r['statuses'])} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
