@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -236,6 +236,7 @@ def _judge(
     ref: ReferenceData,
     workdir: Path,
     acct: Account,
+    floor: Future[float | None] | None = None,
 ) -> Outcome:
     jobdir = workdir / "candidate"
     tol = problem.tol(cfg.dtype)
@@ -256,7 +257,7 @@ def _judge(
     if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
         t0 = time.perf_counter()
         try:
-            sol = sol_ms(problem, cfg, plan.device)
+            sol = floor.result() if floor is not None else sol_ms(problem, cfg, plan.device)
         except Exception as exc:  # analysis failure: the verdict stands, the warning says the rule was off
             sol = None
             checked.warnings.append(f"speed-of-light floor unavailable ({type(exc).__name__}: {exc})")
@@ -294,9 +295,12 @@ def evaluate(
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
-        ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbench-eval") as pool,
+        ThreadPoolExecutor(max_workers=3, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
+        # The speed-of-light floor (a meta-device trace of the model, seconds on a first call) is worked
+        # out while the workers run, not after them.
+        floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
         building = (
             pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
         )
@@ -333,6 +337,6 @@ def evaluate(
             if outcome.result is not None:
                 acct.worker("cand", outcome.result.phases)
             with acct.part("judge"):
-                judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct)
+                judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor)
             judged.log_tail = outcome.log_tail
     return make_verdict(problem, candidate, cfg, plan, judged, checks, ref, acct, reused, built)

@@ -233,14 +233,18 @@ def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> 
 
 
 def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path) -> None:
-    """torch._dynamo and triton.testing (imported by every GPU worker) are preloaded once the probe shows they
-    are fork-safe; TRITON_INTERPRET decides how triton binds at import, so each mode has its own starter."""
+    """torch._dynamo and triton.testing (imported by every GPU worker) are preloaded, after the starter is
+    ready, once the probe shows they are fork-safe; TRITON_INTERPRET decides how triton binds at import, so
+    each mode has its own starter."""
     from kbench.sandbox.host import worker_env
     from kbench.sandbox.starter import starter_for
 
     compiled = starter_for(worker_env(_module(tmp_path, "")))
     interpreted = starter_for(worker_env({**_module(tmp_path, ""), "TRITON_INTERPRET": "1"}))
     assert compiled is not None and interpreted is not None and compiled is not interpreted
+    deadline = time.monotonic() + 180  # preloaded after "ready", while no job waits (zygote.serve)
+    while "torch._dynamo" not in compiled.preloaded and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert "torch._dynamo" in compiled.preloaded
     body = "import sys\nprint('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
     env = _module(tmp_path, body)
@@ -275,3 +279,40 @@ def test_forked_worker_uses_cuda_when_the_starter_runs(tmp_path: Path) -> None:
 
     # forked, not spawned: importing torch must not initialise CUDA, whatever libraries it maps
     assert starter_for(worker_env(env)) is not None, failure_reason(worker_env(env))
+
+
+_PRELOAD_SCRIPT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from kbench.sandbox import zygote
+path = Path(sys.argv[1], "probes.json")
+known = {}
+probed = zygote._preload("threaded_mod", path, known)  # the probe sees the thread: not imported
+print(json.dumps({"probed": probed, "known": list(known.values()), "loaded": "threaded_mod" in sys.modules}))
+known[zygote._probe_key("threaded_mod")] = True  # a remembered answer that no longer holds
+try:
+    zygote._preload("threaded_mod", path, known)
+    print(json.dumps({"unsafe": False}))
+except zygote.Unsafe:
+    print(json.dumps({"unsafe": True, "forgotten": zygote._probe_key("threaded_mod") not in json.loads(path.read_text())}))
+"""
+
+
+def test_a_preload_that_starts_a_thread_is_refused_and_forgotten(tmp_path: Path) -> None:
+    """A module whose import starts a thread is never imported by the starter on a fresh probe; when a
+    remembered probe says it is safe but the import then starts a thread, the starter stops forking
+    (`Unsafe`) and forgets the answer, so the next starter probes again."""
+    import subprocess
+    import sys
+
+    (tmp_path / "threaded_mod.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", _PRELOAD_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, second = (json.loads(line) for line in proc.stdout.splitlines())
+    assert first == {"probed": False, "known": [False], "loaded": False}
+    assert second == {"unsafe": True, "forgotten": True}

@@ -75,7 +75,7 @@ class Starter:
         self.log = Path(self._cwd.name) / "starter.log"
         self._lock = threading.Lock()
         self._changed = threading.Condition()
-        self._started: dict[int, int] = {}
+        self._started: dict[int, int] = {}  # request id -> pid (-1: refused)
         self._exits: dict[int, int] = {}
         self._next = 0
         with self.log.open("wb") as log:
@@ -91,7 +91,8 @@ class Starter:
         ready = self._first_line()
         self.ready = bool(ready.get("ready"))
         self.reason = str(ready.get("reason", ""))
-        self.preloaded = [str(name) for name in ready.get("preloaded", [])]  # beyond torch and kbench
+        self.preloaded: list[str] = []  # beyond torch and kbench, as the starter reports them
+        self.retired = ""  # why the starter forks no more (a preload proved unsafe)
         if self.ready:
             threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
         else:
@@ -121,6 +122,12 @@ class Starter:
             with self._changed:
                 if "started" in msg:
                     self._started[msg["started"]] = msg["pid"]
+                elif "refused" in msg:
+                    self._started[msg["refused"]] = -1
+                elif "preloaded" in msg:
+                    self.preloaded.append(str(msg["preloaded"]))
+                elif "retired" in msg:
+                    self.retired = str(msg["retired"])
                 elif "exit" in msg:
                     self._exits[msg["exit"]] = msg["code"]
                 self._changed.notify_all()
@@ -129,6 +136,9 @@ class Starter:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def usable(self) -> bool:
+        return self.alive() and not self.retired
 
     def exit_code(self, pid: int) -> int | None:
         with self._changed:
@@ -158,7 +168,7 @@ class Starter:
                     return None
                 self._changed.wait(0.05)
             pid = self._started.pop(ident)
-        return ForkedProcess(self, pid)
+        return ForkedProcess(self, pid) if pid > 0 else None
 
     def close(self, wait_s: float = 5.0) -> None:
         """Close the starter's pipe: it ends the sessions of the workers it started and exits (killed
@@ -175,6 +185,7 @@ class Starter:
 
 
 _starters: dict[tuple[str, ...], Starter] = {}
+_retired: list[Starter] = []  # replaced while their workers may still run: closed at exit
 _failed: dict[tuple[str, ...], str] = {}
 _guard = threading.Lock()
 
@@ -190,8 +201,10 @@ def starter_for(env: dict[str, str]) -> Starter | None:
         if key in _failed:
             return None
         found = _starters.get(key)
-        if found is not None and found.alive():
+        if found is not None and found.usable():
             return found
+        if found is not None and found.alive():
+            _retired.append(found)
         starter = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV})
         if not starter.ready:
             _failed[key] = starter.reason
@@ -247,11 +260,11 @@ def deliver_key(fifo: Path, key: bytes, proc: ForkedProcess, timeout_s: float) -
 
 @atexit.register
 def _close_all() -> None:
-    for starter in list(_starters.values()):
+    for starter in [*_starters.values(), *_retired]:
         starter.close()
 
 
 def kill_all() -> None:
     """End every starter now (and so every worker it forked): for stopping on a signal."""
-    for starter in list(_starters.values()):
+    for starter in [*_starters.values(), *_retired]:
         starter.close(wait_s=1.0)

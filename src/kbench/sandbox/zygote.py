@@ -11,8 +11,9 @@ job's key in memory inherited from this process.
 
 Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str} once, then reads
 requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0, "limit": [name, bytes] | null} and
-answers {"started": id, "pid": pid}; when a child ends it writes {"exit": pid, "code": code} (negative:
-killed by that signal, like subprocess). It stays single-threaded, so forking is safe. When the host
+answers {"started": id, "pid": pid} (or {"refused": id} once retired); when a child ends it writes
+{"exit": pid, "code": code} (negative: killed by that signal, like subprocess); {"preloaded": module}
+when an optional module is imported, {"retired": reason} when one proved unsafe. It stays single-threaded, so forking is safe. When the host
 closes its stdin -- or dies, whatever the signal: the kernel closes the pipe -- it kills the sessions of
 the children still running and exits; each child also asked for SIGKILL when this process dies. If importing torch initialised the CUDA driver (fork would then break CUDA
 in the children), it answers ready=false and exits: the host spawns workers instead.
@@ -131,28 +132,24 @@ def _remember(path: Path, known: dict[str, bool]) -> None:
         pass  # probing again next time costs seconds, nothing more
 
 
-def _preload_optional() -> list[str]:
-    """Import each OPTIONAL_PRELOAD module whose forked probe showed it fork-safe. A probe costs a second
-    import of the module (2-6 s for torch._dynamo on a busy host), so its answer is remembered per
-    version; the import here is still checked, and a module that then starts a thread or initialises
+def _preload(name: str, path: Path, known: dict[str, bool]) -> bool:
+    """Import `name` here if its forked probe showed it fork-safe; True when it was imported. A probe costs
+    a second import of the module (2-6 s for torch._dynamo on a busy host), so its answer is remembered
+    per version; the import here is still checked, and a module that then starts a thread or initialises
     CUDA makes this starter unusable (`Unsafe`) and is probed again next time."""
-    path, known = _probes()
-    loaded = []
-    for name in OPTIONAL_PRELOAD:
-        key = _probe_key(name)
-        if key not in known:
-            known[key] = _fork_safe_import(name)
-            _remember(path, known)
-        if not known[key]:
-            continue
-        before = _threads()
-        __import__(name)
-        if cuda_initialized() or _threads() > before:
-            known.pop(key, None)
-            _remember(path, known)
-            raise Unsafe(f"importing {name} started a thread or initialised CUDA")
-        loaded.append(name)
-    return loaded
+    key = _probe_key(name)
+    if key not in known:
+        known[key] = _fork_safe_import(name)
+        _remember(path, known)
+    if not known[key]:
+        return False
+    before = _threads()
+    __import__(name)
+    if cuda_initialized() or _threads() > before:
+        known.pop(key, None)
+        _remember(path, known)
+        raise Unsafe(f"importing {name} started a thread or initialised CUDA")
+    return True
 
 
 class Unsafe(Exception):
@@ -221,11 +218,29 @@ def _end_children() -> None:
 
 
 def serve() -> None:
+    """Fork a worker per request; while no request waits, preload the next OPTIONAL_PRELOAD module.
+
+    The optional modules come after "ready": with them before it, a cold `kbench eval` on an H200 host
+    waited 6 s for its first fork (9.5 s after the command started), and a worker that needs one before
+    it is preloaded imports it itself. A request that
+    arrives during such an import waits for it. Once a preload proves unsafe, requests are refused (the
+    host spawns instead) and this process only reaps the workers it started."""
     buf = b""
+    pending = list(OPTIONAL_PRELOAD)
+    path, known = _probes()
+    retired = False
     while True:
         readable, _, _ = select.select([0], [], [], 0.02)
         _reap()
         if not readable:
+            if pending and not retired:
+                name = pending.pop(0)
+                try:
+                    if _preload(name, path, known):
+                        _send({"preloaded": name})
+                except Unsafe as exc:
+                    retired = True
+                    _send({"retired": str(exc)})
             continue
         data = os.read(0, 1 << 16)
         if not data:
@@ -235,6 +250,9 @@ def serve() -> None:
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line) | {"starter": os.getpid()}
+            if retired:
+                _send({"refused": req["id"]})
+                continue
             pid = os.fork()
             if pid == 0:
                 _child(req)
@@ -261,12 +279,7 @@ def main() -> int:
     if torch.cuda.is_initialized() or cuda_initialized():
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
-    try:
-        preloaded = _preload_optional()
-    except Unsafe as exc:
-        _send({"ready": False, "reason": str(exc)})
-        return 1
-    _send({"ready": True, "reason": "", "preloaded": preloaded})
+    _send({"ready": True, "reason": ""})
     procs.release_parent()
     serve()
     os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
