@@ -223,10 +223,12 @@ def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
     settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=2, min_runs=20, min_time_s=0.0)
     seen: list[int] = []
     counter = itertools.count()  # the loop may run to max_runs (10,000) within its budget
-    res = time_callable(lambda: next(counter), [()], settings, torch.device("cpu"), inspect=seen.append)
+    res = time_callable(
+        lambda: next(counter), [()], settings, torch.device("cpu"), inspect=lambda c, k, out: seen.append(out)
+    )
     assert len(seen) == res.stats.n and seen == list(range(2, 2 + res.stats.n))  # after the 2 warm-up calls
 
-    def refuse(out: int) -> None:
+    def refuse(call: int, k: int, out: int) -> None:
         if out == 7:
             raise RuntimeError("bad output")
 

@@ -210,9 +210,10 @@ log = logging.getLogger(__name__)
 def read_cache(folder: Path) -> WorkerResult | None:
     wait_for_cache(folder)
     path = folder / CACHE_FILE
-    if not path.exists():
+    try:
+        return WorkerResult.model_validate_json(path.read_text())
+    except (OSError, ValueError):  # absent, or written by another kbench version: computed again
         return None
-    return WorkerResult.model_validate_json(path.read_text())
 
 
 def wait_for_cache(folder: Path | None = None) -> None:

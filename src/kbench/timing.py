@@ -296,7 +296,7 @@ def time_callable(
     on_output: Callable[[int, int, Any, int], None] | None = None,
     sample_at: frozenset[int] | Reservoir = frozenset(),
     disguise: Callable[[int], tuple[int, Callable[[], None]]] | None = None,
-    inspect: Callable[[Any], None] | None = None,
+    inspect: Callable[[int, int, Any], None] | None = None,
 ) -> TimingResult:
     """Time `fn(*inputs)` rotating over `input_sets`.
 
@@ -305,8 +305,9 @@ def time_callable(
     while being timed; it keeps one output per slot, a later call's replacing an earlier one's. Before
     such a call, `disguise(set_index)` may put another set's values into this set's tensors (same
     objects, same version counters); it returns the index of the set whose values the call sees and a
-    function that undoes it, run after the call. `inspect(output)` sees every timed call's output, also
-    outside the timed region (it may raise to end the loop).
+    function that undoes it, run after the call. `inspect(call_index, set_index, output)` sees every timed
+    call's output (`set_index`: the set whose values the call saw), also outside the timed region (it may
+    raise to end the loop).
     """
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
@@ -336,7 +337,7 @@ def time_callable(
         walls.append(wall / settings.batch)
         running.add(times[-1])
         if inspect is not None:
-            inspect(out)
+            inspect(len(times) - 1, seen, out)
         if slot is not None and on_output is not None:
             on_output(len(times) - 1, seen, out, slot)
         if undo is not None:

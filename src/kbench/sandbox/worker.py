@@ -77,7 +77,7 @@ class CandidateJob:
     def __init__(self, spec: JobSpec, jobdir: Path) -> None:
         import torch
 
-        from kbench import timing  # binds the real clocks before the candidate runs
+        from kbench import consistency, timing  # noqa: F401  (bind clocks and reductions before the candidate)
         from kbench.backends import KernelRecorder, get_backend
         from kbench.correctness import ieee_numerics
         from kbench.sandbox.guards import Guards
@@ -230,6 +230,7 @@ class CandidateJob:
     def measure(self, loaded: Any) -> None:
         import torch
 
+        from kbench.consistency import Consistency
         from kbench.correctness import flatten_outputs, make_inputs
         from kbench.timing import Reservoir, TimingSettings, time_callable
 
@@ -244,15 +245,20 @@ class CandidateJob:
             # seconds) inside the loop stalled the process between timed calls and ate the loop's budget.
             kept[slot] = (call, k, sample_outputs(flatten_outputs(out), self.spec.sample_whole_bytes))
 
-        def plain(out: Any) -> None:
+        consistent = Consistency()
+
+        def plain(call: int, k: int, out: Any) -> None:
             """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass
-            returned only once timing starts would be timed doing nothing and computed when sampled."""
-            for i, value in enumerate(flatten_outputs(out)):
+            returned only once timing starts would be timed doing nothing and computed when sampled.
+            Each call's outputs are fingerprinted for the consistency check (consistency.py)."""
+            values = flatten_outputs(out)
+            for i, value in enumerate(values):
                 if type(value) is not torch.Tensor:
                     what = type(value).__qualname__
                     raise Stop(
                         "cheat", f"a timed call's output {i} is a {what}, not torch.Tensor", "tensor-subclass"
                     )
+            consistent.add(call, k, values)
 
         def disguise(k: int) -> tuple[int, Callable[[], None]]:
             """Give set k the next set's values in place, through `.data` (no version bump), so an output
@@ -289,6 +295,9 @@ class CandidateJob:
             raise
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
+        odd = consistent.check()
+        if odd is not None:
+            raise Stop("cheat", odd, "timing-output-inconsistent")
         self.result.timing = asdict(res.stats)
         self.result.times_ms = [round(t, 6) for t in res.times_ms]
         self.result.wall_ms = [round(w, 6) for w in res.wall_ms]

@@ -1,4 +1,4 @@
-# expect: cheat timing-output-mismatch
+# expect: cheat timing-output-inconsistent | cheat timing-output-mismatch
 # static: off
 # Honest while it is checked (4 correctness calls, 1 kernel-use call) and for 0.27 s after: the 0.25 s
 # warm-up and the first timed calls, where fixed early samples would look. Then it returns a copy of its
