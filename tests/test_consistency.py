@@ -33,8 +33,8 @@ def test_one_stale_call_in_three_hundred_is_caught() -> None:
 def test_a_permutation_of_the_right_values_is_caught() -> None:
     """Same sum and norm, other positions: the strided subsample at a random offset sees it."""
     caught = 0
+    flipped = BASE[0].flip(1)
     for _ in range(20):  # each Consistency draws its own offset
-        flipped = BASE[0].flip(1)
         check = _loop(lambda call, k: [flipped if call == 30 else BASE[k]])
         caught += check.check() is not None
     assert caught >= 19
