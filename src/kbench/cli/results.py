@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich import box
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
 from kbench.errors import ConfigError
-from kbench.store import Store
+from kbench.store import RunInfo, Store
 
 if TYPE_CHECKING:
     from kbench.baselines import BaselineOutcome, Timer, Where
@@ -45,18 +46,30 @@ def runs_cmd(
         print_json(
             [
                 {k: getattr(r, k) for k in ("run_id", "created_at", "fingerprint", "verdicts", "ok")}
+                | dict(zip(("model", "backend", "preset", "device"), _run_cells(r), strict=True))
                 for r in runs
             ]
         )
         return
-    table = Table(title=f"{len(runs)} runs in {store.path}")
-    for col in ("run", "started", "model", "backend", "hardware", "verdicts", "ok"):
-        table.add_column(col)
+    table = Table(title=f"{len(runs)} runs in {store.path}", box=box.SIMPLE_HEAD)
+    # Ids are what the user types next (`report`, `--resume`): never cut or wrapped; other columns fold.
+    table.add_column("run", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=3))
+    for col in ("started", "model", "backend", "preset", "device"):
+        table.add_column(col, overflow="fold")
+    table.add_column("ok", justify="right")
     for r in runs:
-        hw = r.hardware.get("gpu") or r.hardware.get("cpu") or "?"
-        model, backend = str(r.config.get("model", "")), str(r.config.get("backend", ""))
-        table.add_row(r.run_id, r.created_at, model, backend, str(hw), str(r.verdicts), str(r.ok))
+        started = r.created_at.replace("T", " ")[:16]
+        table.add_row(r.run_id, started, *_run_cells(r), f"{r.ok}/{r.verdicts}")
     console.print(table)
+
+
+def _run_cells(r: RunInfo) -> list[str]:
+    """Model and backend as the verdicts have them (the shipped solutions' run stores no model), else as
+    configured; the preset; the device the verdicts ran on (`--format json` has the whole hardware)."""
+    model = ", ".join(r.models) or str(r.config.get("model") or "–")
+    backend = ", ".join(r.backends) or str(r.config.get("backend", ""))
+    cpu = str(r.config.get("device")) == "cpu" or set(r.backends) == {"cpp"} or not r.hardware.get("gpu")
+    return [model, backend, str(r.config.get("preset", "")), "CPU" if cpu else str(r.hardware["gpu"])]
 
 
 @app.command("report")
