@@ -198,7 +198,8 @@ def _judge(attempts: list[Attempt], evaluate: Evaluate, cfg: RunConfig) -> list[
 def _next_chain(chain: Chain, attempt: Attempt, backend: str) -> Chain:
     said = Message("assistant", attempt.completion.text or EMPTY_ANSWER)
     verdict = attempt.verdict if attempt.candidate is not None else None
-    reply = Message("user", refine_message(backend, verdict, attempt.no_code_reason))
+    source = attempt.candidate.source if attempt.candidate is not None else ""
+    reply = Message("user", refine_message(backend, verdict, attempt.no_code_reason, source))
     return replace(chain, messages=(*chain.messages, said, reply))
 
 
