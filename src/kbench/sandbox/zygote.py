@@ -20,6 +20,7 @@ in the children), it answers ready=false and exits: the host spawns workers inst
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import resource
@@ -110,10 +111,10 @@ def _child(req: dict[str, Any]) -> None:
             resource.setrlimit(getattr(resource, name), (limit, limit))
         sys.path[0] = req["cwd"]  # as `python -m` would have it: the worker's own (empty) folder
         sys.argv = [req["module"], req["jobdir"]]
-        import runpy
-
-        runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
-        code = 0
+        # The module is preloaded: call its main(). Running it again as __main__ (runpy, as `-m` would)
+        # made a second copy of it and warned into every job's log that this "may result in unpredictable
+        # behaviour".
+        code = int(importlib.import_module(req["module"]).main(sys.argv) or 0)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
