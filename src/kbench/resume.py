@@ -47,7 +47,9 @@ def stored_config(run_id: str, stored: dict[str, Any]) -> RunConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise ConfigError(f"run {run_id}: its stored setting '{where}' is not valid: {first['msg']}") from None
+        raise ConfigError(
+            f"run {run_id}: its stored setting '{where}' is not valid: {first['msg']}"
+        ) from None
 
 
 def differences(old: RunConfig, given: RunConfig) -> list[str]:

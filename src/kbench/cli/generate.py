@@ -37,18 +37,19 @@ def problems_flag(value: str | None) -> dict[str, object]:
 
 @app.command("prompt")
 def prompt_cmd(
-    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"),
     backend: str = typer.Option("cuda", "--backend", "-b", help=BACKENDS),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32 | fp16 | bf16"),
     shots: str = typer.Option("one", "--shots", help="zero | one | few"),
     hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts, e.g. H100"),
     cot: bool = typer.Option(False, "--cot/--no-cot", help="chain-of-thought variant"),
+    preset: str = typer.Option("full", "--preset", "-p", help="the sizes the problem shows (e.g. small)"),
     fmt: Format = typer.Option(Format.table, "--format", help="table (the text) or json"),
 ) -> None:
     """Print the exact prompt a model gets for one problem (system prompt first)."""
     from kbench.prompts import PromptOptions, build_prompt
 
-    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot))
+    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot, preset))
     if fmt is Format.json:
         print_json({"problem": p.problem_key, "system": p.system, "text": p.text, "options": dict(p.options)})
         return

@@ -73,7 +73,7 @@ def _parse(lines: list[str]) -> list[Diagnostic]:
         m = _DIAG.match(line.strip())
         if m is None:
             continue
-        context = []
+        context: list[str] = []
         for follow in lines[i + 1 : i + 4]:
             if _DIAG.match(follow.strip()) or not follow.strip():
                 break
