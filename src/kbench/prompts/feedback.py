@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from kbench.prompts.builder import BACKEND_NAMES, template
 from kbench.prompts.logs import (
-    MAX_BYTES,
     candidate_traceback,
-    clip,
     compiler_errors,
+    last_lines,
     strip_paths,
     whole_lines,
 )
@@ -45,7 +44,7 @@ def _timing_lines(v: Verdict) -> list[str]:
 
 
 def _status_line(v: Verdict, detailed: bool) -> str:
-    """Status and rule; the message's first line unless a section below gives the details."""
+    """Status and rule; the message's first line unless the log section below holds it."""
     line = f"Result of your previous answer: {v.status.value}"
     if v.rule:
         line += f" (rule: {v.rule})"
@@ -68,8 +67,8 @@ def _log_section(v: Verdict, source: str) -> str:
     if v.status in TRACEBACK and v.message:
         return f"Error:\n```\n{candidate_traceback(v.message)}\n```"
     if v.status in LOG_TAIL and v.log_tail.strip():
-        tail = clip(strip_paths(whole_lines(v.log_tail)).strip()[-MAX_BYTES:], MAX_BYTES)
-        return f"Output of your code before it stopped:\n```\n{whole_lines(tail, 1)}\n```"
+        tail = last_lines(strip_paths(v.log_tail).strip())
+        return f"Output of your code before it stopped:\n```\n{tail}\n```"
     return ""
 
 
@@ -79,7 +78,7 @@ def feedback(verdict: Verdict, source: str = "") -> str:
     `source` is the candidate's Python file: compiler errors found in it also name its line numbers.
     """
     log = _log_section(verdict, source)
-    parts = [_status_line(verdict, detailed=bool(log))]
+    parts = [_status_line(verdict, detailed=bool(log) and verdict.status not in LOG_TAIL)]
     for f in verdict.checks.findings:
         parts.append(f"Static check {f.rule} ({f.severity.value}) at line {f.line}: {f.message}")
     if log:

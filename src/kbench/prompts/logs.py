@@ -67,6 +67,19 @@ def clip(text: str, limit: int = MAX_BYTES) -> str:
     return "\n".join(out)
 
 
+def last_lines(text: str, limit: int = MAX_BYTES) -> str:
+    """The last whole lines of `text` within `limit` UTF-8 bytes, saying how many earlier ones were left out."""
+    lines, out, used = text.splitlines(), [], 0
+    for line in reversed(lines):
+        size = len(line.encode()) + 1
+        if used + size > limit - 40:
+            break
+        out.append(line)
+        used += size
+    dropped = len(lines) - len(out)
+    return "\n".join(([f"... ({dropped} earlier lines)"] if dropped else []) + out[::-1])
+
+
 def _parse(lines: list[str]) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     for i, line in enumerate(lines):
