@@ -54,8 +54,16 @@ def _kind(exc: BaseException, base_url: str | None) -> tuple[str, bool]:
     return type(exc).__name__, False
 
 
+def _body_message(exc: BaseException) -> str | None:
+    """The server's own words in an error body: `{"error": {"message": ...}}` or `{"message": ...}`."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else None
+
+
 def _detail(exc: BaseException) -> str:
-    message = getattr(exc, "message", None) or str(exc)
+    message = _body_message(exc) or getattr(exc, "message", None) or str(exc)
     message = _SDK_PREFIX.sub("", " ".join(str(message).split()))
     if message in ("", "Connection error.", "Request timed out."):
         return ""
