@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from llmserver import load_server_module
+from modelanswers import answer
 from typer.testing import CliRunner
 
 from kbench.cli import app
@@ -14,17 +15,6 @@ from kbench.store import Store
 from kbench.types import Status
 
 pytestmark = pytest.mark.slow
-CANDIDATE = (Path(__file__).parent / "fixtures" / "pipeline" / "gemm_epilogue_cpp.py").read_text()
-MODES = {"F.gelu": 1, "F.silu": 2, "torch.relu": 0}
-
-
-def _answer(request) -> str:  # type: ignore[no-untyped-def]
-    task = request.messages[0]["content"]
-    task = task if isinstance(task, str) else "".join(p.get("text", "") for p in task)
-    problem = task[task.rfind("class Model(") :]  # the problem source comes after the examples
-    mode = next(m for marker, m in MODES.items() if marker in problem)
-    source = CANDIDATE.replace("MODE,", f"{mode},")
-    return f"Fusing the epilogue into one OpenMP pass.\n\n```python\n{source}\n```\n"
 
 
 def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,7 +22,7 @@ def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
     store = tmp_path / "runs" / "kbench.db"
-    with server_mod.LLMServer(respond=_answer, p429=0.2, seed=3) as server:
+    with server_mod.LLMServer(respond=answer, p429=0.2, seed=3) as server:
         args = ["run", "--model", "openai/test", "--base-url", server.openai_url, "--level", "2",
                 "--problems", "3", "--samples", "2", "--turns", "2", "--backend", "cpp", "--device", "cpu",
                 "--preset", "small", "--store", str(store)]  # fmt: skip

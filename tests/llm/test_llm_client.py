@@ -41,7 +41,9 @@ def test_cache_key_covers_model_prompt_params_sample() -> None:
 
 def test_a_cache_hit_costs_nothing_and_keeps_its_tokens(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path)
-    cache.put(_req(sample=2), Completion("openai/gpt-4o", "answer", input_tokens=3, cost_usd=0.5, latency_s=2.0))
+    cache.put(
+        _req(sample=2), Completion("openai/gpt-4o", "answer", input_tokens=3, cost_usd=0.5, latency_s=2.0)
+    )
     hit = cache.get(_req(sample=2))
     assert hit is not None and (hit.cost_usd, hit.latency_s, hit.input_tokens, hit.sample) == (0.0, 0.0, 3, 2)
     assert cache.get(_req(sample=1)) is None  # another sample of the same prompt is another entry

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbench.prompts import feedback, refine_message
+from kbench.prompts.feedback import reason
 from kbench.prompts.logs import MAX_BYTES, candidate_traceback, clip, compiler_errors, strip_paths
 from kbench.types import BuildResult, Correctness, Status, TimingStats, Verdict
 
@@ -168,3 +169,14 @@ def test_refine_message_variants() -> None:
     assert "No usable code" in none and "C++ (CPU) kernels" in none
     fixed = refine_message("cpp", _build_error(), "", SOURCE)
     assert "(line" in fixed and "of your code)" in fixed
+
+
+def test_reason_is_one_clean_line() -> None:
+    assert (
+        reason(_build_error())
+        == "main.cpp:12:22: error: ‘bb’ was not declared in this scope; did you mean ‘b’?"
+    )
+    assert reason(_v(Status.BUILD_ERROR, message="x" * 2500 + "\nOSError: no compiler")) == "did not compile"
+    raised = 'ValueError: bad\nTraceback (most recent call last):\n  File "/x/kbench/w.py", line 1\nValueError: bad'
+    assert reason(_v(Status.RUNTIME_ERROR, message=raised)) == "ValueError: bad"
+    assert reason(_v(Status.OK)) == ""

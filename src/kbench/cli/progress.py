@@ -28,8 +28,9 @@ from kbench.cli.app import err_console
 from kbench.config import NOISE_FLOOR
 from kbench.events import Monitor
 from kbench.llm.journal import Attempt
+from kbench.prompts.feedback import reason
 from kbench.store import VerdictKey
-from kbench.types import Status, Verdict
+from kbench.types import Verdict
 
 Header = Callable[[str, int, int], str]  # (run id, total, done) -> the lines printed first
 
@@ -50,8 +51,9 @@ def verdict_line(key: VerdictKey, v: Verdict, floor: float = NOISE_FLOOR) -> str
             parts.append(f"{s.value:6.2f}x {mode}{note}")
     if v.rule:
         parts.append(f"[{v.rule}]")
-    if v.status is not Status.OK and v.message:
-        parts.append(v.message.strip().splitlines()[0][:100])
+    why = reason(v)
+    if why:
+        parts.append(why[:120])
     return "  ".join(parts)
 
 
@@ -59,6 +61,7 @@ class _Bar(Progress):
     """The bar, and under it what is in flight (re-read at every refresh, 10 times a second)."""
 
     def __init__(self, view: RunProgress) -> None:
+        self.view = view  # read while the base class builds its display
         super().__init__(
             TextColumn("{task.description}"),
             BarColumn(bar_width=30),
@@ -68,7 +71,6 @@ class _Bar(Progress):
             TimeRemainingColumn(),
             console=err_console,
         )
-        self.view = view
 
     def get_renderables(self) -> Iterable[RenderableType]:
         yield self.make_tasks_table(self.tasks)

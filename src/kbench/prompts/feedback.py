@@ -54,6 +54,21 @@ def _status_line(v: Verdict, detailed: bool) -> str:
     return line + (f". {first}" if first and not detailed else ".")
 
 
+def reason(v: Verdict) -> str:
+    """One line on why a verdict is not ok, for a live progress line: the first compiler error or the
+    exception, without paths ('' for ok)."""
+    if v.ok:
+        return ""
+    if v.status is Status.BUILD_ERROR:
+        log = v.build.log if v.build is not None and v.build.log else v.message
+        first = (compiler_errors(log) or compiler_errors(v.message)).split("\n", 1)[0]
+        return first or "did not compile"
+    text = whole_lines(v.message).strip()
+    if v.status in TRACEBACK:
+        text = candidate_traceback(text).splitlines()[-1] if text else ""
+    return strip_paths(text.split("\n", 1)[0])
+
+
 def _log_section(v: Verdict, source: str) -> str:
     """The one log section for this verdict ('' when there is none): compiler errors, the candidate's
     frames of a traceback, or the worker's output."""

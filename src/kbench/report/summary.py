@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kbench import metrics as m
 from kbench.llm.failures import failure_kind
+from kbench.llm.pricing import price
 from kbench.report.data import HEADLINE_P, MODES, Series, fmt_fast, fmt_rate, fmt_x
 
 # (mode, p) pairs shown per problem: every headline p against eager, fast_1 against torch.compile.
@@ -127,7 +128,10 @@ def _requests(s: Series) -> list[tuple[str, str]]:
         ("answered from the cache", str(r.cached)),
         ("failed", failed),
         ("tokens in / out (sent)", f"{r.input_tokens:,} / {r.output_tokens:,}"),
-        ("cost", f"${r.cost_usd:.4f}"),
+        (
+            "cost",
+            f"${r.cost_usd:.4f}" if price(s.model) or r.cost_usd else f"– (no price known for {s.model})",
+        ),
         ("latency median / p90 / max", latency),
     ]
 
