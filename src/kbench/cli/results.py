@@ -53,13 +53,13 @@ def runs_cmd(
         return
     table = Table(title=f"{len(runs)} runs in {store.path}", box=box.SIMPLE_HEAD)
     # Ids are what the user types next (`report`, `--resume`): never cut or wrapped; other columns fold.
+    # An id starts with its UTC start time (`--format json` has `created_at`).
     table.add_column("run", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=3))
-    for col in ("started", "model", "backend", "preset", "device"):
+    for col in ("model", "backend", "preset", "device"):
         table.add_column(col, overflow="fold")
     table.add_column("ok", justify="right")
     for r in runs:
-        started = r.created_at.replace("T", " ")[:16]
-        table.add_row(r.run_id, started, *_run_cells(r), f"{r.ok}/{r.verdicts}")
+        table.add_row(r.run_id, *_run_cells(r), f"{r.ok}/{r.verdicts}")
     console.print(table)
 
 
