@@ -216,3 +216,37 @@ def test_pass_at_k_over_samples_of_the_grid() -> None:
     assert m.mean_pass_at_k(counts, 1) == pytest.approx((0.5 + 1.0 + 0.0) / 3)
     assert m.mean_pass_at_k(counts, 2) == pytest.approx((1.0 + 1.0 + 0.0) / 3)
     assert m.pass_at_k_problems(counts, 2) == 3 and m.pass_at_k_problems({"a": (1, 1)}, 2) == 0
+
+
+def _x(speedup: float | None, status: Status = Status.OK) -> Verdict:
+    """A verdict `speedup` times faster than eager, both timed with a 0.05 % relative error."""
+    if speedup is None:
+        return verdict(status=status)
+    return verdict(cand=1.0, eager=speedup, rse=(0.0005, 0.0005))
+
+
+def test_the_readme_worked_example() -> None:
+    """The numbers README.md's Metrics section quotes for its worked example."""
+    recs = [
+        m.Record("A", _x(0.98), sample=0, turn=0),
+        m.Record("A", _x(1.30), sample=0, turn=1),
+        m.Record("A", _x(1.004), sample=1, turn=0),
+        m.Record("A", _x(1.25), sample=1, turn=1),
+        m.Record("B", _x(None, Status.MISMATCH), sample=0, turn=0),
+        m.Record("B", _x(None, Status.BUILD_ERROR), sample=0, turn=1),
+        m.Record("B", _x(0.90), sample=1, turn=0),
+        m.Record("B", _x(0.95), sample=1, turn=1),
+        m.Record("C", _x(2.10), sample=1, turn=0),  # sample 0's request failed: no verdict
+        m.Record("C", _x(None, Status.NO_CODE), sample=1, turn=1),
+    ]
+    problems = ["A", "B", "C"]
+    assert [m.first_fast_p(recs, problems, p).fast for p in (0.0, 1.0)] == [1, 0]
+    assert [m.best_fast_p(recs, problems, p).fast for p in (0.0, 1.0, 2.0)] == [3, 2, 1]
+    assert m.geomean(m.best_speedups(recs).values()) == pytest.approx(1.37, abs=0.005)
+    correct = m.sample_counts(recs)
+    assert m.mean_pass_at_k(correct, 1) == pytest.approx(0.8333, abs=1e-4)
+    assert (m.mean_pass_at_k(correct, 2), m.pass_at_k_problems(correct, 2)) == (1.0, 2)
+    fast = m.sample_counts(recs, lambda v: m.classify(v, 1.0) == "fast")
+    assert m.mean_pass_at_k(fast, 1) == pytest.approx(2 / 3) and m.mean_pass_at_k(fast, 2) == 0.5
+    pooled = m.fast_p([r.verdict for r in recs], 1.0)
+    assert (pooled.n, sum(r.verdict.ok for r in recs), pooled.fast, pooled.uncertain) == (10, 7, 3, 1)
