@@ -32,7 +32,8 @@ from kbench.prompts.feedback import reason
 from kbench.store import VerdictKey
 from kbench.types import Verdict
 
-Header = Callable[[str, int, int], str]  # (run id, total, done) -> the lines printed first
+# (run id, total, done, whether the LLM client has a response cache or None without one) -> the header
+Header = Callable[[str, int, int, bool | None], str]
 
 
 def verdict_line(key: VerdictKey, v: Verdict, floor: float = NOISE_FLOOR) -> str:
@@ -112,7 +113,8 @@ class RunProgress(Monitor):
         return " · ".join(parts)
 
     def started(self, run_id: str, total: int, done: int) -> None:
-        self.print(self.header(run_id, total, done))
+        client = self.activity.client
+        self.print(self.header(run_id, total, done, None if client is None else client.cache is not None))
         with self._lock:
             self._task = self.bar.add_task("verdicts", total=total, completed=done)
 

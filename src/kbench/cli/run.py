@@ -107,10 +107,16 @@ def _sampling(cfg: RunConfig, defaulted: bool) -> str:
     )
 
 
+def _cache(cfg: RunConfig, cached: bool | None) -> str:
+    if cached:
+        return f"on ({cfg.cache_dir / 'llm'}; --no-cache asks afresh)"
+    return "off" if not cfg.response_cache else f"not used: {cfg.model.split('/')[0]} answers from files"
+
+
 def _header(plan: Plan) -> Header:
     cfg = plan.cfg
 
-    def text(run_id: str, total: int, done: int) -> str:
+    def text(run_id: str, total: int, done: int, cached: bool | None) -> str:
         lines = [f"run {run_id}" + (f" (resumed: {done} of {total} verdicts stored)" if done else "")]
         n = len(plan.problems)
         if plan.backends:
@@ -119,8 +125,7 @@ def _header(plan: Plan) -> Header:
             size = f"{n} problems x {cfg.samples} samples x {cfg.turns} turns = {total} verdicts"
             lines.append(f"  model {cfg.model}: {size}")
             lines.append(f"  sampling: {_sampling(cfg, plan.default_temperature)}")
-            cache = f"on ({cfg.cache_dir / 'llm'}; --no-cache asks afresh)" if cfg.response_cache else "off"
-            lines.append(f"  response cache: {cache}")
+            lines.append(f"  response cache: {_cache(cfg, cached)}")
         backends = ", ".join(plan.backends) or cfg.backend
         lines.append(f"  evaluating: {backends} on {_device(cfg)}, preset {cfg.preset}, {cfg.dtype}")
         lines.append(f"  continue a stopped run with: kbench run --resume {run_id} --store {cfg.store}")
