@@ -69,7 +69,9 @@ def _headline(series: Sequence[Series]) -> str:
     for title, rows in sections(series):
         body.append(f'<tr><td class="section" colspan="{len(series) + 1}">{escape(title)}</td></tr>')
         body += [
-            '<tr class="headline-row">' + "".join(f"<td>{escape(c)}</td>" for c in [label, *cells]) + "</tr>"
+            f'<tr class="headline-row"><td>{escape(label)}</td>'
+            + "".join(f'<td class="num">{escape(c)}</td>' for c in cells)
+            + "</tr>"
             for label, cells in rows
         ]
     head = "".join(f"<th>{escape(h)}</th>" for h in ["metric", *(s.label for s in series)])
@@ -237,7 +239,8 @@ def render(series: Sequence[Series], names: dict[str, str] | None = None) -> str
         f"<h2 id='headline'>Headline</h2><p class='note'>{escape(rule(series))}. Per-problem rows divide "
         "by the problems the run selected; a problem without a verdict counts as not correct.</p>"
         + _headline(series),
-        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>solid: vs eager; dashed: vs torch.compile</p>",
+        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>all verdicts pooled; solid: vs eager; dashed: vs "
+        "torch.compile</p>",
         _fast_p_chart(series),
         "<h2 id='distribution'>Speedup distribution</h2>" + _histogram(series),
         "<h2 id='tags'>Per fusion pattern</h2>" + _group_table("tags", series, m.by_tag),
