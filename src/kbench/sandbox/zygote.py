@@ -1,8 +1,8 @@
 """The warm starter (`python -m kbench.sandbox.zygote`): forks workers from a process that imported torch.
 
 A worker started with `python -m` spends seconds importing torch before it does anything (2.3 s on a
-quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and kbench's
-worker modules once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
+quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and what
+kbench's worker modules import once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
 session exactly as a spawned one would: its own process group, the job's environment (set before any
 CUDA use, so CUDA_VISIBLE_DEVICES still picks its GPU), working folder, log file, core dumps off and its
 memory limit, and every descriptor of this process closed. The HMAC key never passes through here: the
@@ -20,7 +20,6 @@ in the children), it answers ready=false and exits: the host spawns workers inst
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import os
 import resource
@@ -29,7 +28,10 @@ import sys
 import traceback
 from typing import Any
 
-PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
+# What the workers import at module level, not the workers themselves: runpy runs a module already in
+# sys.modules a second time, as __main__, and warns so into every job's log ("found in sys.modules ... may
+# result in unpredictable behaviour"). Their own module code takes ~8 ms.
+PRELOAD = ("torch", "kbench.sandbox.protocol")
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
@@ -111,10 +113,10 @@ def _child(req: dict[str, Any]) -> None:
             resource.setrlimit(getattr(resource, name), (limit, limit))
         sys.path[0] = req["cwd"]  # as `python -m` would have it: the worker's own (empty) folder
         sys.argv = [req["module"], req["jobdir"]]
-        # The module is preloaded: call its main(). Running it again as __main__ (runpy, as `-m` would)
-        # made a second copy of it and warned into every job's log that this "may result in unpredictable
-        # behaviour".
-        code = int(importlib.import_module(req["module"]).main(sys.argv) or 0)
+        import runpy
+
+        runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
+        code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
