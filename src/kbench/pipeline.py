@@ -11,7 +11,7 @@ hits, failures), so a report needs nothing but the store. Progress goes to a `Mo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ class RunOutcome:
     recorded: int  # verdicts written by this invocation
     skipped: int  # verdicts already in the store (resume)
     failed_requests: int = 0  # LLM requests that failed after retries (re-run to retry)
-    failures: tuple[str, ...] = field(default=())  # their reasons (llm/failures.py)
+    failures: tuple[str, ...] = ()  # their reasons (llm/failures.py)
 
 
 class EvaluateJob:
