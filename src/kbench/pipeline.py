@@ -278,10 +278,14 @@ def _model_run(
     monitor.started(run_id, len(problems) * cfg.samples * cfg.turns, len(store.done_keys(run_id)))
     batch = BatchEvaluator(cfg, store, run_id, problems, monitor)
 
+    # Answers read from files (replay: not cacheable) are no requests: no tokens, cost or latency to report.
+    asks_a_server = client.provider.cacheable
+
     def on_attempt(attempt: Attempt) -> None:
         if attempt.resumed:
             return
-        store.record_request(run_id, request_record(attempt))
+        if asks_a_server:
+            store.record_request(run_id, request_record(attempt))
         monitor.request(attempt)
         if not attempt.final:
             monitor.lost(cfg.turns - attempt.turn)  # this sample's remaining turns are not asked
