@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from kbench.config import RunConfig, resolve
+from kbench.config import SAMPLING_TEMPERATURE, RunConfig, resolve
 from kbench.errors import ConfigError
+from kbench.resume import differences, restore
 
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
@@ -92,3 +93,33 @@ def test_scratch_sweep_removes_dead_processes_job_folders(tmp_path: Path) -> Non
         os.utime(folder, (old, old))
     config.scratch_root(RunConfig(cache_dir=tmp_path / "cache", scratch_dir=str(tmp_path)))
     assert not gone.exists() and mine.exists() and other.exists() and recent.exists()
+
+
+def test_sampling_temperature_defaults_to_differing_samples() -> None:
+    assert RunConfig().sampling_temperature == 0.0
+    assert RunConfig(samples=4).sampling_temperature == SAMPLING_TEMPERATURE == 0.7
+    assert RunConfig(samples=4, temperature=0.0).sampling_temperature == 0.0  # given explicitly: kept
+    for bad in ({"samples": 0}, {"turns": 0}, {"top_p": 1.5}, {"temperature": -1}, {"noise_floor": -0.1}):
+        with pytest.raises(ConfigError, match=f"'{next(iter(bad))}'"):
+            resolve(flags=bad, environ={})
+
+
+def test_resume_restores_and_lists_every_difference() -> None:
+    stored = RunConfig(model="openai/m", backend="cpp", preset="small", samples=2, temperature=0.7)
+    data = stored.model_dump(mode="json") | {"a_setting_of_an_older_kbench": 1}
+    assert restore("r1", data, RunConfig()) == stored  # nothing given: the stored run, whole
+    given = resolve(flags={"concurrency": 2, "base_url": "http://other:8000/v1", "samples": 2}, environ={})
+    back = restore("r1", data, given)  # where the server is and how many requests at once may change
+    assert (back.concurrency, back.base_url, back.backend, back.samples) == (
+        2,
+        "http://other:8000/v1",
+        "cpp",
+        2,
+    )
+    with pytest.raises(ConfigError) as err:
+        restore("r1", data, resolve(flags={"backend": "cuda", "samples": 3, "temperature": 0.7}, environ={}))
+    message = str(err.value)
+    assert "backend 'cuda' (stored 'cpp'); samples 3 (stored 2)" in message and "temperature" not in message
+    assert set(differences(stored, resolve(flags={"model": "openai/x"}, environ={}))) == {
+        "model 'openai/x' (stored 'openai/m')"
+    }

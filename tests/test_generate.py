@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,51 @@ def test_cache_answers_a_new_output_folder(tmp_path: Path) -> None:
         second = generate([PROBLEM], cfg, tmp_path / "b")
         assert server.stats.requests == 2
     assert second.usage.cached == 2 and all(a.completion.cached for a in second.attempts)
+
+
+def _numbered() -> Callable[[object], str]:
+    """An answer that differs on every request, as a sampling server's would."""
+    count = itertools.count()
+    return lambda req: f"```python\nimport torch\n\nclass ModelNew:\n    answer = {next(count)}\n```\n"
+
+
+def test_samples_are_never_one_cached_answer(tmp_path: Path) -> None:
+    with LLMServer(respond=_numbered()) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=4)
+        first = generate([PROBLEM], cfg, tmp_path / "a")
+        assert server.stats.requests == 4 and len(server.stats.answered) == 1  # one prompt, asked 4 times
+        temperatures = {r.body["temperature"] for r in server.stats.seen}
+        again = generate([PROBLEM], cfg, tmp_path / "b")  # a new folder: only the cache can answer
+        assert server.stats.requests == 4
+    sources = {a.sample: a.candidate.source for a in first.attempts if a.candidate is not None}
+    assert len(set(sources.values())) == 4  # four samples, four answers
+    assert temperatures == {0.7}  # several samples and no temperature given: the sampling default
+    assert again.usage.cached == 4 and again.usage.requests == 0
+    assert {a.sample: a.candidate.source for a in again.attempts if a.candidate is not None} == sources
+
+
+def test_no_cache_asks_again(tmp_path: Path) -> None:
+    with LLMServer(respond=_numbered()) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=2)
+        generate([PROBLEM], cfg, tmp_path / "a")
+        off = cfg.model_copy(update={"response_cache": False})
+        again = generate([PROBLEM], off, tmp_path / "b")
+        assert server.stats.requests == 4
+    assert again.usage.cached == 0 and again.usage.requests == 2
+
+
+def test_journal_key_holds_backend_preset_and_dtype(tmp_path: Path) -> None:
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, preset="small")
+        generate([PROBLEM], cfg, tmp_path / "out", client=make_client(cfg, cache=False))
+        [key] = Journal(tmp_path / "out").load()
+        assert key == (PROBLEM.key, 0, 0, "cpp", "small", "fp32")
+        for change in ({"preset": "full"}, {"dtype": "fp16"}, {"backend": "triton"}):
+            other = cfg.model_copy(update=change)
+            generate([PROBLEM], other, tmp_path / "out", client=make_client(other, cache=False))
+        assert server.stats.requests == 4  # an answer for other settings is never taken for these
+        generate([PROBLEM], cfg, tmp_path / "out", client=make_client(cfg, cache=False))
+        assert server.stats.requests == 4
 
 
 def test_failed_requests_are_retried_on_rerun(tmp_path: Path) -> None:

@@ -68,16 +68,19 @@ def test_speedup_is_none_when_incorrect_untimed_or_meaningless() -> None:
 
 
 @pytest.mark.parametrize(
-    ("p", "fast", "uncertain"),
+    ("p", "floor", "fast", "uncertain"),
     [
-        (0.0, 3, 0),  # A, B, C; E is correct but untimed, D incorrect
-        (1.0, 2, 0),  # B is exactly 1.0 with no noise: '>' makes the tie not fast, and not uncertain
-        (1.2, 1, 1),  # C: 1.25x, 95 % interval [1.088, 1.436] straddles 1.2
-        (2.0, 0, 0),  # A is exactly 2.0
+        (0.0, 0.0, 3, 0),  # A, B, C; E is correct but untimed, D incorrect
+        (1.0, 0.0, 2, 0),  # B is exactly 1.0 with no noise and no floor: '>' makes the tie not fast
+        (1.2, 0.0, 1, 1),  # C: 1.25x, 95 % interval [1.088, 1.436] straddles 1.2
+        (2.0, 0.0, 0, 0),  # A is exactly 2.0
+        (1.0, 0.01, 2, 1),  # the 1 % floor: B's 1.0x is within [0.990, 1.010] of 1, uncertain
+        (2.0, 0.01, 0, 1),  # A's 2.0x is within [1.980, 2.020] of 2
+        (1.9, 0.01, 1, 0),  # A: 2.0 / 1.01 = 1.980 > 1.9
     ],
 )
-def test_fast_p_hand_computed(p: float, fast: int, uncertain: int) -> None:
-    r = m.fast_p(RUN, p)
+def test_fast_p_hand_computed(p: float, floor: float, fast: int, uncertain: int) -> None:
+    r = m.fast_p(RUN, p, floor=floor)
     assert (r.n, r.fast, r.uncertain, r.untimed) == (5, fast, uncertain, 1)
     assert r.rate == fast / 5
 
@@ -87,6 +90,18 @@ def test_tie_at_p_with_noise_is_uncertain() -> None:
     assert m.classify(v, 1.0) == "uncertain"
     assert m.classify(v, 0.9) == "fast"
     assert m.classify(v, 1.1) == "slow"
+
+
+def test_a_tight_speedup_within_the_noise_floor_is_never_fast() -> None:
+    """1.001x with a 0.01 % interval (a candidate that runs the reference and then a copy): not fast_1."""
+    v = verdict(cand=1.0, eager=1.001, rse=(0.0001, 0.0001))
+    s = m.speedup(v)
+    assert s is not None and s.low > 1.0  # the interval alone would call it fast
+    assert m.classify(v, 1.0) == "uncertain" and m.fast_p([v], 1.0).fast == 0
+    assert m.classify(v, 1.0, floor=0.0) == "fast"  # what the rule without a floor said
+    assert m.classify(verdict(cand=1.0, eager=1.02), 1.0) == "fast"  # 1.02 / 1.01 > 1
+    assert m.classify(verdict(cand=1.0, eager=0.98), 1.0) == "slow"  # 0.98 * 1.01 < 1
+    assert m.geomean_speedup([v], only_fast=True) is None
 
 
 def test_fast_p_against_compile() -> None:
@@ -159,3 +174,79 @@ def test_breakdowns() -> None:
     assert m.breakdown(recs, m.by_level, m.correctness_rate) == {"level 1": 1.0, "level 2": 0.5}
     assert m.breakdown(recs, m.by_model, lambda vs: m.fast_p(vs, 1.0).fast) == {"x": 1, "y": 0}
     assert list(m.breakdown(recs, m.by_turn, len).items()) == [("turn 0", 1), ("turn 1", 2)]
+
+
+# Three problems, two samples, two turns: p1 is fast only in sample 1 turn 1, p2 correct but slow first
+# and fast later, p3 never correct; p4 was selected but has no verdict (its requests failed).
+FAST, SLOW = verdict(cand=0.5, eager=1.0), verdict(cand=2.0, eager=1.0)
+GRID = [
+    m.Record("p1", D, sample=0, turn=0),
+    m.Record("p1", D, sample=0, turn=1),
+    m.Record("p1", D, sample=1, turn=0),
+    m.Record("p1", FAST, sample=1, turn=1),
+    m.Record("p2", SLOW, sample=0, turn=0),
+    m.Record("p2", FAST, sample=0, turn=1),
+    m.Record("p2", SLOW, sample=1, turn=0),
+    m.Record("p2", SLOW, sample=1, turn=1),
+    m.Record("p3", D, sample=0, turn=0),
+    m.Record("p3", D, sample=1, turn=0),
+]
+SELECTED = ["p1", "p2", "p3", "p4"]
+
+
+def test_first_attempt_fast_p_divides_by_the_selected_problems() -> None:
+    first = m.first_fast_p(GRID, SELECTED, 1.0)
+    assert (first.n, first.fast) == (4, 0)  # p2's first attempt is correct but slow
+    assert m.first_fast_p(GRID, SELECTED, 0.0).fast == 1  # only p2's first attempt is correct
+    assert set(m.first_attempts(GRID)) == {"p1", "p2", "p3"}
+
+
+def test_best_of_k_takes_each_problems_best_attempt() -> None:
+    best = m.best_fast_p(GRID, SELECTED, 1.0)
+    assert (best.n, best.fast, best.uncertain) == (4, 2, 0)  # p1 and p2; p3 never correct, p4 missing
+    assert m.best_kind([], 1.0) == "missing" and m.best_kind([D, SLOW], 1.0) == "slow"
+    assert m.best_speedups(GRID) == {"p1": 2.0, "p2": 2.0}
+    pooled = m.fast_p([r.verdict for r in GRID], 1.0)
+    assert (pooled.n, pooled.fast) == (10, 2)  # pooling counts attempts, not problems
+
+
+def test_pass_at_k_over_samples_of_the_grid() -> None:
+    counts = m.sample_counts(GRID)  # a sample passes when any of its turns is correct
+    assert counts == {"p1": (2, 1), "p2": (2, 2), "p3": (2, 0)}
+    assert m.mean_pass_at_k(counts, 1) == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    assert m.mean_pass_at_k(counts, 2) == pytest.approx((1.0 + 1.0 + 0.0) / 3)
+    assert m.pass_at_k_problems(counts, 2) == 3 and m.pass_at_k_problems({"a": (1, 1)}, 2) == 0
+
+
+def _x(speedup: float | None, status: Status = Status.OK) -> Verdict:
+    """A verdict `speedup` times faster than eager, both timed with a 0.05 % relative error."""
+    if speedup is None:
+        return verdict(status=status)
+    return verdict(cand=1.0, eager=speedup, rse=(0.0005, 0.0005))
+
+
+def test_the_readme_worked_example() -> None:
+    """The numbers README.md's Metrics section quotes for its worked example."""
+    recs = [
+        m.Record("A", _x(0.98), sample=0, turn=0),
+        m.Record("A", _x(1.30), sample=0, turn=1),
+        m.Record("A", _x(1.004), sample=1, turn=0),
+        m.Record("A", _x(1.25), sample=1, turn=1),
+        m.Record("B", _x(None, Status.MISMATCH), sample=0, turn=0),
+        m.Record("B", _x(None, Status.BUILD_ERROR), sample=0, turn=1),
+        m.Record("B", _x(0.90), sample=1, turn=0),
+        m.Record("B", _x(0.95), sample=1, turn=1),
+        m.Record("C", _x(2.10), sample=1, turn=0),  # sample 0's request failed: no verdict
+        m.Record("C", _x(None, Status.NO_CODE), sample=1, turn=1),
+    ]
+    problems = ["A", "B", "C"]
+    assert [m.first_fast_p(recs, problems, p).fast for p in (0.0, 1.0)] == [1, 0]
+    assert [m.best_fast_p(recs, problems, p).fast for p in (0.0, 1.0, 2.0)] == [3, 2, 1]
+    assert m.geomean(m.best_speedups(recs).values()) == pytest.approx(1.37, abs=0.005)
+    correct = m.sample_counts(recs)
+    assert m.mean_pass_at_k(correct, 1) == pytest.approx(0.8333, abs=1e-4)
+    assert (m.mean_pass_at_k(correct, 2), m.pass_at_k_problems(correct, 2)) == (1.0, 2)
+    fast = m.sample_counts(recs, lambda v: m.classify(v, 1.0) == "fast")
+    assert m.mean_pass_at_k(fast, 1) == pytest.approx(2 / 3) and m.mean_pass_at_k(fast, 2) == 0.5
+    pooled = m.fast_p([r.verdict for r in recs], 1.0)
+    assert (pooled.n, sum(r.verdict.ok for r in recs), pooled.fast, pooled.uncertain) == (10, 7, 3, 1)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from llmserver import load_server_module
+from modelanswers import answer
 from typer.testing import CliRunner
 
 from kbench.cli import app
@@ -14,17 +16,6 @@ from kbench.store import Store
 from kbench.types import Status
 
 pytestmark = pytest.mark.slow
-CANDIDATE = (Path(__file__).parent / "fixtures" / "pipeline" / "gemm_epilogue_cpp.py").read_text()
-MODES = {"F.gelu": 1, "F.silu": 2, "torch.relu": 0}
-
-
-def _answer(request) -> str:  # type: ignore[no-untyped-def]
-    task = request.messages[0]["content"]
-    task = task if isinstance(task, str) else "".join(p.get("text", "") for p in task)
-    problem = task[task.rfind("class Model(") :]  # the problem source comes after the examples
-    mode = next(m for marker, m in MODES.items() if marker in problem)
-    source = CANDIDATE.replace("MODE,", f"{mode},")
-    return f"Fusing the epilogue into one OpenMP pass.\n\n```python\n{source}\n```\n"
 
 
 def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,7 +23,7 @@ def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
     store = tmp_path / "runs" / "kbench.db"
-    with server_mod.LLMServer(respond=_answer, p429=0.2, seed=3) as server:
+    with server_mod.LLMServer(respond=answer, p429=0.2, seed=3) as server:
         args = ["run", "--model", "openai/test", "--base-url", server.openai_url, "--level", "2",
                 "--problems", "3", "--samples", "2", "--turns", "2", "--backend", "cpp", "--device", "cpu",
                 "--preset", "small", "--store", str(store)]  # fmt: skip
@@ -49,19 +40,31 @@ def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.Monk
     assert Path(result.output.split("report ")[-1].strip()).exists()
 
 
-def test_run_solutions_and_resume(tmp_path: Path) -> None:
+def test_run_solutions_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_DEVICE", "cpu")  # the CPU's solutions on any machine
     store = tmp_path / "kbench.db"
     args = ["run", "--solutions", "reference", "--problems", "2/24", "--store", str(store)]
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "1 new verdicts" in first.output and "2/24" in first.output
     run_id = first.output.split("run ")[-1].split(":")[0]
+    assert "numbers from CPU, small, fp32" in first.output
     again = CliRunner().invoke(app, [*args, "--resume", run_id])
     assert again.exit_code == 0, again.output
     assert "0 new verdicts, 1 kept from before" in again.output
+    alone = CliRunner().invoke(app, ["run", "--resume", run_id, "--store", str(store)])  # the stored config
+    assert alone.exit_code == 0 and "0 new verdicts, 1 kept from before" in alone.output, alone.output
     with Store(store) as db:
         [(key, verdict)] = db.verdicts(run_id)
-    assert key.model == "reference/cpp" and verdict.status is Status.OK
+        config = db.run(run_id).config
+    assert key.model == "reference/cpp" and verdict.status is Status.OK and verdict.log_tail == ""
+    assert (config["backend"], config["solution_backends"], config["preset"]) == ("cpp", ["cpp"], "small")
+    # `kbench runs` in 80 columns: the whole id, the verdicts' model and backend, the CPU
+    listed = CliRunner().invoke(app, ["runs", "--store", str(store)], env={"COLUMNS": "80"})
+    row = next(line for line in listed.output.splitlines() if run_id in line)
+    assert re.search(r"reference/cpp\s+cpp\s+small\s+CPU\s+1/1", row), listed.output
+    as_json = json.loads(CliRunner().invoke(app, ["runs", "--store", str(store), "--format", "json"]).output)
+    assert as_json[0]["model"] == "reference/cpp" and as_json[0]["device"] == "CPU"
     exported = CliRunner().invoke(app, ["export", run_id, "--format", "jsonl", "--store", str(store)])
     assert (
         exported.exit_code == 0 and json.loads(exported.output.splitlines()[0])["verdict"]["status"] == "ok"

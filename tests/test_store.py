@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench.store import SCHEMA_VERSION, Store, StoreError, VerdictKey, from_dict, to_dict
+from kbench.store import SCHEMA_VERSION, RequestRecord, Store, StoreError, VerdictKey, from_dict, to_dict
 from kbench.store.schema import migrate
 from kbench.types import (
     BuildResult,
@@ -96,6 +96,40 @@ def test_start_run_resumes_an_existing_id(store: Store) -> None:
     assert [r.run_id for r in store.runs()] == [run]
 
 
+def test_runs_list_the_backends_and_models_of_their_verdicts(store: Store) -> None:
+    run = store.start_run({"model": "", "backend": "cuda"}, HW, "ref")
+    for backend in ("cpp", "triton"):
+        store.record(run, VerdictKey("kbench:2/1", 0, 0, backend, f"reference/{backend}"), full_verdict(), "")
+    info = store.run(run)
+    assert info.backends == ("cpp", "triton") and info.models == ("reference/cpp", "reference/triton")
+    assert store.run(store.start_run({}, HW, "empty")).backends == ()
+
+
+def test_run_problems_keep_their_order_and_requests_round_trip(store: Store) -> None:
+    run = store.start_run({}, HW, "r")
+    store.put_run_problems(run, ["kbench:2/10", "kbench:2/2", "kbench:1/7"])
+    store.put_run_problems(run, ["kbench:2/2", "kbench:2/3"])  # a resume adds nothing twice
+    assert store.run_problems(run) == ["kbench:2/10", "kbench:2/2", "kbench:1/7", "kbench:2/3"]
+    asked = [
+        RequestRecord("kbench:2/10", 0, 0, False, "", 120, 80, 0.002, 1.5),
+        RequestRecord("kbench:2/10", 1, 0, True, "", 120, 80, 0.0, 0.0),
+        RequestRecord("kbench:2/2", 0, 0, False, "HTTP 429 rate limited (after 8 retries)", 0, 0, 0.0, 30.0),
+    ]
+    for r in asked:
+        store.record_request(run, r)
+    assert store.requests(run) == asked and store.requests("other") == []
+
+
+def test_only_an_empty_run_is_dropped(store: Store) -> None:
+    empty, used, asked = (store.start_run({}, HW, name) for name in ("empty", "used", "asked"))
+    store.put_run_problems(empty, ["kbench:2/1"])
+    store.record(used, VerdictKey("kbench:2/1"), full_verdict(), "")
+    store.record_request(asked, RequestRecord("kbench:2/1", 0, 0, False, "timed out", 0, 0, 0.0, 1.0))
+    assert store.drop_run_if_empty(empty) and {r.run_id for r in store.runs()} == {"used", "asked"}
+    assert not store.drop_run_if_empty(used) and not store.drop_run_if_empty(asked)
+    assert store.run_problems(empty) == []
+
+
 def test_unknown_run_is_a_clear_error(store: Store) -> None:
     with pytest.raises(StoreError, match="no run 'nope'"):
         store.run("nope")
@@ -155,14 +189,15 @@ def test_a_v1_database_is_migrated_and_keeps_its_verdicts(tmp_path: Path) -> Non
     db.close()
 
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     [rec] = store.records("old")
     assert rec.verdict == full_verdict() and rec.completion_text == ""
     store.put_sol("kbench:2/1", "full", "g", 1.0)  # v2 tables exist
     versions = [r[0] for r in store._rows("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2]
+    assert versions == [1, 2, 3]
+    assert store.run_problems("old") == [] and store.requests("old") == []  # v3 tables exist, empty
     store.close()
-    assert Store(path).schema_version == 2  # reopening does not migrate twice
+    assert Store(path).schema_version == 3  # reopening does not migrate twice
 
 
 def test_a_newer_database_is_refused(tmp_path: Path) -> None:

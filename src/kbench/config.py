@@ -18,6 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kbench.errors import ConfigError
 
 ENV_PREFIX = "KBENCH_"
+LEASE_GRACE_S = 30.0  # a GPU worker gives up its lease wait first, with a clear message; the host after this
+# With several samples and no temperature given: one that makes samples differ. At 0 a server answers
+# the same prompt with the same text, and pass@k over k identical samples is pass@1 counted k times.
+SAMPLING_TEMPERATURE = 0.7
+# Speedups within this factor of a threshold p are "uncertain", never fast (metrics.py): timings of one
+# callable in two fresh processes differ by up to ~1 % (README, Timing), more than a timing's own
+# interval says.
+NOISE_FLOOR = 0.01
 
 
 def default_cache_dir() -> Path:
@@ -118,15 +126,21 @@ class RunConfig(BaseModel):
     model: str = ""  # PROVIDER/MODEL, e.g. openai/gpt-4o, anthropic/claude-..., replay/PATH
     base_url: str | None = None
     api_key_env: str | None = None  # environment variable holding the API key (default: the provider's)
-    temperature: float = 0.0
-    max_tokens: int = 8192
+    # None: 0 for one sample, SAMPLING_TEMPERATURE for several (`sampling_temperature`)
+    temperature: float | None = Field(default=None, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)  # None: the server's default (not sent)
+    max_tokens: int = Field(default=8192, ge=1)
     reasoning_effort: str | None = None
-    samples: int = 1
-    turns: int = 1
+    samples: int = Field(default=1, ge=1)
+    turns: int = Field(default=1, ge=1)
     concurrency: int = 8
     shots: Literal["zero", "one", "few"] = "one"
     hardware_facts: str | None = None  # GPU name for the prompt's hardware facts
     chain_of_thought: bool = False
+    response_cache: bool = True  # reuse cached answers to identical requests (llm/cache.py)
+    # retries of one request on 429, 5xx, timeouts and refused connections (the SDKs' backoff)
+    llm_retries: int = Field(default=8, ge=0)
+    solution_backends: list[str] = Field(default_factory=list)  # `run --solutions`: the shipped sets run
 
     # evaluation
     seeds: int = 3  # fixed seeds; one more per-run secret seed is added
@@ -147,6 +161,7 @@ class RunConfig(BaseModel):
     timing_graph: bool = False  # time CUDA-graph replays instead of eager calls
     sample_whole_mib: int = 32  # a sampled timed output above this is checked at 2**20 random elements
     timing_hide_launch: bool = True  # CUDA: queue each timed call behind a spin kernel (timing.py)
+    noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
     cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)
     cpu_threads: int = 1  # torch/OpenMP threads of CPU workers, the same for reference and candidate
@@ -166,6 +181,14 @@ class RunConfig(BaseModel):
     scratch_dir: str = "auto"  # job folders: "auto" (memory file system if roomy), "cache", or a path
     run_id: str | None = None
 
+    @property
+    def sampling_temperature(self) -> float:
+        """The temperature requests are sent with: the configured one, else 0 for a single sample and
+        SAMPLING_TEMPERATURE for several (so samples differ)."""
+        if self.temperature is not None:
+            return self.temperature
+        return SAMPLING_TEMPERATURE if self.samples > 1 else 0.0
+
     def budgets(self, role: str) -> dict[str, float]:
         """Seconds per phase of a worker of `role`, in the order it announces them (sandbox/host.py)."""
         lease = self.lease_wait_s + LEASE_GRACE_S  # the worker gives up first, with a clear message
@@ -180,9 +203,6 @@ class RunConfig(BaseModel):
             "correctness": self.correctness_timeout_s or self.timeout_s,
             "timing": timing,
         }
-
-
-LEASE_GRACE_S = 30.0
 
 
 def _coerce_env(name: str, raw: str) -> Any:

@@ -52,17 +52,24 @@ class Chain:
 
 def gen_params(cfg: RunConfig) -> GenParams:
     return GenParams(
-        temperature=cfg.temperature,
+        temperature=cfg.sampling_temperature,
+        top_p=cfg.top_p,
         max_tokens=cfg.max_tokens,
         reasoning_effort=cfg.reasoning_effort,
         base_url=cfg.base_url,
         api_key_env=cfg.api_key_env,
+        max_retries=cfg.llm_retries,
     )
 
 
-def make_client(cfg: RunConfig, cache: bool = True) -> LLMClient:
-    """The client `generate`/`refine` use by default: cfg's model, limit and cache folder."""
-    return LLMClient.create(cfg.model, gen_params(cfg), cfg.concurrency, cfg.cache_dir if cache else None)
+def make_client(cfg: RunConfig, cache: bool | None = None) -> LLMClient:
+    """The client `generate`/`refine` use by default: cfg's model, limit and cache folder (none when
+    `cache` is False, or when it is None and cfg.response_cache is off).
+
+    Building it checks the provider's configuration (known provider, API key, replay folder): call it
+    before anything is written, so a misconfigured run leaves nothing behind."""
+    use_cache = cfg.response_cache if cache is None else cache
+    return LLMClient.create(cfg.model, gen_params(cfg), cfg.concurrency, cfg.cache_dir if use_cache else None)
 
 
 def no_code_verdict(attempt: Attempt, cfg: RunConfig) -> Verdict:
@@ -78,9 +85,18 @@ def no_code_verdict(attempt: Attempt, cfg: RunConfig) -> Verdict:
     )
 
 
-def _to_attempt(chain: Chain, turn: int, completion: Completion, final_errors: bool, backend: str) -> Attempt:
-    p = chain.problem
-    base = Attempt(p.key, p.level, p.number, chain.sample, turn, chain.prompt.digest, completion, None)
+def _key(chain: Chain, turn: int, cfg: RunConfig) -> Key:
+    return (chain.problem.key, chain.sample, turn, cfg.backend, cfg.preset, cfg.dtype)
+
+
+def _to_attempt(
+    chain: Chain, turn: int, completion: Completion, final_errors: bool, cfg: RunConfig
+) -> Attempt:
+    p, backend = chain.problem, cfg.backend
+    base = Attempt(
+        p.key, p.level, p.number, chain.sample, turn, chain.prompt.digest, completion, None,
+        backend=backend, preset=cfg.preset, dtype=cfg.dtype,
+    )  # fmt: skip
     if completion.error and not final_errors:
         return replace(base, final=False, no_code_reason=completion.error)
     found = extract(completion.text)
@@ -102,7 +118,7 @@ async def _ask_turn(
     on_attempt: OnAttempt | None,
 ) -> list[Attempt]:
     async def one(chain: Chain) -> Attempt:
-        key = (chain.problem.key, chain.sample, turn)
+        key = _key(chain, turn, cfg)
         if key in done:
             attempt = done[key]
         else:
@@ -118,7 +134,7 @@ async def _ask_turn(
                 turn=turn,
             )
             completion = await client.complete(request)
-            attempt = _to_attempt(chain, turn, completion, client.errors_are_final, cfg.backend)
+            attempt = _to_attempt(chain, turn, completion, client.errors_are_final, cfg)
             journal.append(attempt)
         if on_attempt is not None:
             on_attempt(attempt)
@@ -182,7 +198,8 @@ def _judge(attempts: list[Attempt], evaluate: Evaluate, cfg: RunConfig) -> list[
 def _next_chain(chain: Chain, attempt: Attempt, backend: str) -> Chain:
     said = Message("assistant", attempt.completion.text or EMPTY_ANSWER)
     verdict = attempt.verdict if attempt.candidate is not None else None
-    reply = Message("user", refine_message(backend, verdict, attempt.no_code_reason))
+    source = attempt.candidate.source if attempt.candidate is not None else ""
+    reply = Message("user", refine_message(backend, verdict, attempt.no_code_reason, source))
     return replace(chain, messages=(*chain.messages, said, reply))
 
 

@@ -5,12 +5,20 @@ standard error (TimingStats.rse); the ratio's relative error is taken as sqrt(rs
 95 % interval is speedup * exp(+-1.96 * that), symmetric in log space because a ratio is.
 
 fast_p rule (stated once, used everywhere): a verdict is *fast at p* when it is correct, both timings
-are meaningful, and the lower end of its 95 % speedup interval is strictly above p (`>`, so a speedup of
-exactly p is not fast). A correct verdict whose interval contains p (low <= p < high) is *uncertain*: it
-counts as not fast, and fast_p reports how many there were, so a threshold that sits inside the noise is
+are meaningful, and the lower end of its 95 % speedup interval, widened by the noise floor f, is strictly
+above p: low / (1 + f) > p (`>`, so a speedup of exactly p is not fast). The interval comes from the
+timings' spread within their processes; f (default 1 %, config `noise_floor`) is the spread between
+processes that it does not see, so a 1.001x speedup with a tight interval is not fast at 1. A correct
+verdict whose widened interval contains p (low / (1 + f) <= p < high * (1 + f)) is *uncertain*: it counts
+as not fast, and fast_p reports how many there were, so a threshold that sits inside the noise is
 visible instead of silently flipping verdicts. Correct verdicts without a usable speedup (no baseline for
 that mode, or interpreter timings) are *untimed* and never fast, so fast_0 equals the correctness rate
 exactly when every correct verdict was timed.
+
+Per problem (comparable with upstream KernelBench, which reports one number per problem): `first_*`
+takes each problem's first attempt (sample 0, turn 0); `best_*` its best verdict over every sample and
+turn (best-of-k). Both divide by the number of problems the run selected; a problem without a verdict
+(its request failed) counts as not correct and not fast. pass@k is the unbiased estimator over samples.
 """
 
 from __future__ import annotations
@@ -21,10 +29,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kbench.config import NOISE_FLOOR
 from kbench.types import TimingStats, Verdict
 
 Z95 = 1.96
 T = TypeVar("T")
+# Kinds from best to worst: a problem's best-of-k kind is the best of its verdicts' kinds.
+KINDS = ("fast", "uncertain", "slow", "untimed", "incorrect", "missing")
 
 
 @dataclass(frozen=True)
@@ -75,28 +86,36 @@ def speedup(verdict: Verdict, against: str = "eager") -> Speedup | None:
     return Speedup(value, value * math.exp(-half), value * math.exp(half))
 
 
-def classify(verdict: Verdict, p: float, against: str = "eager") -> str:
+def classify(verdict: Verdict, p: float, against: str = "eager", floor: float = NOISE_FLOOR) -> str:
     """'fast', 'uncertain', 'slow', 'untimed' or 'incorrect' at threshold p (the rule in the module doc)."""
     if not verdict.ok:
         return "incorrect"
     s = speedup(verdict, against)
     if s is None:
         return "untimed"
-    if s.low > p:
+    low, high = s.low / (1 + floor), s.high * (1 + floor)
+    if low > p:
         return "fast"
-    return "uncertain" if s.low <= p < s.high else "slow"
+    return "uncertain" if low <= p < high else "slow"
 
 
-def fast_p(verdicts: Sequence[Verdict], p: float, against: str = "eager") -> FastP:
-    """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
-    kinds = [classify(v, p, against) for v in verdicts]
+def _fast_p(kinds: Sequence[str], p: float, against: str) -> FastP:
     return FastP(
         p, against, len(kinds), kinds.count("fast"), kinds.count("uncertain"), kinds.count("untimed")
     )
 
 
-def fast_p_curve(verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager") -> list[FastP]:
-    return [fast_p(verdicts, p, against) for p in ps]
+def fast_p(
+    verdicts: Sequence[Verdict], p: float, against: str = "eager", floor: float = NOISE_FLOOR
+) -> FastP:
+    """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
+    return _fast_p([classify(v, p, against, floor) for v in verdicts], p, against)
+
+
+def fast_p_curve(
+    verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager", floor: float = NOISE_FLOOR
+) -> list[FastP]:
+    return [fast_p(verdicts, p, against, floor) for p in ps]
 
 
 def correctness_rate(verdicts: Sequence[Verdict]) -> float:
@@ -109,15 +128,71 @@ def geomean(values: Iterable[float]) -> float | None:
 
 
 def geomean_speedup(
-    verdicts: Sequence[Verdict], against: str = "eager", only_fast: bool = False
+    verdicts: Sequence[Verdict], against: str = "eager", only_fast: bool = False, floor: float = NOISE_FLOOR
 ) -> float | None:
     """Geometric-mean speedup over correct, timed verdicts; with only_fast, over those fast at p=1."""
     values = []
     for v in verdicts:
         s = speedup(v, against)
-        if s is not None and (not only_fast or classify(v, 1.0, against) == "fast"):
+        if s is not None and (not only_fast or classify(v, 1.0, against, floor) == "fast"):
             values.append(s.value)
     return geomean(values)
+
+
+def first_attempts(records: Iterable[Record]) -> dict[str, Verdict]:
+    """Each problem's first attempt: sample 0, turn 0 (upstream KernelBench's one verdict per problem)."""
+    return {r.problem_key: r.verdict for r in records if r.sample == 0 and r.turn == 0}
+
+
+def by_problem(records: Iterable[Record]) -> dict[str, list[Verdict]]:
+    """Every verdict of each problem, all samples and turns."""
+    out: dict[str, list[Verdict]] = defaultdict(list)
+    for r in records:
+        out[r.problem_key].append(r.verdict)
+    return out
+
+
+def best_kind(
+    verdicts: Sequence[Verdict], p: float, against: str = "eager", floor: float = NOISE_FLOOR
+) -> str:
+    """The best kind among a problem's verdicts at p ('missing' when it has none)."""
+    kinds = [classify(v, p, against, floor) for v in verdicts]
+    return min(kinds, key=KINDS.index, default="missing")
+
+
+def first_fast_p(
+    records: Sequence[Record],
+    problems: Sequence[str],
+    p: float,
+    against: str = "eager",
+    floor: float = NOISE_FLOOR,
+) -> FastP:
+    """fast_p over problems from each one's first attempt; the denominator is len(problems)."""
+    first = first_attempts(records)
+    kinds = [classify(first[k], p, against, floor) if k in first else "missing" for k in problems]
+    return _fast_p(kinds, p, against)
+
+
+def best_fast_p(
+    records: Sequence[Record],
+    problems: Sequence[str],
+    p: float,
+    against: str = "eager",
+    floor: float = NOISE_FLOOR,
+) -> FastP:
+    """Best-of-k fast_p over problems: fast when any sample or turn is; the denominator is len(problems)."""
+    every = by_problem(records)
+    return _fast_p([best_kind(every.get(k, []), p, against, floor) for k in problems], p, against)
+
+
+def best_speedups(records: Sequence[Record], against: str = "eager") -> dict[str, float]:
+    """Each problem's highest speedup over its correct, timed verdicts (problems without one are absent)."""
+    out: dict[str, float] = {}
+    for key, verdicts in by_problem(records).items():
+        values = [s.value for s in (speedup(v, against) for v in verdicts) if s is not None]
+        if values:
+            out[key] = max(values)
+    return out
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -135,6 +210,11 @@ def mean_pass_at_k(counts: Mapping[str, tuple[int, int]], k: int) -> float | Non
     """Mean pass@k over problems {key: (n, c)}; problems with fewer than k samples are left out."""
     values = [pass_at_k(n, c, k) for n, c in counts.values() if n >= k]
     return sum(values) / len(values) if values else None
+
+
+def pass_at_k_problems(counts: Mapping[str, tuple[int, int]], k: int) -> int:
+    """How many problems `mean_pass_at_k` averages over (those with at least k samples)."""
+    return sum(n >= k for n, _ in counts.values())
 
 
 def sample_counts(

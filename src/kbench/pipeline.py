@@ -4,6 +4,8 @@ This module only wires stages together. Candidates come either from the shipped 
 (`--solutions reference`, the main job: no API key needed) or from a model through multi-turn
 refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
 (problem, sample, turn, backend, model), so a killed run resumes with `--resume RUN` and re-does nothing.
+The run also stores the problems it selected and every LLM request it made (tokens, cost, latency, cache
+hits, failures), so a report needs nothing but the store. Progress goes to a `Monitor` (events.py).
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbench.build import prebuild
 from kbench.config import RunConfig
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, KbenchError
 from kbench.evaluate import evaluate, resolve_device
+from kbench.events import Activity, Monitor
 from kbench.executors import Job, get_executor
 from kbench.reference_pool import ReferencePool
 from kbench.sandbox.host import Interrupted
 from kbench.solutions import reference_candidate
-from kbench.store import Store, VerdictKey, reuse
+from kbench.store import RequestRecord, Store, VerdictKey, reuse
 from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
+
+if TYPE_CHECKING:
+    from kbench.llm.client import LLMClient
+    from kbench.llm.journal import Attempt
 
 REFERENCE_MODEL = "reference"
 OnVerdict = Callable[[VerdictKey, Verdict], None]
@@ -35,20 +43,28 @@ class RunOutcome:
     recorded: int  # verdicts written by this invocation
     skipped: int  # verdicts already in the store (resume)
     failed_requests: int = 0  # LLM requests that failed after retries (re-run to retry)
+    failures: tuple[str, ...] = ()  # their reasons (llm/failures.py)
 
 
 class EvaluateJob:
     """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker."""
 
-    def __init__(self, cfg: RunConfig, baselines: dict[str, dict[str, TimingStats]] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        baselines: dict[str, dict[str, TimingStats]] | None = None,
+        activity: Activity | None = None,
+    ) -> None:
         self.cfg = cfg
         self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
         self.references = ReferencePool()  # one reference run per problem and device in this run
+        self.activity = activity or Activity()
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
         baselines = self.baselines.get(job.problem.key)
-        return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built)
+        with self.activity.track("evaluations"):
+            return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built)
 
 
 class PrebuildJob:
@@ -58,14 +74,16 @@ class PrebuildJob:
     executor runs them in parallel ahead of the one-at-a-time timed lane, which then only loads them.
     """
 
-    def __init__(self, cfg: RunConfig, batch: int = 1) -> None:
+    def __init__(self, cfg: RunConfig, batch: int = 1, activity: Activity | None = None) -> None:
         self.cfg = cfg
         self.batch = batch  # builds queued in this run: large batches make a precompiled header first
+        self.activity = activity or Activity()
 
     def __call__(self, job: Job) -> BuildResult | None:
         backend = job.candidate.backend
         cfg = self.cfg.model_copy(update={"backend": backend})
-        return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend), self.batch)
+        with self.activity.track("builds"):
+            return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend), self.batch)
 
 
 def solution_backends(gpu: bool, backend_flag: str | None) -> list[str]:
@@ -94,11 +112,17 @@ def open_run(cfg: RunConfig, problems: Sequence[Problem], resume: str | None) ->
         store.run(resume)  # StoreError naming the known runs when it does not exist
     run_id = store.start_run(cfg.model_dump(mode="json"), environment(), resume or cfg.run_id)
     store.put_problems(problems)
+    store.put_run_problems(run_id, [p.key for p in problems])
     return store, run_id
 
 
 def evaluate_jobs(
-    jobs: Sequence[Job], cfg: RunConfig, store: Store, run_id: str, on_verdict: OnVerdict | None = None
+    jobs: Sequence[Job],
+    cfg: RunConfig,
+    store: Store,
+    run_id: str,
+    on_verdict: OnVerdict | None = None,
+    activity: Activity | None = None,
 ) -> tuple[int, int]:
     """Evaluate jobs not yet in the store; record each verdict as it arrives. Returns (recorded, skipped)."""
     done = store.done_keys(run_id)
@@ -115,7 +139,9 @@ def evaluate_jobs(
     # Looked up once per call: later jobs of a problem timed in this call hit the reference disk cache.
     stored = {p: reuse.baselines_for(store, p, cfg) for p in {job.problem.key for job in pending}}
     executor = get_executor(cfg.executor, **_executor_options(cfg))
-    executor.run(pending, PrebuildJob(cfg, len(pending)), EvaluateJob(cfg, stored), on_result)
+    activity = activity or Activity()
+    build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity)
+    executor.run(pending, build, judge, on_result)
     return recorded, len(jobs) - len(pending)
 
 
@@ -148,8 +174,9 @@ def run_solutions(
     problems: Sequence[Problem],
     backends: Sequence[str],
     resume: str | None = None,
-    on_verdict: OnVerdict | None = None,
+    monitor: Monitor | None = None,
 ) -> RunOutcome:
+    monitor = monitor or Monitor()
     jobs = solution_jobs(problems, backends)
     if not jobs:
         names = ", ".join(backends)
@@ -158,7 +185,9 @@ def run_solutions(
         )
     store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
     with store, _keeping(store, run_id):
-        recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, on_verdict)
+        done = store.done_keys(run_id)
+        monitor.started(run_id, len(jobs), sum(job.tag in done for job in jobs))
+        recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, monitor.verdict, monitor.activity)
     return RunOutcome(run_id, cfg.store, recorded, skipped)
 
 
@@ -177,14 +206,9 @@ class BatchEvaluator:
     """generate.refine's `evaluate`: one turn's candidates through the executor, stored verdicts reused."""
 
     def __init__(
-        self,
-        cfg: RunConfig,
-        store: Store,
-        run_id: str,
-        problems: Sequence[Problem],
-        on_verdict: OnVerdict | None,
+        self, cfg: RunConfig, store: Store, run_id: str, problems: Sequence[Problem], monitor: Monitor
     ) -> None:
-        self.cfg, self.store, self.run_id, self.on_verdict = cfg, store, run_id, on_verdict
+        self.cfg, self.store, self.run_id, self.monitor = cfg, store, run_id, monitor
         self.problems = {p.key: p for p in problems}
         self.recorded = 0
         self.skipped = 0
@@ -202,33 +226,84 @@ class BatchEvaluator:
 
         def keep(key: VerdictKey, verdict: Verdict) -> None:
             got[key] = verdict
-            if self.on_verdict is not None:
-                self.on_verdict(key, verdict)
+            self.monitor.verdict(key, verdict)
 
-        recorded, _ = evaluate_jobs(jobs, self.cfg, self.store, self.run_id, keep)
+        recorded, _ = evaluate_jobs(jobs, self.cfg, self.store, self.run_id, keep, self.monitor.activity)
         self.recorded += recorded
         return [got.get(job.tag) or stored[job.tag] for job in jobs]
+
+    def no_code(self, attempt: Attempt) -> None:
+        """refine's `on_verdict`: the evaluator's verdicts are stored already; no_code ones are stored here."""
+        verdict, a = attempt.verdict, attempt
+        if verdict is None or a.candidate is not None:
+            return
+        key = VerdictKey(a.problem_key, a.sample, a.turn, self.cfg.backend, self.cfg.model)
+        if self.store.record(self.run_id, key, verdict, "", a.completion.text):
+            self.recorded += 1
+            self.monitor.verdict(key, verdict)
+
+
+def request_record(attempt: Attempt) -> RequestRecord:
+    c = attempt.completion
+    return RequestRecord(
+        attempt.problem_key, attempt.sample, attempt.turn, c.cached, c.error,
+        c.input_tokens, c.output_tokens, c.cost_usd, c.latency_s,
+    )  # fmt: skip
 
 
 def run_model(
     cfg: RunConfig,
     problems: Sequence[Problem],
     resume: str | None = None,
-    on_attempt: Callable[..., None] | None = None,
-    on_verdict: OnVerdict | None = None,
+    monitor: Monitor | None = None,
+) -> RunOutcome:
+    """Generate and evaluate `cfg.turns` turns of `cfg.samples` samples per problem into a stored run.
+
+    The LLM client is built first: a configuration error (unknown provider, missing API key) raises
+    before the run exists, and one raised later by a run that recorded nothing removes the run again.
+    """
+    from kbench.generate import make_client
+
+    monitor = monitor or Monitor()
+    client = make_client(cfg)
+    monitor.activity.client = client
+    store, run_id = open_run(cfg, problems, resume)
+    try:
+        with store:
+            return _model_run(cfg, problems, store, run_id, client, monitor)
+    except KbenchError:
+        if resume is None:
+            with Store(cfg.store) as again:
+                again.drop_run_if_empty(run_id)
+        raise
+
+
+def _model_run(
+    cfg: RunConfig,
+    problems: Sequence[Problem],
+    store: Store,
+    run_id: str,
+    client: LLMClient,
+    monitor: Monitor,
 ) -> RunOutcome:
     from kbench.generate import refine
 
-    store, run_id = open_run(cfg, problems, resume)
-    with store, _keeping(store, run_id):
-        batch = BatchEvaluator(cfg, store, run_id, problems, on_verdict)
+    monitor.started(run_id, len(problems) * cfg.samples * cfg.turns, len(store.done_keys(run_id)))
+    batch = BatchEvaluator(cfg, store, run_id, problems, monitor)
 
-        def record_no_code(attempt) -> None:  # type: ignore[no-untyped-def]
-            # verdicts from the evaluator are recorded by BatchEvaluator; no_code ones are recorded here
-            if attempt.verdict is not None and attempt.candidate is None:
-                key = VerdictKey(attempt.problem_key, attempt.sample, attempt.turn, cfg.backend, cfg.model)
-                batch.recorded += store.record(run_id, key, attempt.verdict, "", attempt.completion.text)
+    # Answers read from files (replay: not cacheable) are no requests: no tokens, cost or latency to report.
+    asks_a_server = client.provider.cacheable
 
-        out_dir = cfg.store.parent / "generations" / run_id
-        result = refine(problems, cfg, batch, out_dir, on_attempt=on_attempt, on_verdict=record_no_code)
-    return RunOutcome(run_id, cfg.store, batch.recorded, batch.skipped, len(result.failed))
+    def on_attempt(attempt: Attempt) -> None:
+        if attempt.resumed:
+            return
+        if asks_a_server:
+            store.record_request(run_id, request_record(attempt))
+        monitor.request(attempt)
+        if not attempt.final:
+            monitor.lost(cfg.turns - attempt.turn)  # this sample's remaining turns are not asked
+
+    out_dir = cfg.store.parent / "generations" / run_id
+    result = refine(problems, cfg, batch, out_dir, client, on_attempt=on_attempt, on_verdict=batch.no_code)
+    failures = tuple(a.completion.error or a.no_code_reason for a in result.failed)
+    return RunOutcome(run_id, cfg.store, batch.recorded, batch.skipped, len(result.failed), failures)

@@ -1,11 +1,15 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import kbench
 from kbench.cli import app
+from kbench.errors import ConfigError
+from kbench.problems import get_problem
 
 runner = CliRunner()
 
@@ -34,3 +38,42 @@ def test_console_script_error_exit_code_is_2() -> None:
     assert proc.returncode == 2
     assert "no problem 9/999" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+SUITE_FILE = get_problem("2/1").path  # the embedded problem's own file
+PY_RAISE = Path(__file__).parents[1] / "fixtures" / "eval" / "py_raise.py"
+
+
+def test_a_problem_file_is_an_address() -> None:
+    assert SUITE_FILE is not None
+    shown = runner.invoke(app, ["show", SUITE_FILE, "--no-shapes", "--format", "json", "--preset", "small"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["name"] == "Gemm_ReLU" and data["key"] == f"{SUITE_FILE}:2/1"
+    assert data["sizes"]["batch_size"] == 16
+    assert get_problem(f"{SUITE_FILE}:").code == get_problem(SUITE_FILE).code == get_problem("2/1").code
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_eval_without_a_gpu_takes_cpp_small_and_logs_no_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    monkeypatch.setenv("KBENCH_DEVICE", "cpu")
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KBENCH_WORKER_START", start)  # fork: from the warm starter, which preloads the worker
+    args = ["eval", "--problem", str(SUITE_FILE), "--candidate", str(PY_RAISE), "--format", "json"]
+    result = runner.invoke(app, [*args, "--no-timing", "--no-static"])
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.stdout)
+    assert (verdict["backend"], verdict["preset"], verdict["device"]) == ("cpp", "small", "cpu")
+    assert verdict["status"] == "runtime_error" and "kernel launch failed" in verdict["message"]
+    assert "Warning" not in verdict["log_tail"], verdict["log_tail"]  # the worker ran once, as itself
+    assert "no GPU found: evaluating with the cpp backend and the `small` preset" in result.stderr
+
+
+def test_eval_refuses_an_explicit_cuda_backend_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_DEVICE", "cpu")
+    result = runner.invoke(
+        app, ["eval", "--problem", "2/1", "--candidate", str(PY_RAISE), "--backend", "cuda"]
+    )
+    assert isinstance(result.exception, ConfigError) and "no GPU for backend cuda" in str(result.exception)

@@ -36,6 +36,17 @@ def test_cache_key_covers_model_prompt_params_sample() -> None:
         == 4
     )
     assert cache_key(_req(timeout_s=5.0)) == base  # connection settings do not change the answer
+    assert cache_key(_req(top_p=0.9)) != base and cache_key(_req(top_p=None)) == base
+
+
+def test_a_cache_hit_costs_nothing_and_keeps_its_tokens(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path)
+    cache.put(
+        _req(sample=2), Completion("openai/gpt-4o", "answer", input_tokens=3, cost_usd=0.5, latency_s=2.0)
+    )
+    hit = cache.get(_req(sample=2))
+    assert hit is not None and (hit.cost_usd, hit.latency_s, hit.input_tokens, hit.sample) == (0.0, 0.0, 3, 2)
+    assert cache.get(_req(sample=1)) is None  # another sample of the same prompt is another entry
 
 
 def test_cache_round_trip_and_errors_not_cached(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from conftest import load_server_module
 
 from kbench.errors import ConfigError
 from kbench.llm import GenParams, Message, Request, get_provider
+from kbench.llm.failures import failure_kind
 
 LLMServer = load_server_module().LLMServer
 ANSWER = "```python\nclass ModelNew:\n    pass\n```"
@@ -137,3 +138,44 @@ def test_anthropic_reasoning_effort() -> None:
         or body.get("thinking", {}).get("budget_tokens") == 2048
     )
     assert "temperature" not in body
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("429", "HTTP 429 rate limited (after 1 retry): slow down"),
+        ("500", "HTTP 500 server error (after 1 retry): boom"),
+        ("malformed", "bad JSON in the response: Expecting value"),
+    ],
+)
+def test_failures_name_their_reason(api: str, fault: str, reason: str) -> None:
+    with LLMServer(respond=lambda req: ANSWER, script=[fault] * 3) as server:
+        url = server.openai_url if api == "openai" else server.anthropic_url
+        c = _ask(f"{api}/m", GenParams(base_url=url, max_retries=1))
+    assert c.text == "" and c.error.startswith(reason), c.error
+    assert failure_kind(c.error) == reason.split(" (")[0].split(":")[0]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_refused_connection_names_the_server(api: str) -> None:
+    with LLMServer() as server:
+        url = server.openai_url if api == "openai" else server.anthropic_url
+    # the server is shut down: its port now refuses connections
+    c = _ask(f"{api}/m", GenParams(base_url=url, max_retries=0))
+    assert c.error == f"connection refused by {url}"
+    assert failure_kind(c.error) == f"connection refused by {url}"
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_top_p_is_sent_only_when_set(api: str) -> None:
+    with LLMServer(respond=lambda req: ANSWER) as server:
+        url = server.openai_url if api == "openai" else server.anthropic_url
+        _ask(f"{api}/m", GenParams(base_url=url, temperature=0.7, top_p=0.9))
+        _ask(f"{api}/m", GenParams(base_url=url, temperature=0.7))
+        first, second = (r.body for r in server.stats.seen)
+    assert "top_p" not in second
+    if api == "anthropic" and "temperature" not in first:
+        assert "top_p" not in first  # SDK releases without sampling parameters take neither
+        return
+    assert first["top_p"] == 0.9 and first["temperature"] == 0.7

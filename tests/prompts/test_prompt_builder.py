@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kbench.errors import ConfigError
-from kbench.problems import get_problem
+from kbench.problems import get_problem, load, source_problems
 from kbench.prompts import PromptOptions, build_prompt, strip_kbench_metadata
+from kbench.prompts.builder import with_preset
 
 PROBLEM = get_problem("2/1")
 
@@ -62,3 +65,21 @@ def test_digest_changes_with_options() -> None:
 def test_strip_metadata_keeps_everything_else() -> None:
     code = 'x = 1\nKBENCH_PRESETS = {\n    "small": {"x": 2},\n}\nKBENCH_TAGS = ["a"]\ny = 2\n'
     assert strip_kbench_metadata(code) == "x = 1\ny = 2"
+
+
+def test_prompt_shows_the_evaluated_presets_sizes() -> None:
+    problem = get_problem("2/24")  # batch_size 16384, dim 8192; small: 37, 96
+    small = build_prompt(problem, PromptOptions(backend="cpp", preset="small")).text
+    full = build_prompt(problem, PromptOptions(backend="cpp")).text
+    assert "batch_size = 37\ndim = 96\n" in small and "16384" not in small and "8192\n" not in small
+    assert "batch_size = 16384\ndim = 8192\n" in full
+    assert "KBENCH_PRESETS" not in small
+
+
+def test_with_preset_runs_as_the_loader_runs_the_preset() -> None:
+    """For every embedded problem, the source the prompt shows has the sizes the evaluator uses."""
+    for problem in source_problems("kbench"):
+        if "small" not in problem.presets:
+            continue
+        shown = replace(problem, code=with_preset(problem, "small"))
+        assert load(shown, "full").sizes == load(problem, "small").sizes, problem.key

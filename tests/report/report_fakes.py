@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from kbench.store import Store, VerdictKey
+from kbench.store import RequestRecord, Store, VerdictKey
 from kbench.types import (
     BuildResult,
     CheckReport,
@@ -101,15 +101,35 @@ def verdicts(model_index: int, seed: int = 7) -> list[tuple[VerdictKey, Verdict,
     return out
 
 
+# model-a's requests: one per problem answered by the server, two more from the cache, two failures.
+LATENCIES = [2.0 + i for i in range(len(PROBLEMS))]  # median 8.5 s, p90 14.0 s, max 15.0 s
+FAILED = ["HTTP 429 rate limited (after 8 retries): slow down", "connection refused by http://127.0.0.1:9/v1"]
+MISSING = "kbench:2/15"  # selected by model-a's run, without a verdict: its requests failed
+
+
+def requests() -> list[RequestRecord]:
+    keys = [p.key for p in problems()]
+    out = [
+        RequestRecord(k, 0, 0, False, "", 1000, 500, 0.0075, lat)
+        for k, lat in zip(keys, LATENCIES, strict=True)
+    ]
+    out += [RequestRecord(k, 1, 0, True, "", 1000, 500, 0.0, 0.0) for k in keys[:2]]
+    return out + [RequestRecord(MISSING, s, 0, False, e, 0, 0, 0.0, 30.0) for s, e in enumerate(FAILED)]
+
+
 def fill_store(path: Path) -> tuple[Store, list[str]]:
-    """Two runs (one per model) of 14 verdicts each, plus the problems' metadata."""
+    """Two runs (one per model) of 14 verdicts each, plus the problems' metadata; model-a's run also
+    selected a 15th problem whose requests failed."""
     store = Store(path)
     store.put_problems(problems())
     hw = {"gpu": "NVIDIA H200", "driver": "570.86", "cuda": "12.8", "torch": "2.13.0", "device": "cuda"}
     runs = []
     for i, model in enumerate(MODELS):
         run = store.start_run({"model": model, "backend": "cuda"}, hw, f"example-{i + 1}")
+        store.put_run_problems(run, [p.key for p in problems()] + ([MISSING] if i == 0 else []))
         for key, v, source in verdicts(i):
             store.record(run, key, v, source, f"Here is the kernel:\n```python\n{source}```")
+        for r in requests() if i == 0 else []:
+            store.record_request(run, r)
         runs.append(run)
     return store, runs

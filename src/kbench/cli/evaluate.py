@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
+from kbench.cli.devices import device_defaults
 from kbench.errors import ConfigError
 from kbench.types import Problem, TimingStats, Verdict
 
@@ -94,9 +95,13 @@ def prewarm_starter(cfg: RunConfig) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    problem: str = typer.Option(..., "--problem", "-p", help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    problem: str = typer.Option(
+        ..., "--problem", "-p", help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"
+    ),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Python file defining ModelNew"),
-    backend: str | None = typer.Option(None, "--backend", "-b", help="cuda | triton | cpp"),
+    backend: str | None = typer.Option(
+        None, "--backend", "-b", help="cuda | triton | cpp (default: cuda, or cpp without a GPU)"
+    ),
     dtype: str | None = typer.Option(None, "--dtype", help="fp32 | fp16 | bf16"),
     preset: str | None = typer.Option(None, "--preset", help="shape preset, e.g. full or small"),
     device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda | cuda:N"),
@@ -125,7 +130,7 @@ def eval_cmd(
         flags["static_checks"] = False
     if no_timing:
         flags["measure"] = False
-    cfg = resolve(config, flags)
+    cfg = device_defaults(resolve(config, flags))  # without a GPU: cpp, small, said on stderr
     prewarm_starter(cfg)
     try:
         text = candidate.read_text()

@@ -37,18 +37,19 @@ def problems_flag(value: str | None) -> dict[str, object]:
 
 @app.command("prompt")
 def prompt_cmd(
-    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"),
     backend: str = typer.Option("cuda", "--backend", "-b", help=BACKENDS),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32 | fp16 | bf16"),
     shots: str = typer.Option("one", "--shots", help="zero | one | few"),
     hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts, e.g. H100"),
     cot: bool = typer.Option(False, "--cot/--no-cot", help="chain-of-thought variant"),
+    preset: str = typer.Option("full", "--preset", "-p", help="the sizes the problem shows (e.g. small)"),
     fmt: Format = typer.Option(Format.table, "--format", help="table (the text) or json"),
 ) -> None:
     """Print the exact prompt a model gets for one problem (system prompt first)."""
     from kbench.prompts import PromptOptions, build_prompt
 
-    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot))
+    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot, preset))
     if fmt is Format.json:
         print_json({"problem": p.problem_key, "system": p.system, "text": p.text, "options": dict(p.options)})
         return
@@ -80,9 +81,15 @@ def generate_cmd(
     ),
     tag: list[str] = typer.Option([], "--tag", "-t"),
     backend: str | None = typer.Option(None, "--backend", "-b", help=BACKENDS),
+    preset: str | None = typer.Option(
+        None, "--preset", "-p", help="the sizes the prompt shows: those the candidates will be evaluated at"
+    ),
     dtype: str | None = typer.Option(None, "--dtype"),
     samples: int | None = typer.Option(None, "--samples", "-n"),
-    temperature: float | None = typer.Option(None, "--temperature"),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="default: 0 for one sample, 0.7 with --samples > 1"
+    ),
+    top_p: float | None = typer.Option(None, "--top-p", help="nucleus sampling (default: the server's)"),
     max_tokens: int | None = typer.Option(None, "--max-tokens"),
     reasoning_effort: str | None = typer.Option(None, "--reasoning-effort"),
     concurrency: int | None = typer.Option(None, "--concurrency", "-j"),
@@ -91,7 +98,10 @@ def generate_cmd(
     shots: str | None = typer.Option(None, "--shots", help="zero | one | few"),
     hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts"),
     cot: bool | None = typer.Option(None, "--cot/--no-cot"),
-    cache: bool = typer.Option(True, "--cache/--no-cache", help="reuse cached answers to identical requests"),
+    cache: bool | None = typer.Option(
+        None, "--cache/--no-cache", help="answer identical requests from the response cache (default: on)"
+    ),
+    retries: int | None = typer.Option(None, "--retries", help="retries of a request on 429/5xx/errors"),
 ) -> None:
     """Ask a model for candidates: one file per problem/sample in OUT/candidates, plus OUT/journal.jsonl.
 
@@ -100,14 +110,20 @@ def generate_cmd(
     from kbench.generate import generate, make_client
 
     flags = dict(
-        model=model, source=source, level=level, tags=tag or None, backend=backend, dtype=dtype,
-        samples=samples, temperature=temperature, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
-        concurrency=concurrency, base_url=base_url, api_key_env=api_key_env, shots=shots,
-        hardware_facts=hardware, chain_of_thought=cot,
+        model=model, source=source, level=level, tags=tag or None, backend=backend, preset=preset,
+        dtype=dtype, samples=samples, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort, concurrency=concurrency, base_url=base_url, api_key_env=api_key_env,
+        shots=shots, hardware_facts=hardware, chain_of_thought=cot, response_cache=cache, llm_retries=retries,
     )  # fmt: skip
     cfg = resolve(config, flags | problems_flag(problems))
     chosen = select_problems(cfg)
-    client = make_client(cfg, cache=cache)
+    client = make_client(cfg)
+    err_console.print(
+        f"{cfg.model}: {len(chosen)} problems x {cfg.samples} samples, temperature {cfg.sampling_temperature:g}"
+        f"{' (the default with --samples > 1)' if cfg.temperature is None and cfg.samples > 1 else ''}, "
+        f"preset {cfg.preset}, response cache {'on' if cfg.response_cache else 'off'}",
+        highlight=False,
+    )
     with progress_bar() as bar:
         task = bar.add_task(f"generate {cfg.model}", total=len(chosen) * cfg.samples, note="")
 

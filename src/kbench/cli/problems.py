@@ -56,7 +56,7 @@ def _input_shapes(address: str, preset: str) -> list[str]:
 
 @app.command("show")
 def show_cmd(
-    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID or a name"),
+    problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"),
     preset: str = typer.Option("full", "--preset", "-p"),
     shapes: bool = typer.Option(True, "--shapes/--no-shapes", help="build the inputs to report shapes"),
     fmt: Format = typer.Option(Format.table, "--format"),

@@ -2,55 +2,45 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from kbench.cli.app import app, console, err_console
+from kbench.cli.devices import device_defaults, gpu_present
 from kbench.cli.evaluate import prewarm_starter
-from kbench.cli.generate import BACKENDS, problems_flag, progress_bar, select_problems
+from kbench.cli.generate import BACKENDS, problems_flag, select_problems
+from kbench.cli.progress import Header, RunProgress
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
-from kbench.store import VerdictKey
-from kbench.types import Verdict
+from kbench.pipeline import RunOutcome
+from kbench.types import Problem
 
 
-def _gpu_present(device: str) -> bool:
-    if device == "cpu":
-        return False
-    import torch
+@dataclass(frozen=True)
+class Plan:
+    """What one invocation runs: the resolved config, its problems, and the shipped solutions' backends
+    (empty for a model run)."""
 
-    return bool(torch.cuda.is_available())
-
-
-def _verdict_line(key: VerdictKey, v: Verdict) -> str:
-    speed = v.speedup("eager")
-    compiled = v.speedup("compile")
-    parts = [
-        f"{key.problem_key:<14}",
-        f"{key.backend:<6}",
-        f"s{key.sample}t{key.turn}",
-        f"{v.status.value:<13}",
-    ]
-    if speed is not None:
-        parts.append(f"{speed:6.2f}x eager")
-    if compiled is not None:
-        parts.append(f"{compiled:6.2f}x compile")
-    if v.rule:
-        parts.append(f"[{v.rule}]")
-    if v.status.value != "ok" and v.message:
-        parts.append(v.message.splitlines()[0][:80])
-    return "  ".join(parts)
+    cfg: RunConfig
+    problems: list[Problem]
+    backends: list[str] = field(default_factory=list)
+    default_temperature: bool = False  # the temperature was chosen by kbench (config.SAMPLING_TEMPERATURE)
 
 
-def _solutions_config(cfg: RunConfig, preset: str | None, backend: str | None) -> tuple[RunConfig, list[str]]:
+def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     from kbench.pipeline import solution_backends
 
-    gpu = _gpu_present(cfg.device)
-    backends = solution_backends(gpu, backend)
+    gpu = gpu_present(cfg.device)
+    explicit = cfg.model_fields_set
+    backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
     if not gpu and any(b != "cpp" for b in backends):
-        raise ConfigError(f"backend {backends[0]} needs a CUDA GPU; without one use --backend cpp")
-    update: dict[str, object] = {"preset": preset or ("full" if gpu else "small")}
+        raise ConfigError(f"no GPU for backend {backends[0]}: without one use --backend cpp")
+    update: dict[str, object] = {"solution_backends": backends, "backend": backends[0], "model": ""}
+    if "preset" not in explicit:
+        update["preset"] = "full" if gpu else "small"
     if not gpu:
         update["device"] = "cpu"
         err_console.print(
@@ -58,6 +48,91 @@ def _solutions_config(cfg: RunConfig, preset: str | None, backend: str | None) -
             "the CPU; on a GPU machine the same command evaluates the CUDA and Triton solutions"
         )
     return cfg.model_copy(update=update), backends
+
+
+def _fresh(given: RunConfig, solutions: str | None) -> Plan:
+    if bool(solutions) == bool(given.model):
+        raise ConfigError(
+            "give exactly one of --solutions reference or --model PROVIDER/MODEL (or --resume RUN)"
+        )
+    if solutions not in (None, "reference"):
+        raise ConfigError(f"--solutions {solutions!r}: the only shipped set is 'reference'")
+    if solutions:
+        cfg, backends = _solutions_config(given)
+        if not (cfg.level or cfg.problems or cfg.tags):
+            cfg = cfg.model_copy(update={"level": 2})  # the level the shipped solutions cover
+        return Plan(cfg, select_problems(cfg), backends)
+    cfg = device_defaults(given)
+    cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
+    return Plan(cfg, select_problems(cfg), default_temperature=given.temperature is None)
+
+
+def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> Plan:
+    from kbench.pipeline import solution_backends
+    from kbench.problems import get_problem
+    from kbench.resume import restore
+    from kbench.store import Store
+
+    if not given.store.exists():
+        raise ConfigError(f"--resume {run_id}: no results database at {given.store} (see --store)")
+    with Store(given.store) as store:
+        info = store.run(run_id)
+        keys = store.run_problems(info.run_id)
+    cfg = restore(run_id, info.config, given)
+    shipped = bool(cfg.solution_backends) or not cfg.model
+    if solutions and not shipped:
+        raise ConfigError(f"--resume {run_id}: a run of model {cfg.model}; leave out --solutions")
+    problems = [get_problem(k) for k in keys] if keys else select_problems(cfg)
+    if not shipped:
+        return Plan(cfg, problems)
+    backends = (
+        cfg.solution_backends or list(info.backends) or solution_backends(gpu_present(cfg.device), None)
+    )
+    return Plan(cfg, problems, backends)
+
+
+def _device(cfg: RunConfig) -> str:
+    return "the CPU" if cfg.device == "cpu" else f"GPU {cfg.device}" if cfg.device != "auto" else "the GPU"
+
+
+def _sampling(cfg: RunConfig, defaulted: bool) -> str:
+    why = (
+        " (kbench's default with --samples > 1; --temperature sets it)"
+        if defaulted and cfg.samples > 1
+        else ""
+    )
+    top_p = "server default" if cfg.top_p is None else f"{cfg.top_p:g}"
+    return (
+        f"temperature {cfg.sampling_temperature:g}{why}, top_p {top_p}, max_tokens {cfg.max_tokens}, "
+        f"shots {cfg.shots}"
+    )
+
+
+def _cache(cfg: RunConfig, cached: bool | None) -> str:
+    if cached:
+        return f"on ({cfg.cache_dir / 'llm'}; --no-cache asks afresh)"
+    return "off" if not cfg.response_cache else f"not used: {cfg.model.split('/')[0]} answers from files"
+
+
+def _header(plan: Plan) -> Header:
+    cfg = plan.cfg
+
+    def text(run_id: str, total: int, done: int, cached: bool | None) -> str:
+        lines = [f"run {run_id}" + (f" (resumed: {done} of {total} verdicts stored)" if done else "")]
+        n = len(plan.problems)
+        if plan.backends:
+            lines.append(f"  candidates: the shipped solutions ({', '.join(plan.backends)}), {n} problems")
+        else:
+            size = f"{n} problems x {cfg.samples} samples x {cfg.turns} turns = {total} verdicts"
+            lines.append(f"  model {cfg.model}: {size}")
+            lines.append(f"  sampling: {_sampling(cfg, plan.default_temperature)}")
+            lines.append(f"  response cache: {_cache(cfg, cached)}")
+        backends = ", ".join(plan.backends) or cfg.backend
+        lines.append(f"  evaluating: {backends} on {_device(cfg)}, preset {cfg.preset}, {cfg.dtype}")
+        lines.append(f"  continue a stopped run with: kbench run --resume {run_id} --store {cfg.store}")
+        return "\n".join(lines)
+
+    return text
 
 
 def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
@@ -68,6 +143,14 @@ def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
         print_summary(load_series(store, [run_id]), console)
         path = write_html(store, [run_id], html or cfg.store.parent / f"{run_id}.html")
     return path
+
+
+def _execute(plan: Plan, resume: str | None, view: RunProgress) -> RunOutcome:
+    from kbench import pipeline
+
+    if plan.backends:
+        return pipeline.run_solutions(plan.cfg, plan.problems, plan.backends, resume, view)
+    return pipeline.run_model(plan.cfg, plan.problems, resume, view)
 
 
 @app.command("run")
@@ -82,59 +165,58 @@ def run_cmd(
     source: str | None = typer.Option(None, "--source", "-s"),
     level: int | None = typer.Option(None, "--level", "-l"),
     problems: str | None = typer.Option(
-        None, "--problems", help="N (the first N) or comma-separated addresses"
+        None, "--problems", help="N (the first N), or comma-separated addresses or problem files"
     ),
     tag: list[str] = typer.Option([], "--tag", "-t"),
-    backend: str | None = typer.Option(None, "--backend", "-b", help=BACKENDS),
+    backend: str | None = typer.Option(
+        None, "--backend", "-b", help=f"{BACKENDS} (default: cpp without a GPU)"
+    ),
     preset: str | None = typer.Option(None, "--preset", "-p", help="default: full on a GPU, small on CPU"),
     dtype: str | None = typer.Option(None, "--dtype"),
     device: str | None = typer.Option(None, "--device"),
-    samples: int | None = typer.Option(None, "--samples", "-n"),
-    turns: int | None = typer.Option(None, "--turns"),
+    samples: int | None = typer.Option(None, "--samples", "-n", help="answers per problem (pass@k's n)"),
+    turns: int | None = typer.Option(None, "--turns", help="refinement turns per sample"),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="default: 0 for one sample, 0.7 with --samples > 1"
+    ),
+    top_p: float | None = typer.Option(None, "--top-p", help="nucleus sampling (default: the server's)"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="longest answer, in tokens"),
+    shots: str | None = typer.Option(None, "--shots", help="worked examples in the prompt: zero | one | few"),
+    cache: bool | None = typer.Option(
+        None, "--cache/--no-cache", help="answer identical requests from the response cache (default: on)"
+    ),
+    retries: int | None = typer.Option(None, "--retries", help="retries of a request on 429/5xx/errors"),
     base_url: str | None = typer.Option(None, "--base-url"),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="variable holding the API key"),
     concurrency: int | None = typer.Option(None, "--concurrency", "-j"),
     executor: str | None = typer.Option(None, "--executor", help="local | ray"),
     ray_address: str | None = typer.Option(None, "--ray-address"),
     timeout: float | None = typer.Option(None, "--timeout", help="seconds per candidate worker"),
+    noise_floor: float | None = typer.Option(
+        None, "--noise-floor", help="relative speedup spread counted as noise (default 0.01)"
+    ),
     store: Path | None = typer.Option(None, "--store", help="results database"),
-    resume: str | None = typer.Option(None, "--resume", help="continue run RUN: finished verdicts are kept"),
+    resume: str | None = typer.Option(
+        None, "--resume", help="continue run RUN under its stored configuration: finished verdicts are kept"
+    ),
     html: Path | None = typer.Option(None, "--html", help="where to write the HTML report"),
     no_static: bool = typer.Option(False, "--no-static", help="skip the static checks"),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""
-    from kbench import pipeline
-
-    if bool(solutions) == bool(model):
-        raise ConfigError("give exactly one of --solutions reference or --model PROVIDER/MODEL")
-    if solutions not in (None, "reference"):
-        raise ConfigError(f"--solutions {solutions!r}: the only shipped set is 'reference'")
     flags = dict(
         model=model, source=source, level=level, tags=tag or None, dtype=dtype, device=device,
-        samples=samples, turns=turns, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
-        executor=executor, ray_address=ray_address, timeout_s=timeout, store=store,
-        static_checks=False if no_static else None,
-        backend=None if solutions else backend, preset=None if solutions else preset,
+        samples=samples, turns=turns, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+        shots=shots, response_cache=cache, llm_retries=retries, base_url=base_url, api_key_env=api_key_env,
+        concurrency=concurrency, executor=executor, ray_address=ray_address, timeout_s=timeout,
+        noise_floor=noise_floor, store=store, static_checks=False if no_static else None,
+        backend=backend, preset=preset,
     )  # fmt: skip
-    cfg = resolve(config, flags | problems_flag(problems))
-    prewarm_starter(cfg)
-    chosen = select_problems(cfg) if (cfg.level or cfg.problems or cfg.tags or not solutions) else None
-    with progress_bar() as bar:
-        task = bar.add_task("evaluate", total=None, note="")
-
-        def show(key: VerdictKey, verdict: Verdict) -> None:
-            bar.console.print(_verdict_line(key, verdict), highlight=False)
-            bar.update(task, advance=1)
-
-        if solutions:
-            cfg, backends = _solutions_config(cfg, preset, backend)
-            chosen = chosen or select_problems(cfg.model_copy(update={"level": 2}))
-            outcome = pipeline.run_solutions(cfg, chosen, backends, resume, on_verdict=show)
-        else:
-            if "preset" not in cfg.model_fields_set and not _gpu_present(cfg.device):
-                cfg = cfg.model_copy(update={"preset": "small"})  # the documented default without a GPU
-            outcome = pipeline.run_model(cfg, chosen or [], resume, on_verdict=show)
-    path = _report(cfg, outcome.run_id, html)
+    given = resolve(config, flags | problems_flag(problems))
+    prewarm_starter(given)  # the warm starter imports torch while this process sets up
+    plan = _resumed(given, resume, solutions) if resume else _fresh(given, solutions)
+    with RunProgress(_header(plan), plan.cfg.noise_floor) as view:
+        outcome = _execute(plan, resume, view)
+    path = _report(plan.cfg, outcome.run_id, html)
     console.print(
         f"run {outcome.run_id}: {outcome.recorded} new verdicts, {outcome.skipped} kept from before; "
         f"store {outcome.store}; report {path}",
@@ -143,6 +225,9 @@ def run_cmd(
     )
     if outcome.failed_requests:
         err_console.print(
-            f"[yellow]{outcome.failed_requests} LLM requests failed[/]; re-run with --resume {outcome.run_id}"
+            f"[yellow]{outcome.failed_requests} LLM requests failed[/] (first: {escape(outcome.failures[0])}); "
+            f"re-run with --resume {outcome.run_id}",
+            highlight=False,
+            markup=True,
         )
         raise typer.Exit(1)

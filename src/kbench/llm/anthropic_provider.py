@@ -7,6 +7,7 @@ from typing import Any
 
 from kbench.errors import ConfigError, require
 from kbench.llm.base import GenParams, Request, api_key, register_provider
+from kbench.llm.failures import describe_failure
 from kbench.types import Completion
 
 # Extended-thinking budgets for --reasoning-effort; the API's minimum budget is 1,024 tokens.
@@ -24,6 +25,7 @@ class AnthropicProvider:
     def __init__(self, model: str, params: GenParams) -> None:
         self.sdk = require("anthropic", "llm")
         self.model = model
+        self.params = params
         self.client = self.sdk.AsyncAnthropic(
             api_key=api_key("ANTHROPIC_API_KEY", params),
             base_url=params.base_url,
@@ -50,6 +52,8 @@ class AnthropicProvider:
             body["thinking"] = self._thinking(p)  # thinking needs the default temperature
         elif "temperature" in accepted:
             body["temperature"] = p.temperature
+        if p.top_p is not None and "top_p" in accepted and "thinking" not in body:
+            body["top_p"] = p.top_p
         return body
 
     @staticmethod
@@ -79,7 +83,8 @@ class AnthropicProvider:
                 f"{request.model}: the server refused the request ({exc}); check key and model"
             ) from exc
         except (sdk.APIError, ValueError, AttributeError, TypeError, KeyError) as exc:
-            return Completion(model=request.model, text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+            error = describe_failure(exc, self.params.max_retries, self.params.base_url)
+            return Completion(model=request.model, text="", error=error)
         text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         usage = message.usage
         return Completion(

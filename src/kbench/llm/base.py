@@ -24,9 +24,10 @@ class Message:
 
 @dataclass(frozen=True)
 class GenParams:
-    """Sampling parameters and connection settings; the first four are part of the cache key."""
+    """Sampling parameters and connection settings; what `cache_fields` returns is part of the cache key."""
 
     temperature: float = 0.0
+    top_p: float | None = None  # None: not sent (the server's default)
     max_tokens: int = 8192
     reasoning_effort: str | None = None
     base_url: str | None = None
@@ -39,12 +40,15 @@ class GenParams:
     stream: bool = False  # stream the answer (SSE); long generations then never sit idle on a proxy
 
     def cache_fields(self) -> dict[str, object]:
-        return {
+        fields: dict[str, object] = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "reasoning_effort": self.reasoning_effort,
             "base_url": self.base_url,
         }
+        if self.top_p is not None:  # absent when unset, so entries cached before top_p existed still match
+            fields["top_p"] = self.top_p
+        return fields
 
 
 @dataclass(frozen=True)

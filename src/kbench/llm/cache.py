@@ -46,7 +46,10 @@ class ResponseCache:
         except (OSError, json.JSONDecodeError):
             return None
         completion = Completion(**data)
-        return replace(completion, sample=request.sample, turn=request.turn, cached=True, latency_s=0.0)
+        # A hit costs nothing now and took no time; its tokens still describe the answer.
+        return replace(
+            completion, sample=request.sample, turn=request.turn, cached=True, latency_s=0.0, cost_usd=0.0
+        )
 
     def put(self, request: Request, completion: Completion) -> None:
         if completion.error:

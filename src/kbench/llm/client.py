@@ -1,7 +1,12 @@
 """What every provider gets: a concurrency limit, the response cache, latency, cost and usage.
 
 The limit covers the whole call including the SDK's retries and backoff sleeps, so at most `concurrency`
-requests are ever in flight against the server, however many 429s come back.
+requests are ever in flight against the server, however many 429s come back. `in_flight` and `queued`
+count the calls inside and waiting for the limit (a run's progress line shows them).
+
+The cache is keyed by model, conversation, sampling parameters and sample index (llm/cache.py): sample
+i of a prompt is its own request and its own entry, so several samples are never one answer, and a
+re-run with the same settings gets each sample's own earlier answer back (counted in `usage.cached`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ class LLMClient:
         self.cache = cache if provider.cacheable else None
         self.concurrency = concurrency
         self.usage = Usage()
+        self.in_flight = 0  # calls inside the limit (sent, retrying or backing off)
+        self.queued = 0  # calls waiting for the limit
         self._sem: asyncio.Semaphore | None = None
 
     @classmethod
@@ -46,10 +53,19 @@ class LLMClient:
                 return hit
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.concurrency)
-        async with self._sem:
-            start = time.perf_counter()
+        self.queued += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.queued -= 1
+        self.in_flight += 1
+        start = time.perf_counter()
+        try:
             completion = await self.provider.complete(request)
-            latency = time.perf_counter() - start
+        finally:
+            self.in_flight -= 1
+            self._sem.release()
+        latency = time.perf_counter() - start
         completion = replace(
             completion,
             sample=request.sample,

@@ -1,7 +1,9 @@
 """The generation journal: one JSON line per finished (problem, sample, turn), appended as answers arrive.
 
 A killed run loses at most the requests in flight: on restart every line already written is a finished
-key and is not asked again. A truncated last line (killed mid-write) is ignored. Errors the provider may
+key and is not asked again. The key is (problem, sample, turn, backend, preset, dtype): the prompt names
+the backend, the preset's sizes and the dtype, so an answer to another setting is never taken for this one
+(lines written before these were part of the key match nothing and are asked again). A truncated last line (killed mid-write) is ignored. Errors the provider may
 recover from (timeouts, 5xx after all retries) are written with `final: false` and asked again.
 Next to the journal, each answer is also kept as files:
 
@@ -18,7 +20,7 @@ from typing import Any
 
 from kbench.types import Candidate, Completion, Verdict
 
-Key = tuple[str, int, int]  # problem key, sample, turn
+Key = tuple[str, int, int, str, str, str]  # problem key, sample, turn, backend, preset, dtype
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,13 @@ class Attempt:
     final: bool = True  # False: the request failed in a way asking again may fix
     resumed: bool = False  # read back from the journal, not asked in this run
     verdict: Verdict | None = None
+    backend: str = ""
+    preset: str = ""
+    dtype: str = ""
 
     @property
     def key(self) -> Key:
-        return (self.problem_key, self.sample, self.turn)
+        return (self.problem_key, self.sample, self.turn, self.backend, self.preset, self.dtype)
 
     @property
     def stem(self) -> str:
@@ -96,6 +101,9 @@ def _to_record(a: Attempt) -> dict[str, Any]:
         "extraction": a.extraction,
         "no_code_reason": a.no_code_reason,
         "final": a.final,
+        "backend": a.backend,
+        "preset": a.preset,
+        "dtype": a.dtype,
     }
 
 
@@ -113,4 +121,7 @@ def _from_record(r: dict[str, Any]) -> Attempt:
         no_code_reason=r["no_code_reason"],
         final=r["final"],
         resumed=True,
+        backend=r.get("backend", ""),
+        preset=r.get("preset", ""),
+        dtype=r.get("dtype", ""),
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from kbench.errors import require
 from kbench.llm.base import GenParams, Request, register_provider
+from kbench.llm.failures import describe_failure
 from kbench.types import Completion
 
 
@@ -26,6 +27,8 @@ class LiteLLMProvider:
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [{"role": m.role, "content": m.content} for m in request.messages]
         kwargs: dict[str, Any] = {"temperature": p.temperature, "max_tokens": p.max_tokens}
+        if p.top_p is not None:
+            kwargs["top_p"] = p.top_p
         if p.reasoning_effort:
             kwargs["reasoning_effort"] = p.reasoning_effort
         if p.base_url:
@@ -35,7 +38,8 @@ class LiteLLMProvider:
                 model=self.model, messages=messages, num_retries=p.max_retries, timeout=p.timeout_s, **kwargs
             )
         except Exception as exc:  # noqa: BLE001 - litellm wraps every provider's own exception types
-            return Completion(model=request.model, text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+            error = describe_failure(exc, p.max_retries, p.base_url)
+            return Completion(model=request.model, text="", error=error)
         usage = getattr(resp, "usage", None)
         return Completion(
             model=request.model,

@@ -10,6 +10,7 @@ from typing import Any
 
 from kbench.errors import ConfigError, require
 from kbench.llm.base import GenParams, Request, api_key, register_provider
+from kbench.llm.failures import describe_failure
 from kbench.types import Completion
 
 
@@ -21,6 +22,7 @@ class OpenAIProvider:
     def __init__(self, model: str, params: GenParams) -> None:
         self.sdk = require("openai", "llm")
         self.model = model
+        self.params = params
         self.client = self.sdk.AsyncOpenAI(
             api_key=api_key("OPENAI_API_KEY", params),
             base_url=params.base_url,
@@ -33,6 +35,8 @@ class OpenAIProvider:
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [{"role": m.role, "content": m.content} for m in request.messages]
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": p.temperature}
+        if p.top_p is not None:
+            body["top_p"] = p.top_p
         # OpenAI's own API wants max_completion_tokens (reasoning models reject max_tokens); compatible
         # servers such as Ollama know only max_tokens.
         body["max_completion_tokens" if p.base_url is None else "max_tokens"] = p.max_tokens
@@ -56,7 +60,8 @@ class OpenAIProvider:
             ) from exc
         except (sdk.APIError, ValueError, AttributeError, TypeError) as exc:
             # After the SDK's retries: the completion is an error, recorded and asked again on re-run.
-            return Completion(model=request.model, text="", error=f"{type(exc).__name__}: {exc}"[:2000])
+            error = describe_failure(exc, self.params.max_retries, self.params.base_url)
+            return Completion(model=request.model, text="", error=error)
         return Completion(model=request.model, text=text, input_tokens=tin, output_tokens=tout)
 
     async def _stream(self, request: Request) -> tuple[str, int, int]:

@@ -1,13 +1,15 @@
 """Problems: addressing, selection and loading.
 
 Addresses: `SOURCE:LEVEL/ID` (e.g. `kbench:2/17`, `path/to/KernelBench:1/3`, `hf:1/3`), `LEVEL/ID` (the
-embedded suite), or a name (`kbench:Gemm_ReLU`, `Gemm_ReLU`, `17_Gemm_ReLU`), case-insensitive.
+embedded suite), a name (`kbench:Gemm_ReLU`, `Gemm_ReLU`, `17_Gemm_ReLU`), case-insensitive, or the path
+of a problem file (`path/to/17_Gemm_ReLU.py`, also written `path/to/17_Gemm_ReLU.py:`).
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from kbench.errors import ProblemError
 from kbench.problems.loader import LoadedProblem, build_model, load
@@ -30,6 +32,8 @@ def source_problems(spec: str = "kbench") -> list[Problem]:
 
 
 def _split(address: str) -> tuple[str, str]:
+    if address.endswith(".py") and Path(address).expanduser().is_file():
+        return address, ""  # a problem file, whatever characters its path holds
     if ":" in address:
         spec, _, rest = address.rpartition(":")
         return spec, rest
@@ -39,7 +43,7 @@ def _split(address: str) -> tuple[str, str]:
 def get_problem(address: str, source: str | None = None) -> Problem:
     """Resolve one address to a Problem, or raise ProblemError naming what was asked for."""
     spec, rest = _split(address)
-    if source is not None and ":" not in address:
+    if source is not None and ":" not in address and spec != address:
         spec = source
     problems = source_problems(spec)
     if len(problems) == 1 and rest in ("", "0/0", problems[0].name):

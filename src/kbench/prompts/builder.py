@@ -36,10 +36,11 @@ class PromptOptions:
     shots: str = "one"  # zero | one | few
     hardware: str | None = None  # GPU name for the hardware facts, e.g. "H100"
     chain_of_thought: bool = False
+    preset: str = "full"  # the sizes the problem shows: those the candidate is evaluated at
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> PromptOptions:
-        return cls(cfg.backend, cfg.dtype, cfg.shots, cfg.hardware_facts, cfg.chain_of_thought)
+        return cls(cfg.backend, cfg.dtype, cfg.shots, cfg.hardware_facts, cfg.chain_of_thought, cfg.preset)
 
     def items(self) -> tuple[tuple[str, str], ...]:
         return tuple((k, str(v)) for k, v in vars(self).items())
@@ -77,6 +78,34 @@ def strip_kbench_metadata(code: str) -> str:
     while "\n\n\n\n" in text:
         text = text.replace("\n\n\n\n", "\n\n\n")
     return text.strip("\n")
+
+
+def with_preset(problem: Problem, preset: str) -> str:
+    """The problem's source with its size constants set to `preset`'s values, as the evaluator runs it.
+
+    Only the assigned values change (comments and layout stay); `full` is the source as written.
+    """
+    from kbench.problems.loader import preset_overrides
+
+    overrides = preset_overrides(problem, preset)
+    if not overrides:
+        return problem.code
+    lines = problem.code.splitlines(keepends=True)
+    spans = []
+    for node in ast.parse(problem.code).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, value = node.target.id, node.value
+        else:
+            continue
+        if name in overrides and value.end_lineno is not None and value.end_col_offset is not None:
+            spans.append((value.lineno, value.col_offset, value.end_lineno, value.end_col_offset, name))
+    for start, col, end, end_col, name in sorted(spans, reverse=True):  # bottom-up keeps offsets valid
+        head = lines[start - 1].encode()[:col].decode()
+        tail = lines[end - 1].encode()[end_col:].decode()
+        lines[start - 1 : end] = [head + repr(overrides[name]) + tail]
+    return "".join(lines)
 
 
 def example_section(backend: str, shots: str) -> str:
@@ -140,7 +169,7 @@ def build_prompt(problem: Problem, options: PromptOptions | None = None) -> Prom
         hardware=hardware_section(options.hardware),
         backend_name=name,
         dtype_text=DTYPE_TEXT[options.dtype],
-        problem=strip_kbench_metadata(problem.code),
+        problem=strip_kbench_metadata(with_preset(problem, options.preset)),
         contract=template("contract.md", backend_name=name),
         reasoning=read_resource("templates", "cot.md" if options.chain_of_thought else "direct.md"),
     )

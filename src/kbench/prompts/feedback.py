@@ -1,34 +1,26 @@
 """Verdict -> the text a model reads in its next turn: what failed, where, and how fast it ran.
 
-Build logs of a torch extension run to thousands of lines (ninja commands, include chains, warnings);
-the model needs the error lines and a little context, so feedback keeps at most MAX_LOG_LINES of them.
+Build logs and tracebacks go through prompts/logs.py: the first compiler errors in the candidate's own
+code (file:line, the offending line, the line in its Python file), the candidate's own frames of a
+traceback, no host paths, no kbench internals, each error once, at most logs.MAX_BYTES per section.
 """
 
 from __future__ import annotations
 
-import re
-
 from kbench.prompts.builder import BACKEND_NAMES, template
+from kbench.prompts.logs import (
+    candidate_traceback,
+    compiler_errors,
+    last_lines,
+    strip_paths,
+    whole_lines,
+)
 from kbench.types import Status, Verdict
 
-MAX_LOG_LINES = 40
-CONTEXT_AFTER = 2  # compiler errors put the offending source line and a caret under the message
-_ERROR_RE = re.compile(r"\berror\b|Error:|Traceback|Exception|undefined reference|fatal", re.IGNORECASE)
-_NOISE_RE = re.compile(r"^\[\d+/\d+\] |^ninja: build stopped|^FAILED: |^\s*$")
-
-
-def trim_log(log: str, max_lines: int = MAX_LOG_LINES) -> str:
-    """Error lines with CONTEXT_AFTER lines each, without ninja noise; else the log's last lines."""
-    lines = [line for line in log.splitlines() if not _NOISE_RE.search(line)]
-    keep: list[int] = []
-    for i, line in enumerate(lines):
-        if _ERROR_RE.search(line):
-            keep.extend(range(i, min(len(lines), i + CONTEXT_AFTER + 1)))
-    picked = sorted(set(keep)) if keep else list(range(max(0, len(lines) - max_lines), len(lines)))
-    out = [lines[i] for i in picked[:max_lines]]
-    if len(picked) > max_lines:
-        out.append(f"... ({len(picked) - max_lines} more lines)")
-    return "\n".join(out)
+# Statuses whose message is a traceback (the worker's `_failure`), shown as the candidate's frames.
+TRACEBACK = (Status.LOAD_ERROR, Status.RUNTIME_ERROR, Status.OOM)
+# Statuses where the worker's own output (its log tail) tells what happened.
+LOG_TAIL = (Status.CRASHED, Status.TIMEOUT)
 
 
 def _timing_lines(v: Verdict) -> list[str]:
@@ -51,24 +43,61 @@ def _timing_lines(v: Verdict) -> list[str]:
     return lines
 
 
-def _status_line(v: Verdict) -> str:
+def _status_line(v: Verdict, detailed: bool) -> str:
+    """Status and rule; the message's first line unless the log section below holds it."""
     line = f"Result of your previous answer: {v.status.value}"
     if v.rule:
         line += f" (rule: {v.rule})"
-    return line + (f". {v.message}" if v.message else ".")
+    first = strip_paths(whole_lines(v.message).strip().split("\n", 1)[0])[:300] if v.message else ""
+    if v.status is Status.BUILD_ERROR:
+        first = "your code did not compile"
+    return line + (f". {first}" if first and not detailed else ".")
 
 
-def feedback(verdict: Verdict) -> str:
-    """What the evaluator found, for the model: status and rule, errors, mismatches, timings."""
-    parts = [_status_line(verdict)]
+def reason(v: Verdict) -> str:
+    """One line on why a verdict is not ok, for a live progress line: the first compiler error or the
+    exception, without paths ('' for ok)."""
+    if v.ok:
+        return ""
+    if v.status is Status.BUILD_ERROR:
+        log = v.build.log if v.build is not None and v.build.log else v.message
+        first = (compiler_errors(log) or compiler_errors(v.message)).split("\n", 1)[0]
+        return first or "did not compile"
+    text = whole_lines(v.message).strip()
+    if v.status in TRACEBACK:
+        text = candidate_traceback(text).splitlines()[-1] if text else ""
+    return strip_paths(text.split("\n", 1)[0])
+
+
+def _log_section(v: Verdict, source: str) -> str:
+    """The one log section for this verdict ('' when there is none): compiler errors, the candidate's
+    frames of a traceback, or the worker's output."""
+    if v.status is Status.BUILD_ERROR:
+        log = v.build.log if v.build is not None and v.build.log else v.message
+        errors = compiler_errors(log, source) or compiler_errors(v.message, source)
+        if errors:
+            return f"Compiler errors in your code (the first ones):\n```\n{errors}\n```"
+        text = candidate_traceback(v.message or log)
+        return f"Build failure:\n```\n{text}\n```" if text else ""
+    if v.status in TRACEBACK and v.message:
+        return f"Error:\n```\n{candidate_traceback(v.message)}\n```"
+    if v.status in LOG_TAIL and v.log_tail.strip():
+        tail = last_lines(strip_paths(v.log_tail).strip())
+        return f"Output of your code before it stopped:\n```\n{tail}\n```"
+    return ""
+
+
+def feedback(verdict: Verdict, source: str = "") -> str:
+    """What the evaluator found, for the model: status and rule, errors, mismatches, timings.
+
+    `source` is the candidate's Python file: compiler errors found in it also name its line numbers.
+    """
+    log = _log_section(verdict, source)
+    parts = [_status_line(verdict, detailed=bool(log) and verdict.status not in LOG_TAIL)]
     for f in verdict.checks.findings:
         parts.append(f"Static check {f.rule} ({f.severity.value}) at line {f.line}: {f.message}")
-    log = verdict.build.log if verdict.build is not None and not verdict.build.ok else ""
-    if verdict.status is not Status.BUILD_ERROR and not log:
-        log = verdict.log_tail if verdict.status is not Status.OK else ""
-    if log.strip():
-        what = "Build log" if verdict.status is Status.BUILD_ERROR else "Log"
-        parts.append(f"{what} (trimmed to the relevant lines):\n```\n{trim_log(log)}\n```")
+    if log:
+        parts.append(log)
     c = verdict.correctness
     if c is not None and not c.passed:
         parts.append(
@@ -82,17 +111,17 @@ def feedback(verdict: Verdict) -> str:
     return "\n\n".join(parts)
 
 
-def refine_message(backend: str, verdict: Verdict | None, no_code_reason: str = "") -> str:
-    """The next user turn: the feedback and what to do about it."""
+def refine_message(backend: str, verdict: Verdict | None, no_code_reason: str = "", source: str = "") -> str:
+    """The next user turn: the feedback and what to do about it (`source`: the candidate's file)."""
     if verdict is None:
         text = f"No usable code was found in your previous answer: {no_code_reason}."
         instruction = "Answer again with the complete code."
     elif verdict.ok:
-        text = feedback(verdict)
+        text = feedback(verdict, source)
         instruction = (
             "The answer is correct. Make it faster: fuse more operators, cut memory traffic, tune the tiling."
         )
     else:
-        text = feedback(verdict)
+        text = feedback(verdict, source)
         instruction = "Fix the problem above."
     return template("refine.md", feedback=text, instruction=instruction, backend_name=BACKEND_NAMES[backend])

@@ -5,17 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench.report.data import Series, Summary, load_series, summarize
+from kbench.report.data import Series, load_series
 from kbench.report.html import render
+from kbench.report.summary import Requests, requests_of, sections
 from kbench.report.terminal import print_summary
 from kbench.store import Store
 
-__all__ = ["Series", "Summary", "load_series", "print_summary", "render", "summarize", "write_html"]
+__all__ = [
+    "Requests",
+    "Series",
+    "load_series",
+    "print_summary",
+    "render",
+    "requests_of",
+    "sections",
+    "write_html",
+]
 
 
-def write_html(store: Store, run_ids: Sequence[str], path: Path) -> Path:
-    """Render runs `run_ids` of `store` into one HTML file at `path`."""
-    series = load_series(store, run_ids)
+def write_html(store: Store, run_ids: Sequence[str], path: Path, floor: float | None = None) -> Path:
+    """Render runs `run_ids` of `store` into one HTML file at `path` (`floor`: see load_series)."""
+    series = load_series(store, run_ids, floor)
     names = {key: meta.name for key, meta in store.problems().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(series, names), encoding="utf-8")

@@ -1,7 +1,8 @@
-"""What a report shows, read from the store only (no GPU, no API key): series of verdicts and summaries.
+"""What a report shows, read from the store only (no GPU, no API key): series of verdicts and their facts.
 
 A series is one model in one run, so a report of several runs (or one run of several models) compares
-them side by side.
+them side by side. Besides its verdicts a series carries the problems the run selected (the per-problem
+metrics' denominator), the run's LLM requests and its noise floor.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kbench import metrics as m
-from kbench.store import ProblemMeta, RunInfo, Store, StoredVerdict
+from kbench.config import NOISE_FLOOR
+from kbench.store import ProblemMeta, RequestRecord, RunInfo, Store, StoredVerdict
 
 _KEY_RE = re.compile(r":(\d+)/(\d+)$")
 MODES = ("eager", "compile")
@@ -31,6 +33,9 @@ class Series:
     run: RunInfo
     model: str
     rows: tuple[Row, ...]
+    problems: tuple[str, ...] = ()  # the problems the run selected: per-problem metrics' denominator
+    requests: tuple[RequestRecord, ...] = ()  # the LLM requests of this model in the run
+    floor: float = NOISE_FLOOR  # the run's noise floor (metrics.py)
 
     @property
     def verdicts(self) -> list[m.Verdict]:
@@ -40,16 +45,29 @@ class Series:
     def records(self) -> list[m.Record]:
         return [r.record for r in self.rows]
 
+    def _configured(self, name: str, seen: int) -> int:
+        value = self.run.config.get(name)
+        return value if isinstance(value, int) and value > 0 else seen
 
-@dataclass(frozen=True)
-class Summary:
-    n: int
-    correct: int
-    fast: dict[tuple[str, float], m.FastP]  # (mode, p) -> FastP
-    geomean: dict[str, float | None]  # mode -> geomean over correct, timed verdicts
-    geomean_fast: dict[str, float | None]  # mode -> geomean over verdicts fast at p=1
-    sol_fraction: float | None
-    pass_at_1: float | None
+    @property
+    def samples(self) -> int:
+        """Samples per problem: as configured, else as many as the verdicts show."""
+        return self._configured("samples", max((r.record.sample for r in self.rows), default=0) + 1)
+
+    @property
+    def turns(self) -> int:
+        return self._configured("turns", max((r.record.turn for r in self.rows), default=0) + 1)
+
+    @property
+    def where(self) -> str:
+        """What the numbers come from, e.g. "CPU, small, fp32" or "GPU NVIDIA H200, full, fp32"."""
+        vs, config = self.verdicts, self.run.config
+        devices = {v.device.split(":")[0] for v in vs} or {str(config.get("device", "?"))}
+        gpu = self.run.hardware.get("gpu")
+        kinds = sorted({"CPU" if d == "cpu" else f"GPU {gpu}" if gpu else "GPU" for d in devices})
+        presets = sorted({v.preset for v in vs} or {str(config.get("preset", "?"))})
+        dtypes = sorted({v.dtype for v in vs} or {str(config.get("dtype", "?"))})
+        return ", ".join(["/".join(kinds), "/".join(presets), "/".join(dtypes)])
 
 
 def _level(meta: ProblemMeta | None, key: str) -> int:
@@ -65,8 +83,14 @@ def _record(s: StoredVerdict, meta: ProblemMeta | None) -> m.Record:
     return m.Record(k.problem_key, s.verdict, k.model, k.sample, k.turn, _level(meta, k.problem_key), tags)
 
 
-def load_series(store: Store, run_ids: Sequence[str]) -> list[Series]:
-    """One series per (run, model), in the order the runs were given."""
+def _floor(info: RunInfo) -> float:
+    value = info.config.get("noise_floor")
+    return float(value) if isinstance(value, int | float) else NOISE_FLOOR
+
+
+def load_series(store: Store, run_ids: Sequence[str], floor: float | None = None) -> list[Series]:
+    """One series per (run, model), in the order the runs were given. `floor` replaces the runs' own
+    noise floors (config `noise_floor`)."""
     problems = store.problems()
     out: list[Series] = []
     for run_index, run_id in enumerate(run_ids):
@@ -76,25 +100,14 @@ def load_series(store: Store, run_ids: Sequence[str]) -> list[Series]:
             rec = _record(s, problems.get(s.key.problem_key))
             by_model.setdefault(s.key.model, []).append(Row(s, rec, f"v{run_index}-{i}"))
         models = by_model or {str(info.config.get("model", "")): []}
+        selected, requests = store.run_problems(run_id), tuple(store.requests(run_id))
         for model, rows in models.items():
             label = f"{model or '(no model)'} · {run_id}" if len(run_ids) > 1 or len(models) > 1 else model
-            out.append(Series(label or run_id, info, model, tuple(rows)))
+            keys = selected or sorted({r.record.problem_key for r in rows})
+            asked = requests if model == info.config.get("model") else ()  # a run asks one model
+            used = _floor(info) if floor is None else floor
+            out.append(Series(label or run_id, info, model, tuple(rows), tuple(keys), asked, used))
     return out
-
-
-def summarize(series: Series) -> Summary:
-    verdicts = series.verdicts
-    fast = {(mode, p): m.fast_p(verdicts, p, mode) for mode in MODES for p in HEADLINE_P}
-    counts = m.sample_counts(series.records)
-    return Summary(
-        n=len(verdicts),
-        correct=sum(v.ok for v in verdicts),
-        fast=fast,
-        geomean={mode: m.geomean_speedup(verdicts, mode) for mode in MODES},
-        geomean_fast={mode: m.geomean_speedup(verdicts, mode, only_fast=True) for mode in MODES},
-        sol_fraction=m.mean_sol_fraction(verdicts),
-        pass_at_1=m.mean_pass_at_k(counts, 1),
-    )
 
 
 def fmt_x(value: float | None) -> str:
@@ -110,3 +123,7 @@ def fmt_speedup(s: m.Speedup | None) -> str:
     if s is None:
         return "–"
     return f"{s.value:.2f}× [{s.low:.2f}, {s.high:.2f}]"
+
+
+def fmt_rate(value: float | None, extra: str = "") -> str:
+    return "–" if value is None else f"{value:.0%}{extra}"

@@ -10,7 +10,8 @@ from html import escape
 import kbench
 from kbench import metrics as m
 from kbench.report import svg
-from kbench.report.data import MODES, Row, Series, fmt_fast, fmt_speedup, fmt_x, summarize
+from kbench.report.data import MODES, Row, Series, fmt_fast, fmt_speedup
+from kbench.report.summary import TURN_HEADER, rule, sections, turn_rows
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -21,12 +22,8 @@ th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:480px;font-size:12px}
 svg.chart text{font:12px system-ui,sans-serif}section.verdict{border-top:1px solid #ddd;padding-top:6px}
 .note{color:#555;max-width:900px}
+td.section{background:#fafafa;font-weight:600}
 """
-RULE = (
-    "fast_p counts a verdict as fast at p when it is correct and the lower end of its 95 % speedup "
-    "interval is above p (a speedup of exactly p is not fast). A correct verdict whose interval contains "
-    "p is <em>uncertain</em>: counted as not fast and shown as “+N?”."
-)
 
 
 def _table(cls: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -46,29 +43,48 @@ def _runs(series: Sequence[Series]) -> str:
                 escape(s.label),
                 escape(r.run_id),
                 escape(r.created_at),
+                f"<b>{escape(s.where)}</b>",
                 escape(str(gpu)),
                 escape(str(hw.get("torch"))),
             ]
             + [escape(r.fingerprint), escape(r.kbench_version), escape((r.git_commit or "–")[:10])]
         )
-    header = ["series", "run", "started", "hardware", "torch", "fingerprint", "kbench", "commit"]
+    header = [
+        "series",
+        "run",
+        "started",
+        "numbers from",
+        "hardware",
+        "torch",
+        "fingerprint",
+        "kbench",
+        "commit",
+    ]
     return _table("runs", header, rows)
 
 
 def _headline(series: Sequence[Series]) -> str:
-    rows = []
+    """The headline sections (report/summary.py), one column per series."""
+    body = []
+    for title, rows in sections(series):
+        body.append(f'<tr><td class="section" colspan="{len(series) + 1}">{escape(title)}</td></tr>')
+        body += [
+            f'<tr class="headline-row"><td>{escape(label)}</td>'
+            + "".join(f'<td class="num">{escape(c)}</td>' for c in cells)
+            + "</tr>"
+            for label, cells in rows
+        ]
+    head = "".join(f"<th>{escape(h)}</th>" for h in ["metric", *(s.label for s in series)])
+    return f'<table class="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _turns(series: Sequence[Series]) -> str:
+    """Per turn, one table per series (every sample of the turn)."""
+    parts = []
     for s in series:
-        sm = summarize(s)
-        cells = [escape(s.label), str(sm.n), f"{sm.correct} ({sm.correct / sm.n:.0%})" if sm.n else "0"]
-        for mode in MODES:
-            cells += [fmt_fast(sm.fast[(mode, p)]) for p in (0.0, 1.0, 2.0)]
-            cells.append(fmt_x(sm.geomean[mode]))
-        cells.append("–" if sm.sol_fraction is None else f"{sm.sol_fraction:.0%}")
-        rows.append(cells)
-    header = ["series", "verdicts", "correct"]
-    for mode in MODES:
-        header += [f"fast<sub>{p:g}</sub> vs {mode}" for p in (0, 1, 2)] + [f"geomean vs {mode}"]
-    return _table("headline", [*header, "mean SOL fraction"], rows)
+        rows = [[escape(c) for c in row] for row in turn_rows(s)]
+        parts.append(f"<h3>{escape(s.label)}</h3>" + _table("turns", TURN_HEADER, rows))
+    return "".join(parts)
 
 
 def _fast_p_chart(series: Sequence[Series], p_max: float = 3.0) -> str:
@@ -76,7 +92,7 @@ def _fast_p_chart(series: Sequence[Series], p_max: float = 3.0) -> str:
     lines = []
     for i, s in enumerate(series):
         for mode, dashed in zip(MODES, (False, True), strict=True):
-            curve = m.fast_p_curve(s.verdicts, ps, mode)
+            curve = m.fast_p_curve(s.verdicts, ps, mode, s.floor)
             lines.append(
                 svg.Line(f"{s.label} vs {mode}", [(f.p, f.rate) for f in curve], svg.color(i), dashed)
             )
@@ -110,10 +126,14 @@ def _histogram(series: Sequence[Series], mode: str = "eager") -> str:
 
 
 def _group_table(cls: str, series: Sequence[Series], by: Callable[[m.Record], list[str]]) -> str:
-    def cell(vs: list[m.Verdict]) -> str:
-        return f"{sum(v.ok for v in vs)}/{len(vs)} correct, fast<sub>1</sub> {fmt_fast(m.fast_p(vs, 1.0))}"
+    def cells(s: Series) -> dict[str, str]:
+        def cell(vs: list[m.Verdict]) -> str:
+            fast = fmt_fast(m.fast_p(vs, 1.0, "eager", s.floor))
+            return f"{sum(v.ok for v in vs)}/{len(vs)} correct, fast<sub>1</sub> {fast}"
 
-    tables = [m.breakdown(s.records, by, cell) for s in series]
+        return m.breakdown(s.records, by, cell)
+
+    tables = [cells(s) for s in series]
     groups = sorted({g for t in tables for g in t})
     rows = [[escape(g)] + [t.get(g, "–") for t in tables] for g in groups]
     return _table(cls, ["group", *(escape(s.label) for s in series)], rows)
@@ -216,15 +236,18 @@ def render(series: Sequence[Series], names: dict[str, str] | None = None) -> str
         f"<h1>kbench report</h1><p class='note'>kbench {escape(kbench.__version__)} · generated {stamp} · "
         f"{sum(len(s.rows) for s in series)} verdicts in {len(series)} series</p>",
         "<h2 id='runs'>Runs</h2>" + _runs(series),
-        f"<h2 id='headline'>Headline</h2><p class='note'>{RULE}</p>" + _headline(series),
-        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>solid: vs eager; dashed: vs torch.compile</p>",
+        f"<h2 id='headline'>Headline</h2><p class='note'>{escape(rule(series))}. Per-problem rows divide "
+        "by the problems the run selected; a problem without a verdict counts as not correct.</p>"
+        + _headline(series),
+        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>all verdicts pooled; solid: vs eager; dashed: vs "
+        "torch.compile</p>",
         _fast_p_chart(series),
         "<h2 id='distribution'>Speedup distribution</h2>" + _histogram(series),
         "<h2 id='tags'>Per fusion pattern</h2>" + _group_table("tags", series, m.by_tag),
         "<h2 id='levels'>Per level</h2>" + _group_table("levels", series, m.by_level),
     ]
-    if any(r.stored.key.turn for s in series for r in s.rows):
-        parts.append("<h2 id='turns'>Per turn</h2>" + _group_table("turns", series, m.by_turn))
+    if any(s.turns > 1 for s in series):
+        parts.append("<h2 id='turns'>Per turn</h2>" + _turns(series))
     parts.append("<h2 id='problems'>Per problem</h2>" + _problems(series, names))
     parts.append(
         "<h2 id='details'>Verdict details</h2>" + "".join(_details(r) for s in series for r in s.rows)

@@ -1,8 +1,8 @@
 """The warm starter (`python -m kbench.sandbox.zygote`): forks workers from a process that imported torch.
 
 A worker started with `python -m` spends seconds importing torch before it does anything (2.3 s on a
-quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and kbench's
-worker modules once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
+quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and what
+kbench's worker modules import once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
 session exactly as a spawned one would: its own process group, the job's environment (set before any
 CUDA use, so CUDA_VISIBLE_DEVICES still picks its GPU), working folder, log file, core dumps off and its
 memory limit, and every descriptor of this process closed. The HMAC key never passes through here: the
@@ -31,7 +31,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-PRELOAD = ("torch", "kbench.sandbox.worker", "kbench.reference")
+# What the workers import at module level, not the workers themselves: runpy runs a module already in
+# sys.modules a second time, as __main__, and warns so into every job's log ("found in sys.modules ... may
+# result in unpredictable behaviour"). Their own module code takes ~8 ms.
+PRELOAD = ("torch", "kbench.sandbox.protocol")
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.

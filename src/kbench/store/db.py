@@ -50,6 +50,8 @@ class RunInfo:
     git_commit: str | None
     verdicts: int = 0
     ok: int = 0
+    backends: tuple[str, ...] = ()  # of the run's verdicts (its config names one backend, or none)
+    models: tuple[str, ...] = ()  # of the run's verdicts (e.g. reference/cpp for the shipped solutions)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,21 @@ class ProblemMeta:
 
 
 @dataclass(frozen=True)
+class RequestRecord:
+    """One answer a run asked an LLM for: from the server, from the response cache, or a failure."""
+
+    problem_key: str
+    sample: int
+    turn: int
+    cached: bool
+    error: str  # the failure's one-line reason (llm/failures.py); empty when answered
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
 class StoredVerdict:
     """A verdict with everything stored beside it (what reports and exports read)."""
 
@@ -73,6 +90,10 @@ class StoredVerdict:
     candidate_source: str
     completion_text: str
     created_at: str
+
+
+def _names(joined: str | None) -> tuple[str, ...]:
+    return tuple(sorted(joined.split(","))) if joined else ()
 
 
 def _now() -> str:
@@ -166,13 +187,65 @@ class Store:
 
     def runs(self) -> list[RunInfo]:
         rows = self._rows(
-            "SELECT r.*, COUNT(v.id), COALESCE(SUM(v.status = 'ok'), 0) FROM runs r "
-            "LEFT JOIN verdicts v ON v.run_id = r.run_id GROUP BY r.run_id ORDER BY r.created_at, r.run_id"
+            "SELECT r.*, COUNT(v.id), COALESCE(SUM(v.status = 'ok'), 0), GROUP_CONCAT(DISTINCT v.backend), "
+            "GROUP_CONCAT(DISTINCT v.model) FROM runs r LEFT JOIN verdicts v ON v.run_id = r.run_id "
+            "GROUP BY r.run_id ORDER BY r.created_at, r.run_id"
         )
         return [
-            RunInfo(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4], r[5], r[6], int(r[7]), int(r[8]))
+            RunInfo(
+                r[0],
+                r[1],
+                json.loads(r[2]),
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                int(r[7]),
+                int(r[8]),
+                _names(r[9]),
+                _names(r[10]),
+            )  # fmt: skip
             for r in rows
         ]
+
+    def drop_run_if_empty(self, run_id: str) -> bool:
+        """Remove a run that holds no verdict and no request (one a configuration error stopped)."""
+        with self._tx() as db:
+            for table in ("verdicts", "requests"):
+                if db.execute(f"SELECT 1 FROM {table} WHERE run_id = ? LIMIT 1", (run_id,)).fetchone():
+                    return False
+            db.execute("DELETE FROM run_problems WHERE run_id = ?", (run_id,))
+            return db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount == 1
+
+    def put_run_problems(self, run_id: str, keys: Iterable[str]) -> None:
+        """The problems a run selected, in order (kept on resume: a key already there stays)."""
+        with self._tx() as db:
+            db.executemany("INSERT OR IGNORE INTO run_problems VALUES (?, ?)", [(run_id, k) for k in keys])
+
+    def run_problems(self, run_id: str) -> list[str]:
+        """The problems a run selected, in the order given; empty for runs stored before kbench kept them."""
+        rows = self._rows("SELECT problem_key FROM run_problems WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return [r[0] for r in rows]
+
+    # LLM requests ------------------------------------------------------------------------------------
+
+    def record_request(self, run_id: str, r: RequestRecord) -> None:
+        row = (run_id, r.problem_key, r.sample, r.turn, int(r.cached), r.error, r.input_tokens,
+               r.output_tokens, r.cost_usd, r.latency_s, _now())  # fmt: skip
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO requests (run_id, problem_key, sample, turn, cached, error, input_tokens, "
+                "output_tokens, cost_usd, latency_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+    def requests(self, run_id: str) -> list[RequestRecord]:
+        rows = self._rows(
+            "SELECT problem_key, sample, turn, cached, error, input_tokens, output_tokens, cost_usd, "
+            "latency_s FROM requests WHERE run_id = ? ORDER BY id",
+            (run_id,),
+        )
+        return [RequestRecord(r[0], r[1], r[2], bool(r[3]), *r[4:]) for r in rows]
 
     # verdicts ----------------------------------------------------------------------------------------
 

@@ -95,7 +95,37 @@ def _v2(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+def _v3(db: sqlite3.Connection) -> None:
+    """The problems a run selected (metrics' denominators, progress totals, resume) and its LLM requests
+    (tokens, cost, latency, cache hits and failure reasons of a run, read by reports)."""
+    _script(
+        db,
+        """
+        CREATE TABLE run_problems (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            problem_key TEXT NOT NULL,
+            PRIMARY KEY (run_id, problem_key)
+        );
+        CREATE TABLE requests (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            problem_key TEXT NOT NULL,
+            sample INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            cached INTEGER NOT NULL,
+            error TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            cost_usd REAL NOT NULL,
+            latency_s REAL NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX requests_run ON requests (run_id);
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
