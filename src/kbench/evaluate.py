@@ -13,10 +13,11 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbench.backends import get_backend
 from kbench.build import prebuild, threads_env, worker_env
@@ -29,7 +30,15 @@ from kbench.reference import ReferenceData, cache_key, read_cache, write_cache
 from kbench.reference_pool import ReferencePool, pool_key
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
-from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, read_result
+from kbench.sandbox.protocol import (
+    ForgedResult,
+    JobSpec,
+    ProblemSpec,
+    WorkerResult,
+    load_tensors,
+    load_verified,
+    read_result,
+)
 from kbench.store.reuse import reusable
 from kbench.timing import TimingSettings
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
@@ -135,7 +144,7 @@ def run_reference(
     budgets = cfg.budgets("reference")
     exit_ = run_worker("kbench.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start)
     t0 = time.perf_counter()
-    result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
+    result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
     if result is not None and result.error:
         raise WorkerError(result.error)
     if result is None:
@@ -145,8 +154,8 @@ def run_reference(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
     )
-    _absorb(data, result, jobdir)
-    data.phases["read"] = round(time.perf_counter() - t0, 3)  # verifying the signed tensor files
+    _absorb(data, result, jobdir, load_verified)
+    data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
     if cached is None:
         t0 = time.perf_counter()
         write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
@@ -157,9 +166,11 @@ def run_reference(
     return data
 
 
-def _absorb(data: ReferenceData, result: WorkerResult, folder: Path) -> None:
+def _absorb(
+    data: ReferenceData, result: WorkerResult, folder: Path, load: Callable[..., list[Any]] = load_tensors
+) -> None:
     for seed, files in result.outputs.items():
-        data.outputs[int(seed)] = load_tensors(folder, files)
+        data.outputs[int(seed)] = load(folder, files)
         data.checksums[int(seed)] = result.input_checksums[seed]
 
 
@@ -321,8 +332,16 @@ def evaluate(
                     plan, ref, _ = references.get(
                         key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
                     )
-            except BaseException:
+            except BaseException as exc:
                 cancel.set()  # no verdict without a reference: the early candidate's worker ends now
+                if isinstance(exc, ForgedResult) and early is not None:
+                    # Only the candidate ran beside the reference: it rewrote the reference's files.
+                    tampered = Outcome(
+                        Status.CHEAT, f"the reference's files changed: {exc}", "evaluator-files"
+                    )
+                    return make_verdict(problem, candidate, cfg, plan, tampered, checks, None, acct)
+                if isinstance(exc, ForgedResult):
+                    raise WorkerError(f"the reference's files changed after it wrote them: {exc}") from None
                 raise
         acct.worker("ref", ref.phases)
         with acct.part("build"):

@@ -316,3 +316,20 @@ def test_a_preload_that_starts_a_thread_is_refused_and_forgotten(tmp_path: Path)
     first, second = (json.loads(line) for line in proc.stdout.splitlines())
     assert first == {"probed": False, "known": [False], "loaded": False}
     assert second == {"unsafe": True, "forgotten": True}
+
+
+def test_reference_outputs_are_read_into_private_memory_and_checked_there(tmp_path: Path) -> None:
+    """The reference's files are checked as they are read into the host's own memory: a rewrite before the
+    read is caught, a rewrite after it changes nothing the host compares with (a mapped file would)."""
+    import torch
+
+    from kbench.sandbox.protocol import load_verified, save_tensors
+
+    values = [torch.arange(1000, dtype=torch.float32), torch.ones(3, 5, dtype=torch.float64)]
+    files = save_tensors(tmp_path, "out_1", values)
+    loaded = load_verified(tmp_path, files)
+    assert all(torch.equal(a, b) for a, b in zip(loaded, values, strict=True))
+    (tmp_path / files[0].name).write_bytes(torch.zeros(1000, dtype=torch.float32).numpy().tobytes())
+    assert torch.equal(loaded[0], values[0])  # the private copy did not follow the file
+    with pytest.raises(ForgedResult, match="altered"):
+        load_verified(tmp_path, files)

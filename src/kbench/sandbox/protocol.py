@@ -182,8 +182,9 @@ class ForgedResult(Exception):
     """The result file exists but is malformed or its signature/file hashes do not verify."""
 
 
-def read_result(jobdir: Path, key: bytes) -> WorkerResult | None:
-    """The verified result, None when the worker wrote none, ForgedResult when it does not verify."""
+def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | None:
+    """The verified result, None when the worker wrote none, ForgedResult when it does not verify.
+    `files=False` leaves the tensor files to `load_verified`, which checks them as it reads them."""
     path = jobdir / RESULT_FILE
     if not path.exists():
         return None
@@ -195,8 +196,8 @@ def read_result(jobdir: Path, key: bytes) -> WorkerResult | None:
         result = WorkerResult.model_validate_json(body)
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
         raise ForgedResult(f"malformed result file: {type(exc).__name__}") from None
-    for files in [*result.outputs.values(), *(s[2] for s in result.samples)]:
-        for f in files:
+    for listed in [*result.outputs.values(), *(s[2] for s in result.samples)] if files else []:
+        for f in listed:
             for g in (f, f.index) if f.index is not None else (f,):
                 target = jobdir / g.name
                 if "/" in g.name or not target.is_file() or _file_digest(g, target) != g.sha256:
@@ -364,6 +365,28 @@ def stash(values: list[Any]) -> list[Any]:
                 out.append(value.clone())
                 continue
         out.append(value.to("cpu", copy=True))
+    return out
+
+
+def load_verified(jobdir: Path, files: list[TensorFile]) -> list[Any]:
+    """CPU tensors of raw `files`, each read once into this process's own memory and checked against its
+    signed digest there; ForgedResult when one does not verify. For the trusted reference's outputs: a
+    mapped file is read as it is used, so a candidate running meanwhile could rewrite it after a check of
+    the file itself; a private copy cannot change after its check."""
+    import torch
+
+    out = []
+    for f in files:
+        path = jobdir / f.name
+        if "/" in f.name or not f.dtype or not path.is_file():
+            raise ForgedResult(f"tensor file {f.name} missing or not a raw tensor file")
+        dtype, nbytes = _raw_layout(path, f)
+        raw = torch.empty(nbytes, dtype=torch.uint8)
+        with path.open("rb") as fh:
+            got = fh.readinto(memoryview(raw.numpy()).cast("B")) if nbytes else 0  # type: ignore[arg-type]
+        if got != nbytes or digest(raw.numpy() if nbytes else b"") != f.sha256:
+            raise ForgedResult(f"tensor file {f.name} missing or altered")
+        out.append(raw.view(dtype).reshape(f.shape) if nbytes else torch.empty(f.shape, dtype=dtype))
     return out
 
 
