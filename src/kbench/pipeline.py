@@ -269,7 +269,7 @@ def run_model(
     monitor.activity.client = client
     store, run_id = open_run(cfg, problems, resume)
     try:
-        with store:
+        with store, _keeping(store, run_id):
             return _model_run(cfg, problems, store, run_id, client, monitor)
     except KbenchError:
         if resume is None:

@@ -200,11 +200,3 @@ def bind_to_parent() -> None:
     parent = os.environ.pop(PARENT_ENV, "")
     if parent.isdigit():
         die_with_parent(int(parent))
-
-
-def release_parent() -> None:
-    """Undo `die_with_parent` (a process whose parent thread may end before it should)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass

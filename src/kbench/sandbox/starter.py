@@ -25,7 +25,7 @@ from kbench.sandbox import procs
 from kbench.sandbox.protocol import KEY_FIFO_ENV
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
-FORK_TIMEOUT_S = 30.0
+FORK_TIMEOUT_S = 120.0  # a request may wait for an optional preload in progress (seconds on a loaded host)
 # The environment a forked child cannot take from its job: read once when the interpreter starts.
 STARTUP_VARS = (
     "PYTHONPATH",
@@ -82,7 +82,7 @@ class Starter:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kbench.sandbox.zygote"],
                 cwd=self._cwd.name,
-                env=env | {procs.PARENT_ENV: str(os.getpid())},
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import select
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -83,6 +84,7 @@ def _fork_safe_import(name: str) -> bool:
     if pid == 0:
         code = 1
         try:
+            _unwatch()
             from kbench.sandbox import procs
 
             procs.die_with_parent(parent)
@@ -163,6 +165,7 @@ def _child(req: dict[str, Any]) -> None:
     """Become the worker for `req`; never returns."""
     code = 1
     try:
+        _unwatch()
         from kbench.sandbox import procs
 
         procs.die_with_parent(req["starter"])
@@ -263,13 +266,30 @@ def serve() -> None:
             _send({"started": req["id"], "pid": pid})
 
 
+def _watch_parent() -> None:
+    """End this process and its workers within 50 ms of the host's death, whatever this process is busy
+    with (importing torch takes seconds): a SIGALRM every 50 ms compares the parent pid. A death signal
+    from the kernel (PR_SET_PDEATHSIG) would follow the host *thread* that started this process, which
+    may end long before the host; the pipe's EOF is only read between imports."""
+    parent = os.getppid()
+
+    def check(signum: int, frame: object) -> None:
+        if os.getppid() != parent:
+            _end_children()
+            os._exit(0)
+
+    signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+
+
+def _unwatch() -> None:
+    """In a forked child: no timer is inherited, but the handler is; a worker must not run it."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
 def main() -> int:
     global _PROTO
-    from kbench.sandbox import procs
-
-    # While importing torch (seconds) the host's thread that started this process waits for "ready":
-    # die with it. From then on the host's pipe tells (serve), since that thread may end before the host.
-    procs.bind_to_parent()
+    _watch_parent()
     _PROTO = os.dup(1)
     os.dup2(2, 1)  # stray prints of imported modules go to the log, not into the protocol
     try:
@@ -283,7 +303,6 @@ def main() -> int:
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
     _send({"ready": True, "reason": ""})
-    procs.release_parent()
     serve()
     os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
 
