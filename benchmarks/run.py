@@ -36,6 +36,7 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
         "cold and warm verdict latency against the upstream flow",
     ),
     "chaos": ("benchmarks/chaos.py --cycles 20 --out {out}/chaos.md", "SIGKILL at random moments, resume"),
+    "scaling": ("benchmarks/scaling.py --out {out} --gpus 1,2,4,8", "local and Ray executors on 1-8 GPUs"),
 }
 
 
