@@ -60,15 +60,6 @@ def _keys(store: Path, run_id: str) -> list[tuple[str, ...]]:
     return [tuple(map(str, row)) for row in rows]
 
 
-def _leftover(owner: procs.ProcRef, session: int) -> list[str]:
-    found = []
-    for pid in procs.all_pids():
-        info = procs.info_of(pid)
-        if info is not None and info.alive and (info.session == session or procs.owner_of(pid) == owner):
-            found.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()[:80]!r}")
-    return found
-
-
 def _complete(args: list[str], env: dict[str, str]) -> float:
     t0 = time.monotonic()
     proc = _run(args, env)
@@ -87,7 +78,9 @@ def cycle(i: int, full_s: float, expected: set[tuple[str, ...]], store: Path, en
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(2.0)
-    leftover = _leftover(owner, proc.pid) if owner else []
+    leftover = (
+        [f"{pid} {procs.command(pid)[:120]}" for pid in procs.belonging_to(owner, proc.pid)] if owner else []
+    )
     kept = len(_keys(store, run_id)) if store.exists() else 0
     try:
         resume_s = _complete(["run", "--solutions", "reference", "--resume", run_id], env)

@@ -72,15 +72,6 @@ def _gpu_pids() -> list[int]:
     return [int(r.split(",")[0]) for r in _smi("compute-apps=pid") if r.split(",")[0].strip().isdigit()]
 
 
-def _left(owner: procs.ProcRef, session: int) -> list[str]:
-    found = []
-    for pid in procs.all_pids():
-        info = procs.info_of(pid)
-        if info is not None and info.alive and (info.session == session or procs.owner_of(pid) == owner):
-            found.append(str(pid))
-    return found
-
-
 def _setup(tmp: Path, gpu: bool) -> tuple[list[str], list[str], list[str]]:
     """(common flags, hanging eval args, hanging run args) and the honest candidate's eval args."""
     if gpu:
@@ -134,7 +125,9 @@ def one(command: str, args: list[str], honest: list[str], sig: signal.Signals, e
     os.kill(proc.pid, sig)
     time.sleep(2.0)
     code = proc.poll()
-    left = _left(owner, proc.pid) if owner else []
+    left = (
+        [f"{pid} {procs.command(pid)[:120]}" for pid in procs.belonging_to(owner, proc.pid)] if owner else []
+    )
     after, pids = _gpu_mib(), _gpu_pids()
     states = [
         f"{name}: {'stale' if stale else 'held' if held else 'free'}"

@@ -33,19 +33,6 @@ def _kbench(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
                             start_new_session=True)  # fmt: skip
 
 
-def _left(owner: procs.ProcRef, session: int) -> list[str]:
-    """Live processes that belong to the evaluation: owned by the kbench process, or in its session."""
-    found = []
-    for pid in procs.all_pids():
-        info = procs.info_of(pid)
-        if info is None or not info.alive:
-            continue
-        if info.session == session or procs.owner_of(pid) == owner:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            found.append(f"{pid} {cmdline[:120]}")
-    return found
-
-
 def _hang_command(kind: str, tmp: Path) -> list[str]:
     if kind == "eval":
         (tmp / "hang.py").write_text(fixture_source("py_hang_signal.py"))
@@ -75,7 +62,7 @@ def test_a_killed_evaluation_leaves_nothing_behind(
     os.kill(proc.pid, sig)
     time.sleep(2.0)
     assert proc.poll() is not None, "kbench still running 2 s after the signal"
-    assert _left(owner, proc.pid) == []
+    assert [f"{pid} {procs.command(pid)[:120]}" for pid in procs.belonging_to(owner, proc.pid)] == []
     _, err = proc.communicate()
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL

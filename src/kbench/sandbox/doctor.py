@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from kbench.sandbox import lease, procs
 
@@ -42,14 +41,6 @@ class LeaseState:
         return "stale" if self.stale else "held" if self.held else "free"
 
 
-def _command(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
 def _role(command: str, parent_command: str) -> str:
     if "kbench.sandbox.zygote" in command:
         return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
@@ -77,8 +68,8 @@ def processes() -> list[Found]:
         info = procs.info_of(pid)
         if owner is None or info is None or not info.alive:
             continue
-        command = _command(pid)
-        role = _role(command, _command(info.ppid))
+        command = procs.command(pid)
+        role = _role(command, procs.command(info.ppid))
         found.append(Found(pid, role, owner, info.session, procs.age(pid), command))
     return found
 

@@ -154,6 +154,28 @@ def owner_of(pid: int) -> ProcRef | None:
     return None
 
 
+def command(pid: int) -> str:
+    """The process's command line, spaces between its arguments ("" when unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def belonging_to(owner: ProcRef, session: int | None = None) -> list[int]:
+    """Live processes that belong to kbench process `owner`: they carry it as their owner (workers, their
+    compilers and children, warm starters), or run in `session` (the owner's own, when it leads one)."""
+    found = []
+    for pid in all_pids():
+        info = info_of(pid)
+        if info is None or not info.alive or pid == owner.pid:
+            continue
+        if (session is not None and info.session == session) or owner_of(pid) == owner:
+            found.append(pid)
+    return found
+
+
 def holders(path: Path) -> list[int]:
     """Processes with `path` open (any descriptor), as `fuser` would find them: the holders of a lock."""
     try:
