@@ -1,10 +1,12 @@
 """Conv1d + SiLU + MaxPool1d: cuDNN convolution without its bias, then one kernel (a thread per pooled output,
-grid-stride) adds the per-channel bias, applies SiLU to every element of the window (SiLU is not monotonic,
-so not after the max) and writes only the window's max (eager: conv + bias, silu, max_pool1d -> 4 passes
-over the 537 MB conv output at the full size and a 268 MB write; here one read of it and the 268 MB write).
+grid-stride) adds the per-channel bias, applies SiLU to every element of the window (SiLU is not monotonic, so
+not after the max) and writes only the window's max (eager: conv + bias, silu, max_pool1d -> 4 passes over the
+537 MB conv output at the full size and a 268 MB write; here one read of it and the 268 MB write).
 
 The convolution (103 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
-tolerance is measured against; the epilogue is what there is to fuse."""
+tolerance is measured against; the epilogue is what there is to fuse.
+Max abs error vs the fp32 reference, small preset, seeds 3/1000/1001 (kernels and wrapper compiled as C++
+behind a launch shim that runs each block's threads as host threads; nvcc compiles them for sm_90): 6.0e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,10 +1,12 @@
 """Conv2d + subtract + tanh + subtract: cuDNN convolution without its bias, then one vectorised kernel (float4
 when the plane size allows) computes tanh(y + (b_c - subtract1)) - subtract2 in place; the conv bias and the
-first constant fold into one per-channel shift (eager: conv + bias, sub, tanh, sub -> up to 8 passes over
-the 260 MB conv output at the full size; here one read and one write).
+first constant fold into one per-channel shift (eager: conv + bias, sub, tanh, sub -> up to 8 passes over the
+260 MB conv output at the full size; here one read and one write).
 
 The convolution (75 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
-tolerance is measured against; the epilogue is what there is to fuse."""
+tolerance is measured against; the epilogue is what there is to fuse.
+Max abs error vs the fp32 reference, small preset, seeds 3/1000/1001 (kernels and wrapper compiled as C++
+behind a launch shim that runs each block's threads as host threads; nvcc compiles them for sm_90): 3.3e-7."""
 
 import torch
 import torch.nn as nn

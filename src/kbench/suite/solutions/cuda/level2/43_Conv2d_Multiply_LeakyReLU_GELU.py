@@ -4,7 +4,9 @@ conv + bias, mul, leaky_relu, gelu -> up to 8 passes over the 537 MB conv output
 read and one write). GELU is the exact erf form (F.gelu's default).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
-tolerance is measured against; the epilogue is what there is to fuse."""
+tolerance is measured against; the epilogue is what there is to fuse.
+Max abs error vs the fp32 reference, small preset, seeds 3/1000/1001 (kernels and wrapper compiled as C++
+behind a launch shim that runs each block's threads as host threads; nvcc compiles them for sm_90): 7.2e-7."""
 
 import torch
 import torch.nn as nn

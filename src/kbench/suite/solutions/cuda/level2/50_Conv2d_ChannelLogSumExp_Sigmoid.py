@@ -1,12 +1,14 @@
 """Conv2d + logsumexp over channels + shift + sigmoid: cuDNN convolution without its bias, then one kernel (a
 thread per output pixel, grid-stride; neighbouring threads read neighbouring pixels of each channel plane, so
-every load is coalesced) adds the bias on the fly, keeps a running max and rescaled sum (online logsumexp,
-one read of the conv output) and writes sigmoid(lse - shift). At the full size the 268 MB conv output is
-read once and 2 MB written; eager adds the bias (a read and a write), then logsumexp's max, subtract, exp,
-sum and log passes and two more elementwise kernels.
+every load is coalesced) adds the bias on the fly, keeps a running max and rescaled sum (online logsumexp, one
+read of the conv output) and writes sigmoid(lse - shift). At the full size the 268 MB conv output is read once
+and 2 MB written; eager adds the bias (a read and a write), then logsumexp's max, subtract, exp, sum and log
+passes and two more elementwise kernels.
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
-tolerance is measured against; the channel reduction is what there is to fuse."""
+tolerance is measured against; the channel reduction is what there is to fuse.
+Max abs error vs the fp32 reference, small preset, seeds 3/1000/1001 (kernels and wrapper compiled as C++
+behind a launch shim that runs each block's threads as host threads; nvcc compiles them for sm_90): 7.5e-8."""
 
 import torch
 import torch.nn as nn

@@ -1,12 +1,14 @@
 """Conv2d + subtract the mean over channels + ReLU: cuDNN convolution without its bias, then one kernel, a
 thread per pixel (grid-stride; neighbouring threads read neighbouring pixels of each channel plane, so loads
 and stores are coalesced): the pixel's channel values (bias added) go to a shared-memory column as they are
-summed, then relu(v - mean) is written in place from that column. At the full size the 268 MB conv output
-is read once and written once; eager adds the bias (read + write), takes the mean (read), subtracts (two
-reads and a write) and applies relu (read + write).
+summed, then relu(v - mean) is written in place from that column. At the full size the 268 MB conv output is
+read once and written once; eager adds the bias (read + write), takes the mean (read), subtracts (two reads
+and a write) and applies relu (read + write).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
-tolerance is measured against; the channel reduction and the epilogue are what there is to fuse."""
+tolerance is measured against; the channel reduction and the epilogue are what there is to fuse.
+Max abs error vs the fp32 reference, small preset, seeds 3/1000/1001 (kernels and wrapper compiled as C++
+behind a launch shim that runs each block's threads as host threads; nvcc compiles them for sm_90): 3.6e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,12 +1,13 @@
-"""Conv1d + SiLU + MaxPool1d: cuDNN convolution without its bias, then one Triton kernel adds the
-per-channel bias, applies SiLU and takes the max over each pooling window, writing only the pooled output
-(eager: conv + bias, silu, max_pool1d -> 4 passes over the 537 MB conv output at the full size and a
-268 MB write; here one read of it and the 268 MB write: 0.8 GB of HBM traffic instead of 2.4 GB). SiLU is not monotonic
-(minimum at x = -1.28), so the activation is applied to every element before the max, not after.
+"""Conv1d + SiLU + MaxPool1d: cuDNN convolution without its bias, then one Triton kernel adds the per-channel
+bias, applies SiLU and takes the max over each pooling window, writing only the pooled output (eager: conv +
+bias, silu, max_pool1d -> 4 passes over the 537 MB conv output at the full size and a 268 MB write; here one
+read of it and the 268 MB write: 0.8 GB of HBM traffic instead of 2.4 GB). SiLU is not monotonic (minimum at x
+= -1.28), so the activation is applied to every element before the max, not after.
 
 The convolution (103 GFLOP at the full size) stays in cuDNN: it is compute-bound, and IEEE fp32 is what the
 1e-4 tolerance is measured against; the epilogue is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): 1.2e-7."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+6.0e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,5 +1,5 @@
-"""Conv1d + BatchNorm1d (training mode, batch statistics) + GELU: cuDNN convolution (it has no bias), then
-two Triton kernels over the conv output, which is read twice and written once:
+"""Conv1d + BatchNorm1d (training mode, batch statistics) + GELU: cuDNN convolution (it has no bias), then two
+Triton kernels over the conv output, which is read twice and written once:
 1. statistics: every (sample, channel) row is cut into splits; one program per split makes its mean and
    centered M2 in a single read (data shifted by the split's first value, so no cancellation);
 2. normalize: one program per split merges its channel's batch * splits partials (Chan's parallel formula,
@@ -7,12 +7,13 @@ two Triton kernels over the conv output, which is read twice and written once:
    (erf GELU, as F.gelu's default). The first sample's first split also updates the running statistics, as
    training-mode BatchNorm does.
 Eager runs conv, batch_norm (a statistics pass and a normalize pass) and gelu: ~5 passes over the 537 MB conv
-output at the full size against 3 here (~0.34 ms of HBM time on the H200); the statistics use ~8192
-programs where a per-channel reduction would have only 256.
+output at the full size against 3 here (~0.34 ms of HBM time on the H200); the statistics use ~8192 programs
+where a per-channel reduction would have only 256.
 
 The convolution stays in cuDNN (compute-bound, 103 GFLOP at the full size; fp32 is what the tolerance is
 measured against).
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.2e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,11 +1,12 @@
 """ConvTranspose1d + hardtanh + AvgPool1d: cuDNN transposed convolution without its bias, then one Triton
 kernel adds the per-channel bias, clamps to [-0.5, 0.5] and averages each pooling window, writing only the
-pooled output (eager: conv_transpose + bias, hardtanh, avg_pool1d -> 4 passes over the 268 MB conv output at the
-full size and a 134 MB write; here one read of it and the 134 MB write).
+pooled output (eager: conv_transpose + bias, hardtanh, avg_pool1d -> 4 passes over the 268 MB conv output at
+the full size and a 134 MB write; here one read of it and the 134 MB write).
 
 The transposed convolution (69 GFLOP at the full size) stays in cuDNN: it is compute-bound and IEEE fp32 is
 what the 1e-4 tolerance is measured against; the epilogue is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 0
+(every output saturates or matches bit for bit)."""
 
 import torch
 import torch.nn as nn

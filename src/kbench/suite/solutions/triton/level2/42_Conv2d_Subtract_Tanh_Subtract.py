@@ -1,12 +1,13 @@
 """Conv2d + subtract + tanh + subtract: cuDNN convolution without its bias, then one Triton kernel computes
 tanh(y + (b_c - subtract1)) - subtract2 in place; the conv bias and the first constant fold into one
-per-channel shift (eager: conv + bias, sub, tanh, sub -> up to 8 passes over the 260 MB conv output at the full
-size; here one read and one write). A grid of
-(plane, block) programs loads each channel's shift once, with no per-element index arithmetic.
+per-channel shift (eager: conv + bias, sub, tanh, sub -> up to 8 passes over the 260 MB conv output at the
+full size; here one read and one write). A grid of (plane, block) programs loads each channel's shift once,
+with no per-element index arithmetic.
 
 The convolution (75 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the epilogue is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+3.3e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,12 +1,13 @@
 """Conv2d + per-channel multiplier + LeakyReLU + GELU: cuDNN convolution without its bias, then one Triton
-kernel computes gelu(leaky_relu((y + b_c) * m_c, 0.1)) in place (eager: conv + bias, mul, leaky_relu, gelu
--> up to 8 passes over the 537 MB conv output at the full size; here one read and one write: 1.1 GB of
-HBM traffic instead of up to 4.3 GB). A grid of (plane, block) programs loads each channel's bias and
-multiplier once, with no per-element index arithmetic. GELU is the exact erf form (F.gelu's default).
+kernel computes gelu(leaky_relu((y + b_c) * m_c, 0.1)) in place (eager: conv + bias, mul, leaky_relu, gelu ->
+up to 8 passes over the 537 MB conv output at the full size; here one read and one write: 1.1 GB of HBM
+traffic instead of up to 4.3 GB). A grid of (plane, block) programs loads each channel's bias and multiplier
+once, with no per-element index arithmetic. GELU is the exact erf form (F.gelu's default).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the epilogue is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.2e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,21 +1,20 @@
-"""ConvNeXt block as one Triton kernel: depthwise 7x7 conv, channels-last LayerNorm, Linear -> GELU ->
-Linear, layer scale and the residual, with nothing but the input read and the output written. Each program
-owns 64 pixels of one sample and all their channels:
-1. depthwise conv: 49 shifted [64 x C] loads of the NCHW input (coalesced along the pixels, mostly L1/L2
-   hits) accumulate the conv in registers -- the "permute" to channels-last is free, it is only which axis
-   the tile's channels sit on;
+"""ConvNeXt block as one Triton kernel: depthwise 7x7 conv, channels-last LayerNorm, Linear -> GELU -> Linear,
+layer scale and the residual, with nothing but the input read and the output written. Each program owns 64
+pixels of one sample and all their channels:
+1. depthwise conv: 49 shifted [64 x C] loads of the NCHW input (coalesced along the pixels, mostly L1/L2 hits)
+   accumulate the conv in registers -- the "permute" to channels-last is free, it is only which axis the
+   tile's channels sit on;
 2. LayerNorm over the channels in registers (centered variance);
-3. the MLP streams the 4C hidden units in chunks of 64: h = gelu(t W1_chunk^T + b1) feeds
-   acc += h W2_chunk^T at once, so the [pixels x 4C] hidden activation (537 MB at the full size) never
-   exists -- eager writes and reads it, plus the conv output, the permuted copies, the LayerNorm output and
-   the products (~2.5 GB of traffic against 0.27 GB here);
+3. the MLP streams the 4C hidden units in chunks of 64: h = gelu(t W1_chunk^T + b1) feeds acc += h W2_chunk^T
+   at once, so the [pixels x 4C] hidden activation (537 MB at the full size) never exists -- eager writes and
+   reads it, plus the conv output, the permuted copies, the LayerNorm output and the products (~2.5 GB of
+   traffic against 0.27 GB here);
 4. out = x + gamma * (acc + b2), stored back in NCHW.
-The two GEMMs (69 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each
-fp32 operand split into a TF32 high part and a TF32 residual, the three significant cross products
-accumulated in fp32), which keeps fp32-level accuracy -- the 1e-4 tolerance holds with a wide margin -- where
-cuBLAS with TF32 off runs on the fp32 SIMT units. The 256 KB of MLP weights are re-read by every program
-from L2.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+The two GEMMs (69 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand split into a TF32 high part and a TF32 residual, the three significant cross products accumulated in
+fp32), which keeps fp32-level accuracy -- the 1e-4 tolerance holds with a wide margin -- where cuBLAS with
+TF32 off runs on the fp32 SIMT units. The 256 KB of MLP weights are re-read by every program from L2. Max abs
+error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 2.4e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,11 +1,12 @@
 """Conv2d + min with a constant + bias + scale: cuDNN convolution without its bias, then one Triton kernel
 computes (min(y + b_c, constant) + bias_c) * scale in place (eager: conv + bias, clamp, add, mul -> up to 8
-passes over the 260 MB conv output at the full size; here one read and one write). A grid of (plane, block) programs loads each channel's two biases once, with no
-per-element index arithmetic.
+passes over the 260 MB conv output at the full size; here one read and one write). A grid of (plane, block)
+programs loads each channel's two biases once, with no per-element index arithmetic.
 
 The convolution (75 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the epilogue is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+9.5e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,13 +1,14 @@
 """Conv2d + logsumexp over channels + shift + sigmoid: cuDNN convolution without its bias, then one Triton
 kernel: each program takes a sample's block of pixels, streams the channels (each channel's pixels are
-contiguous, so every load is coalesced) with the bias added on the fly, keeps a running max and rescaled
-sum per pixel (online logsumexp, one read of the conv output) and writes sigmoid(lse - shift). At the full
-size the 268 MB conv output is read once and 2 MB written; eager adds the bias (a read and a write),
-then logsumexp's max, subtract, exp, sum and log passes and two more elementwise kernels.
+contiguous, so every load is coalesced) with the bias added on the fly, keeps a running max and rescaled sum
+per pixel (online logsumexp, one read of the conv output) and writes sigmoid(lse - shift). At the full size
+the 268 MB conv output is read once and 2 MB written; eager adds the bias (a read and a write), then
+logsumexp's max, subtract, exp, sum and log passes and two more elementwise kernels.
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the channel reduction is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.5e-8."""
 
 import torch
 import torch.nn as nn

@@ -1,16 +1,16 @@
 """Conv2d + softmax over channels + max over space: cuDNN convolution without its bias, then two Triton
-kernels. The max over space of a softmax is exp(max_p (y_c(p) - lse(p))), so no probability is ever
-written:
-1. each program holds a [channels x pixels] tile of one sample in registers (a single read of the conv
-   output, coalesced along the pixels), adds the bias, forms every pixel's logsumexp over the channels and
-   stores, per channel, the tile's max of y_c - lse;
+kernels. The max over space of a softmax is exp(max_p (y_c(p) - lse(p))), so no probability is ever written:
+1. each program holds a [channels x pixels] tile of one sample in registers (a single read of the conv output,
+   coalesced along the pixels), adds the bias, forms every pixel's logsumexp over the channels and stores, per
+   channel, the tile's max of y_c - lse;
 2. one program per (sample, channel block) takes the max over the tiles and exponentiates.
-At the full size the 268 MB conv output is read once; eager adds the bias (read + write), then softmax
-(reads and a 268 MB write) and amax (another read).
+At the full size the 268 MB conv output is read once; eager adds the bias (read + write), then softmax (reads
+and a 268 MB write) and amax (another read).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the reductions are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+8.9e-8."""
 
 import torch
 import torch.nn as nn

@@ -1,14 +1,15 @@
-"""Classifier head, conv + ReLU + global average pool + Linear + softmax: cuDNN convolution without its
-bias, then two Triton kernels:
-1. one program per (sample, channel) plane adds the bias, applies ReLU and averages: the 403 MB conv
-   output (full size) is read once and the activation never written;
-2. one program per sample computes the logits from the pooled vector (the 1000 x 256 weight is L2
-   resident), keeps a running max and rescaled sum (online softmax) and writes the probabilities.
+"""Classifier head, conv + ReLU + global average pool + Linear + softmax: cuDNN convolution without its bias,
+then two Triton kernels:
+1. one program per (sample, channel) plane adds the bias, applies ReLU and averages: the 403 MB conv output
+   (full size) is read once and the activation never written;
+2. one program per sample computes the logits from the pooled vector (the 1000 x 256 weight is L2 resident),
+   keeps a running max and rescaled sum (online softmax) and writes the probabilities.
 Eager adds the bias (read + write), runs relu (read + write) and mean (read), then addmm and softmax.
 
 The convolution (116 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the head (0.05 GFLOP) is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+3.7e-9."""
 
 import torch
 import torch.nn as nn

@@ -1,18 +1,19 @@
 """ConvTranspose2d + spatial mean + bias + logsumexp over channels + scale, with the transposed convolution
-removed by an exact rewrite. With stride 1 and no padding every input pixel reaches every kernel tap
-inside the output, so the sum over the output plane is linear in the input plane sums:
+removed by an exact rewrite. With stride 1 and no padding every input pixel reaches every kernel tap inside
+the output, so the sum over the output plane is linear in the input plane sums:
 
     sum_{h,w} y[n, o] = sum_i (sum_{h,w} x[n, i]) * (sum_{kh,kw} W[i, o, kh, kw])
 
 Two Triton kernels:
-1. one program per (sample, input channel) plane sums the input (the only pass over memory: 201 MB at the
-   full size, ~45 us of HBM time on the H200);
-2. one program per sample forms the channel means from the plane sums and the tap-summed weights (a
-   64 x 128 contraction), adds both biases, and writes scale * logsumexp over the channels.
+1. one program per (sample, input channel) plane sums the input (the only pass over memory: 201 MB at the full
+   size, ~45 us of HBM time on the H200);
+2. one program per sample forms the channel means from the plane sums and the tap-summed weights (a 64 x 128
+   contraction), adds both biases, and writes scale * logsumexp over the channels.
 The 116 GFLOP transposed convolution and its 415 MB output never exist; eager runs both, then mean, add,
-logsumexp and mul. The summation order differs from the convolution's (fp32 throughout); the tolerance
-is 1e-3.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+logsumexp and mul. The summation order differs from the convolution's (fp32 throughout); the tolerance is
+1e-3.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+3.8e-6."""
 
 import torch
 import torch.nn as nn

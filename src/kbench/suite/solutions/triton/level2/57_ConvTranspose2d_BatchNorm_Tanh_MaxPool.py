@@ -2,17 +2,18 @@
 convolution (it has no bias), then three Triton kernels:
 1. statistics: every (sample, channel) plane is cut into splits; one program per split makes its mean and
    centered M2 in a single read (data shifted by the split's first value, so no cancellation);
-2. finalize: one program per channel merges its partials (Chan's parallel formula, fixed order) into
-   a_c = gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics;
-3. normalize + pool: tanh is increasing, so max over a window of tanh(a y + s) is tanh(a max y + s) when
-   a >= 0 and tanh(a min y + s) when a < 0: each output reads its 2x2 window, keeps the max and the min,
-   and applies one tanh.
-At the full size the 537 MB conv output is read twice and only the 134 MB pooled output is written; eager
-runs the statistics, the normalize (read + write), tanh (read + write) and the pooling (read).
+2. finalize: one program per channel merges its partials (Chan's parallel formula, fixed order) into a_c =
+   gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics;
+3. normalize + pool: tanh is increasing, so max over a window of tanh(a y + s) is tanh(a max y + s) when a >=
+   0 and tanh(a min y + s) when a < 0: each output reads its 2x2 window, keeps the max and the min, and
+   applies one tanh.
+At the full size the 537 MB conv output is read twice and only the 134 MB pooled output is written; eager runs
+the statistics, the normalize (read + write), tanh (read + write) and the pooling (read).
 
 The transposed convolution (69 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what
 the tolerance is measured against.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.8e-7."""
 
 import torch
 import torch.nn as nn

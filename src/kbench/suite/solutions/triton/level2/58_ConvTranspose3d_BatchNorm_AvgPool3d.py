@@ -2,18 +2,18 @@
 (it has no bias), then three Triton kernels. BatchNorm is a per-channel affine map once its statistics are
 known, so it commutes with average pooling: the conv output is read exactly once.
 1. pool + statistics: one program per (plane, block of pooled voxels) reads the 2x2x2 windows, writes the
-   window means (the unnormalized pooled output) and stores the mean and centered M2 of the 8 * block
-   values it read (shifted by the block's first value, so no cancellation);
-2. finalize: one program per channel merges its partials (Chan's parallel formula, fixed order) into
-   a_c = gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics;
+   window means (the unnormalized pooled output) and stores the mean and centered M2 of the 8 * block values
+   it read (shifted by the block's first value, so no cancellation);
+2. finalize: one program per channel merges its partials (Chan's parallel formula, fixed order) into a_c =
+   gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics;
 3. apply: pooled * a_c + s_c in place on the 8x smaller output.
-HBM traffic at the full size: the 537 MB conv output read once, 67 MB written, read and written again
-(0.74 GB); eager runs the statistics (read), the normalize (read + write) and the pooling (read + write):
-~2.2 GB.
+HBM traffic at the full size: the 537 MB conv output read once, 67 MB written, read and written again (0.74
+GB); eager runs the statistics (read), the normalize (read + write) and the pooling (read + write): ~2.2 GB.
 
 The transposed convolution (29 GFLOP at the full size) stays in cuDNN: IEEE fp32 is what the tolerance is
 measured against; the normalization and pooling are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+3.0e-7."""
 
 import torch
 import torch.nn as nn

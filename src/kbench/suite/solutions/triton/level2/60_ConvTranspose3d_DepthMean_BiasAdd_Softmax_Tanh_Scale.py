@@ -1,22 +1,23 @@
-"""ConvTranspose3d + mean over depth + bias + softmax over channels + tanh + scale, with the depth axis of
-the transposed convolution removed by an exact rewrite. With stride 1 along depth, output depth o receives
-x[i] through depth tap k exactly when o = i - pad + k, so summing the output over depth gives, for each tap
-k, the input summed over the depths i whose o stays inside the output:
+"""ConvTranspose3d + mean over depth + bias + softmax over channels + tanh + scale, with the depth axis of the
+transposed convolution removed by an exact rewrite. With stride 1 along depth, output depth o receives x[i]
+through depth tap k exactly when o = i - pad + k, so summing the output over depth gives, for each tap k, the
+input summed over the depths i whose o stays inside the output:
 
     sum_o y[n, :, o] = conv_transpose2d(A, W'),  A[n, k * Cin + i] = sum_{d in range_k} x[n, i, d],
     W'[k * Cin + i, o] = W[i, o, k]
 
 (range_k is all depths but the first for k = 0 and all but the last for k = 2 at the problem's padding 1).
 Three steps:
-1. a Triton kernel reads x once (134 MB at the full size) and writes the K depth-aggregated planes per
-   input channel (25 MB);
-2. cuDNN runs the remaining 2-D transposed convolution: 7.2 GFLOP instead of 116 (16x fewer, the depth),
-   IEEE fp32 as the reference; its 17 MB output is the depth sum;
+1. a Triton kernel reads x once (134 MB at the full size) and writes the K depth-aggregated planes per input
+   channel (25 MB);
+2. cuDNN runs the remaining 2-D transposed convolution: 7.2 GFLOP instead of 116 (16x fewer, the depth), IEEE
+   fp32 as the reference; its 17 MB output is the depth sum;
 3. one Triton kernel holds a [channels x pixels] tile in registers, divides by the depth, adds both biases,
    takes the softmax over the channels and writes tanh(p) * scale in place.
-Eager runs the full 3-D transposed convolution (a 268 MB output), the mean, add, softmax, tanh and mul.
-The summation order differs from the 3-D convolution's (fp32 throughout).
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Eager runs the full 3-D transposed convolution (a 268 MB output), the mean, add, softmax, tanh and mul. The
+summation order differs from the 3-D convolution's (fp32 throughout).
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+2.4e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,17 +1,18 @@
 """ConvTranspose3d + SiLU + GroupNorm + HardSwish: cuDNN transposed convolution without its bias, then two
 Triton kernels over its output, which is read twice and written once (the floor without fusing into the
 convolution):
-1. statistics: every (sample, channel) plane is cut into splits; one program per split applies
-   silu(y + b_c) on the fly and stores the mean and centered M2 of what it read (shifted by its first
-   value, so no cancellation); the SiLU output is never written;
+1. statistics: every (sample, channel) plane is cut into splits; one program per split applies silu(y + b_c)
+   on the fly and stores the mean and centered M2 of what it read (shifted by its first value, so no
+   cancellation); the SiLU output is never written;
 2. normalize: one program per split merges its group's partials (Chan's parallel formula, fixed order),
    recomputes silu(y + b_c) and writes hardswish(gamma_c * (s - mean_g) * rstd_g + beta_c) in place.
-Eager adds the bias, then runs silu, group_norm (statistics and normalize) and hardswish: ~8 passes over
-the 504 MB conv output at the full size, against 3 here.
+Eager adds the bias, then runs silu, group_norm (statistics and normalize) and hardswish: ~8 passes over the
+504 MB conv output at the full size, against 3 here.
 
-The transposed convolution (29 GFLOP at the full size) stays in cuDNN: IEEE fp32 is what the tolerance
-is measured against; the activation and normalization chain is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+The transposed convolution (29 GFLOP at the full size) stays in cuDNN: IEEE fp32 is what the tolerance is
+measured against; the activation and normalization chain is what there is to fuse.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.9e-6."""
 
 import torch
 import torch.nn as nn

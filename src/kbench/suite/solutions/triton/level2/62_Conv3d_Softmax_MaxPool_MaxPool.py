@@ -1,6 +1,6 @@
-"""Conv3d + softmax over channels + MaxPool3d(2) + MaxPool3d(2): cuDNN convolution without its bias, then
-one Triton kernel. Two 2x2x2 max poolings in floor mode are one 4x4x4 max pooling (the second pool's window
-i covers exactly the conv voxels 4i .. 4i+3 on every axis, and both drop the same trailing voxels), so each
+"""Conv3d + softmax over channels + MaxPool3d(2) + MaxPool3d(2): cuDNN convolution without its bias, then one
+Triton kernel. Two 2x2x2 max poolings in floor mode are one 4x4x4 max pooling (the second pool's window i
+covers exactly the conv voxels 4i .. 4i+3 on every axis, and both drop the same trailing voxels), so each
 program holds a [channels x pooled voxels] tile of one sample, walks the 64 taps of its windows, takes the
 softmax over the channels of each conv voxel (bias added on the fly) and keeps the running max. Only the
 pooled output (6.5 MB at the full size) is written; the 472 MB conv output is read once (87 % of it: the
@@ -9,7 +9,8 @@ poolings (the first reads 472 MB and writes 59 MB).
 
 The convolution (51 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the softmax and the pooling are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.5e-7."""
 
 import torch
 import torch.nn as nn

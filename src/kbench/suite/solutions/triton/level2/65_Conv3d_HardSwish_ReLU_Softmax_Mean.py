@@ -1,15 +1,16 @@
-"""Conv3d + HardSwish + ReLU + softmax over channels + spatial mean: cuDNN convolution without its bias,
-then two Triton kernels:
-1. each program holds a [channels x voxels] tile of one sample in registers (coalesced along the voxels),
-   adds the bias, applies relu(hardswish(.)), takes the softmax over the channels and stores the tile's
-   per-channel sum of probabilities;
+"""Conv3d + HardSwish + ReLU + softmax over channels + spatial mean: cuDNN convolution without its bias, then
+two Triton kernels:
+1. each program holds a [channels x voxels] tile of one sample in registers (coalesced along the voxels), adds
+   the bias, applies relu(hardswish(.)), takes the softmax over the channels and stores the tile's per-channel
+   sum of probabilities;
 2. one program per (sample, channel block) adds the tiles' sums in a fixed order and divides by the volume.
-The 220 MB conv output (full size) is read once and nothing of its size is written; eager adds the bias,
-then runs hardswish, relu and softmax (a read and a write each) and the mean (a read).
+The 220 MB conv output (full size) is read once and nothing of its size is written; eager adds the bias, then
+runs hardswish, relu and softmax (a read and a write each) and the mean (a read).
 
 The convolution (48 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the activation, softmax and mean are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.5e-9."""
 
 import torch
 import torch.nn as nn

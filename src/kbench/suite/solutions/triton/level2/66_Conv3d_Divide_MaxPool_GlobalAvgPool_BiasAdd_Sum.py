@@ -1,15 +1,16 @@
-"""Conv3d + divide + MaxPool3d + global average pool + bias + sum over channels: cuDNN convolution without
-its bias, then two Triton kernels:
-1. one program per (sample, channel) plane walks the 2x2x2 windows, takes each window's max of
-   (y + b_c) / divisor (per element, so any sign of the divisor is right) and sums the maxima;
+"""Conv3d + divide + MaxPool3d + global average pool + bias + sum over channels: cuDNN convolution without its
+bias, then two Triton kernels:
+1. one program per (sample, channel) plane walks the 2x2x2 windows, takes each window's max of (y + b_c) /
+   divisor (per element, so any sign of the divisor is right) and sums the maxima;
 2. one program per sample adds the channels' means and biases in a fixed order.
-The 220 MB conv output (full size) is read once (the windows skip trailing voxels) and nothing of its
-size is written; eager adds the conv bias (read + write), divides (read + write), pools (read, 27 MB
-write), then runs the average, add and sum.
+The 220 MB conv output (full size) is read once (the windows skip trailing voxels) and nothing of its size is
+written; eager adds the conv bias (read + write), divides (read + write), pools (read, 27 MB write), then runs
+the average, add and sum.
 
 The convolution (48 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the pooling chain is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+4.8e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,13 +1,14 @@
-"""Grouped Conv2d + channel shuffle + ReLU: cuDNN grouped convolution without its bias, then one Triton
-kernel writes each output plane straight from its source plane: output channel j * groups + g is conv
-channel g * (C / groups) + j, so the shuffle is only an index map on whole planes (contiguous reads and
-writes), with the bias and ReLU applied on the way. At the full size the 537 MB conv output is read once and
-the output written once; eager adds the bias (read + write), materializes the transposed view with a copy
-(read + write) and applies relu (read + write).
+"""Grouped Conv2d + channel shuffle + ReLU: cuDNN grouped convolution without its bias, then one Triton kernel
+writes each output plane straight from its source plane: output channel j * groups + g is conv channel g * (C
+/ groups) + j, so the shuffle is only an index map on whole planes (contiguous reads and writes), with the
+bias and ReLU applied on the way. At the full size the 537 MB conv output is read once and the output written
+once; eager adds the bias (read + write), materializes the transposed view with a copy (read + write) and
+applies relu (read + write).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the shuffle and the epilogue are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 0
+(bit-identical)."""
 
 import torch
 import torch.nn as nn

@@ -1,14 +1,15 @@
-"""Strided Conv2d + affine InstanceNorm + LeakyReLU(0.2): cuDNN convolution (it has no bias), then one
-Triton program per (sample, channel) plane: a first sweep accumulates the sum and sum of squares of the
-plane shifted by its first value (no cancellation: the shift is within a few standard deviations of the
-mean), a second sweep writes leaky_relu(y * a + s) in place with a = gamma_c * rstd and
-s = beta_c - mean * a. Each 64 KB plane is re-read right after its first sweep, from L2. Eager runs
-instance_norm's statistics and normalize passes and leaky_relu: ~5 passes over the 268 MB conv output at
-the full size, against one read from HBM and one write here.
+"""Strided Conv2d + affine InstanceNorm + LeakyReLU(0.2): cuDNN convolution (it has no bias), then one Triton
+program per (sample, channel) plane: a first sweep accumulates the sum and sum of squares of the plane shifted
+by its first value (no cancellation: the shift is within a few standard deviations of the mean), a second
+sweep writes leaky_relu(y * a + s) in place with a = gamma_c * rstd and s = beta_c - mean * a. Each 64 KB
+plane is re-read right after its first sweep, from L2. Eager runs instance_norm's statistics and normalize
+passes and leaky_relu: ~5 passes over the 268 MB conv output at the full size, against one read from HBM and
+one write here.
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the normalization is what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+9.5e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,13 +1,14 @@
 """Conv2d + pixel shuffle + ReLU: cuDNN convolution without its bias, then one Triton kernel writes the
 shuffled output directly: output (c, r*h + i, r*w + j) is conv channel c*r*r + i*r + j at (h, w), so each
-program writes a contiguous block of an output plane, gathering from the r*r source planes (each read
-exactly once overall), with the bias and ReLU applied on the way. At the full size the 268 MB conv output is
-read once and the output written once; eager adds the bias (read + write), copies for pixel_shuffle (read
-+ write) and applies relu (read + write).
+program writes a contiguous block of an output plane, gathering from the r*r source planes (each read exactly
+once overall), with the bias and ReLU applied on the way. At the full size the 268 MB conv output is read once
+and the output written once; eager adds the bias (read + write), copies for pixel_shuffle (read + write) and
+applies relu (read + write).
 
 The convolution (77 GFLOP at the full size) stays in cuDNN: compute-bound, and IEEE fp32 is what the 1e-4
 tolerance is measured against; the shuffle and the epilogue are what there is to fuse.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+3.6e-7."""
 
 import torch
 import torch.nn as nn

@@ -1,15 +1,16 @@
 """Linear + Swish + halving + clamp + tanh + clamp as one Triton GEMM with the whole chain in its epilogue:
-each [128 x 128] output tile gets its bias, then clamp(tanh(clamp(y * sigmoid(y) / 2, -1, 1)), -0.5, 0.5),
-and is written once (67 MB at the full size); eager writes the GEMM output and then runs seven elementwise
-kernels over it (mul, sigmoid, mul, div, clamp, tanh, clamp: ~14 passes of 67 MB).
+each [128 x 128] output tile gets its bias, then clamp(tanh(clamp(y * sigmoid(y) / 2, -1, 1)), -0.5, 0.5), and
+is written once (67 MB at the full size); eager writes the GEMM output and then runs seven elementwise kernels
+over it (mul, sigmoid, mul, div, clamp, tanh, clamp: ~14 passes of 67 MB).
 
 The GEMM (69 GFLOP at the full size) runs on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
 operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
 accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-3 tolerance -- where cuBLAS with
 TF32 off runs on the fp32 SIMT units (~75 % of their peak, the ceiling the eager and compiled references
-share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse the same weight tiles
-from L2.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse the same weight tiles from
+L2.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+2.1e-7."""
 
 import torch
 import torch.nn as nn

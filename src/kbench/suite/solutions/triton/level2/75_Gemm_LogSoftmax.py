@@ -1,6 +1,6 @@
 """Linear + log-softmax as a Triton GEMM whose epilogue starts the reduction, and one row pass:
-1. GEMM: each [128 x 128] tile adds the bias, writes y, and stores per row the tile's max and
-   sum exp(y - max) (a partial logsumexp, 64 tiles per row at the full size);
+1. GEMM: each [128 x 128] tile adds the bias, writes y, and stores per row the tile's max and sum exp(y - max)
+   (a partial logsumexp, 64 tiles per row at the full size);
 2. one program per row merges its partials (fixed order) into the logsumexp and writes y - lse in place.
 The 134 MB logits (full size) are written once, read once and written once; eager runs addmm and then
 log_softmax's max, sum and subtract passes over them.
@@ -9,8 +9,8 @@ The GEMM (137 GFLOP at the full size) runs on tensor cores as 3xTF32 (input_prec
 operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
 accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-3 tolerance -- where cuBLAS with
 TF32 off runs on the fp32 SIMT units (~75 % of their peak, the ceiling the eager and compiled references
-share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse weight tiles from L2.
-Max abs error vs the fp32 reference, small preset (Triton interpreter): TBD."""
+share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse weight tiles from L2. Max
+abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 9.5e-7."""
 
 import torch
 import torch.nn as nn
