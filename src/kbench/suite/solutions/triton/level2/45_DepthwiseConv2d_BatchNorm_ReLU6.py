@@ -7,8 +7,9 @@ cheapest plan recomputes the convolution instead of storing it:
    into a scale and shift, and updates the running statistics as training-mode BatchNorm does;
 3. apply: the same tiles convolve again and write relu6(conv * a_c + s_c).
 HBM traffic: the input read twice and the output written once, 1.85 GB at the full size, against eager's conv
-(read + write), batch_norm (statistics read, normalize read + write) and relu6 (read + write): ~4.3 GB. Max
-abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 7.2e-7."""
+(read + write), batch_norm (statistics read, normalize read + write) and relu6 (read + write): ~4.3 GB.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.2e-7."""
 
 import torch
 import torch.nn as nn

@@ -13,8 +13,9 @@ pixels of one sample and all their channels:
 The two GEMMs (69 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
 operand split into a TF32 high part and a TF32 residual, the three significant cross products accumulated in
 fp32), which keeps fp32-level accuracy -- the 1e-4 tolerance holds with a wide margin -- where cuBLAS with
-TF32 off runs on the fp32 SIMT units. The 256 KB of MLP weights are re-read by every program from L2. Max abs
-error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 2.4e-7."""
+TF32 off runs on the fp32 SIMT units. The 256 KB of MLP weights are re-read by every program from L2.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+2.4e-7."""
 
 import torch
 import torch.nn as nn

@@ -13,8 +13,9 @@ The GEMM (69 GFLOP at the full size) runs on tensor cores as 3xTF32 (input_preci
 operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
 accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-3 tolerance -- where cuBLAS with
 TF32 off runs on the fp32 SIMT units (~75 % of their peak, the ceiling the eager and compiled references
-share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse weight tiles from L2. Max
-abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 1.3e-7."""
+share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse weight tiles from L2.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.3e-7."""
 
 import torch
 import torch.nn as nn
