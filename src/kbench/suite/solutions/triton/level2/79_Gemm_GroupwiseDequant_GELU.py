@@ -43,8 +43,8 @@ def gelu_store(acc, b_ptr, out_ptr, pid_m, pid_n, M, N, BM: tl.constexpr, BN: tl
 
 @triton.jit
 def groupwise_gemm_gelu_kernel(
-    x_ptr, q_ptr, s_ptr, b_ptr, out_ptr, M, N, K, G,
-    GS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    x_ptr, q_ptr, s_ptr, b_ptr, out_ptr, M, N, K, G, GS,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
     rm = (pid_m * BM + tl.arange(0, BM)) % M
@@ -54,17 +54,18 @@ def groupwise_gemm_gelu_kernel(
     pb = q_ptr + rn.to(tl.int64)[None, :] * K + rk[:, None]
     ps = s_ptr + rn.to(tl.int64) * G
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for g in range(0, G):
-        part = tl.zeros((BM, BN), dtype=tl.float32)
-        for kk in tl.static_range(0, GS, BK):  # GS is a multiple of BK
-            a = tl.load(pa + kk)
-            q = tl.load(pb + kk)
-            a_hi = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)  # top 11 bits
-            part = tl.dot(a_hi, q, part, input_precision="tf32")  # exact products: q is a small integer
-            part = tl.dot(a - a_hi, q, part, input_precision="tf32")
-        acc += part * tl.load(ps + g)[None, :]
-        pa += GS
-        pb += GS
+    part = tl.zeros((BM, BN), dtype=tl.float32)  # the current group's partial product
+    for k0 in range(0, K, BK):  # GS is a multiple of BK: a step never straddles two groups
+        a = tl.load(pa)
+        q = tl.load(pb)
+        a_hi = (a.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)  # top 11 bits
+        part = tl.dot(a_hi, q, part, input_precision="tf32")  # exact products: q is a small integer
+        part = tl.dot(a - a_hi, q, part, input_precision="tf32")
+        if (k0 + BK) % GS == 0:  # the group is complete: scale it into the sum
+            acc += part * tl.load(ps + k0 // GS)[None, :]
+            part = tl.zeros((BM, BN), dtype=tl.float32)
+        pa += BK
+        pb += BK
     gelu_store(acc, b_ptr, out_ptr, pid_m, pid_n, M, N, BM, BN)
 
 
@@ -106,10 +107,10 @@ class ModelNew(nn.Module):
         bm, bn = 128, 128
         grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
         if gs % 16 == 0:
-            bk = 64 if gs % 64 == 0 else 32 if gs % 32 == 0 else 16
+            bk = 32 if gs % 32 == 0 else 16
             groupwise_gemm_gelu_kernel[grid](
-                x, q, s, self.bias, out, m, n, k, k // gs,
-                GS=gs, BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=8, num_stages=3,
+                x, q, s, self.bias, out, m, n, k, k // gs, gs,
+                BM=bm, BN=bn, BK=bk, GROUP_M=8, num_warps=8, num_stages=3,
             )
         else:
             dequant_gemm_gelu_kernel[grid](

@@ -79,7 +79,7 @@ class ModelNew(nn.Module):
         m, k = x.shape
         n = w.shape[0] // self.pieces
         out = torch.empty((m, n), device=x.device, dtype=torch.float32)
-        bm, bn, bk = 128, 128, 32
+        bm, bn, bk = 128, 64, 32  # the running max and the piece's accumulator: one 128 x 128 tile's registers
         gemm_maxout_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](
             x, w, self.linear.bias, out, m, n, k, self.pieces,
             BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,

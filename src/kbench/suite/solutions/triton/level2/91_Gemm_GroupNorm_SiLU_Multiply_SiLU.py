@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 FUSED_MAX_GROUP = 256  # widest group normalized inside the GEMM tile
+TILE, WARPS, STAGES = 16384, 8, 3  # fused GEMM: accumulator elements a program, launch shape
 
 
 @triton.jit
@@ -123,10 +124,10 @@ class ModelNew(nn.Module):
         bk = 32
         if gs & (gs - 1) == 0 and gs <= FUSED_MAX_GROUP:
             bn = max(gs, min(128, triton.next_power_of_2(n)))
-            bm = 16384 // bn  # a 128 x 128 tile's registers: 64 x 256 for 256-wide groups
+            bm = TILE // bn  # 64 x 256 for 256-wide groups
             gemm_groupnorm_silu_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](
                 x, w, self.linear.bias, gn.weight, gn.bias, self.multiplier, out, m, n, k, float(gn.eps),
-                GS=gs, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+                GS=gs, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=WARPS, num_stages=STAGES,
             )
         else:
             gemm_bias_kernel[(triton.cdiv(m, 128) * triton.cdiv(n, 128),)](
