@@ -28,7 +28,7 @@ from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 30, "triton": 30, "cpp": 6}
+MIN_COUNTS = {"cuda": 61, "triton": 74, "cpp": 6}
 
 
 def _paths(backend: str) -> list[Path]:

@@ -7,7 +7,8 @@ addmm write 2 x 4096 x 4096, relu and mul read and write them again, addmm).
 Full preset: 4096 tokens, 1024 -> 4096 -> 1024: 2 x 34 + 34 GFLOP. fp32 cuBLAS is bound by the ~67 TFLOP/s
 SIMT peak of an H200, 3xTF32 by ~165 TFLOP/s of fp32-accurate tensor-core work; 4 x 64 MB of
 pre-activation traffic becomes one 64 MB write and read of the gated hidden state.
-Max abs error on the small preset (interpreter): 4.8e-07.
+Max abs error on the small preset: 1.8e-07 under the interpreter, whose tl.dot is plain fp32 (an fp64
+emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own 1.3e-06).
 """
 
 import torch

@@ -5,7 +5,9 @@ the epilogue, so each hidden state is written once and read once (eager: three a
 Full preset: 2048 x 4096 -> 4096 -> 4096 -> 1024: 69 + 69 + 17 GFLOP. fp32 cuBLAS is bound by the
 ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by ~165 TFLOP/s of fp32-accurate tensor-core work; the two
 ReLU passes (4 x 32 MB) are gone. The layers depend on each other through whole rows of the hidden state,
-so they stay three GEMMs. Max abs error on the small preset (interpreter): 4.8e-07.
+so they stay three GEMMs. Max abs error on the small preset: 1.3e-07 under the interpreter, whose tl.dot is
+plain fp32 (an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32
+accumulation's own 1.3e-06).
 """
 
 import torch

@@ -8,7 +8,7 @@ group_norm reads twice and writes, silu reads and writes: 3 reads + 2 writes of 
 
 Full preset: 48 x 256 x 128 x 128: 2 reads + 1 write of 805 MB (~0.55 ms at 4.3 TB/s) against eager's
 3 + 2. Spans are split over several programs when there are too few (sample, group) pairs to fill the GPU.
-Max abs error on the small preset (interpreter): 4.8e-07.
+Max abs error on the small preset (interpreter): 1.7e-06.
 """
 
 import torch

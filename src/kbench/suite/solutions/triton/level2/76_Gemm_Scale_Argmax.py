@@ -8,7 +8,8 @@ Full preset: 4096 x 8192 x 1000, 67 GFLOP. fp32 cuBLAS runs it on the SIMT pipes
 H200); 3xTF32 runs on the tensor cores (~495 TFLOP/s of dense TF32, so ~165 TFLOP/s of fp32-accurate
 products), and the 16 MB logits round trips of eager are gone: 4096 x 8 (value, index) pairs are written.
 Ties resolve to the lowest class index, as torch.argmax does.
-Max abs error on the small preset (interpreter): 0 (the int64 indices are identical).
+Max abs error on the small preset: 0 under the interpreter, whose tl.dot is plain fp32 (an fp64 emulation of
+3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own 1.3e-06).
 """
 
 import torch

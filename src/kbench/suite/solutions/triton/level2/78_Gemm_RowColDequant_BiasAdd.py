@@ -10,7 +10,7 @@ reference's bit for bit (eager: an fp32 GEMM, then three elementwise passes over
 Full preset: 4096 x 4096 x 4096, 137 GOP. fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200;
 int8 tensor cores offer ~1980 TOP/s dense. Packing reads 2 x 64 MB and writes 2 x 16 MB once per call
 (~40 us at 4.3 TB/s); the output is written once instead of four times.
-Max abs error on the small preset (interpreter): 0.
+Max abs error on the small preset (interpreter): 0; int8 products and int32 sums are exact on the GPU too.
 """
 
 import torch

@@ -6,7 +6,9 @@ pieces-times-smaller output is written (eager: addmm writes 4096 x 4096, amax re
 
 Full preset: 4096 x 4096 x 4096 (1024 features x 4 pieces), 137 GFLOP: fp32 cuBLAS is bound by the
 ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by ~165 TFLOP/s of fp32-accurate tensor-core work; the 64 MB
-pre-activation is never written or read. Max abs error on the small preset (interpreter): 4.8e-07.
+pre-activation is never written or read. Max abs error on the small preset: 5.4e-07 under the interpreter,
+whose tl.dot is plain fp32 (an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against
+fp32 accumulation's own 1.3e-06).
 """
 
 import torch

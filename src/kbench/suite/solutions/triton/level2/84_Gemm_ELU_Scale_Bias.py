@@ -4,7 +4,8 @@ transform in its epilogue, so the output is written once (eager: addmm, elu, mul
 
 Full preset: 4096^3, 137 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by
 ~165 TFLOP/s of fp32-accurate tensor-core work; eager's 6 extra moves of the 64 MB output are gone.
-Max abs error on the small preset (interpreter): 4.8e-07.
+Max abs error on the small preset: 4.8e-07 under the interpreter, whose tl.dot is plain fp32 (an fp64
+emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own 1.3e-06).
 """
 
 import torch
