@@ -28,7 +28,7 @@ from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 75, "triton": 75, "cpp": 6}
+MIN_COUNTS = {"cuda": 100, "triton": 113, "cpp": 6}
 
 
 def _paths(backend: str) -> list[Path]:

@@ -1,0 +1,132 @@
+"""Square linear + residual + LayerNorm: a Triton GEMM on split-precision tensor cores (3xTF32,
+`input_precision="tf32x3"`, fp32-level accuracy) whose epilogue adds the bias and the residual x, then one
+row kernel that holds each row in registers for the mean, the centered variance and the affine write, in
+place (eager: addmm, add, layer_norm: three passes over the 4096 x 4096 output after the GEMM).
+
+Full preset: 4096^3, 137 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by
+~165 TFLOP/s of fp32-accurate tensor-core work. The LayerNorm needs whole rows (4096 columns, wider than a
+GEMM tile), so the output makes one extra read + write (2 x 64 MB, ~30 us at 4.3 TB/s) instead of eager's
+four. Max abs error on the small preset: 8.3e-07 under the interpreter, whose tl.dot is plain fp32 (an fp64
+emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own 1.3e-06).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+MAX_ROW_BLOCK = 32768  # longest row held in registers (64 floats a thread at 16 warps)
+LOOP_BLOCK = 4096  # chunk of the looping path for longer rows
+
+
+@triton.jit
+def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row block, column block) of this program; GROUP_M row blocks share each band of W tiles in L2."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    per_group = GROUP_M * tl.cdiv(N, BN)
+    first_m = (pid // per_group) * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % size_m, (pid % per_group) // size_m
+
+
+@triton.jit
+def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, s_am, s_ak, s_bn, s_bk,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
+    """fp32 (BM, BN) tile of A @ B^T (A is M x K, B is N x K, any strides) on 3xTF32 tensor cores.
+    Out-of-range rows/columns read row/column 0 (in bounds) and are masked by the caller's store."""
+    rm = (pid_m * BM + tl.arange(0, BM)) % M
+    rn = (pid_n * BN + tl.arange(0, BN)) % N
+    rk = tl.arange(0, BK)
+    pa = a_ptr + rm.to(tl.int64)[:, None] * s_am + rk[None, :] * s_ak
+    pb = b_ptr + rn.to(tl.int64)[None, :] * s_bn + rk[:, None] * s_bk
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        if EVEN_K:
+            a = tl.load(pa)
+            b = tl.load(pb)
+        else:
+            a = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
+            b = tl.load(pb, mask=rk[:, None] < K - k0, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="tf32x3")
+        pa += BK * s_ak
+        pb += BK * s_bk
+    return acc
+
+
+@triton.jit
+def gemm_bias_residual_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr, M, N, K,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
+    acc = gemm_tile(x_ptr, w_ptr, pid_m, pid_n, M, N, K, K, 1, K, 1, BM, BN, BK, EVEN_K)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    offs = rm.to(tl.int64)[:, None] * N + rn[None, :]  # N == K: the residual has the output's layout
+    y = acc + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :] + tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, y, mask=mask)
+
+
+@triton.jit
+def layernorm_kernel(y_ptr, g_ptr, b_ptr, N, eps, BLOCK: tl.constexpr, ROW_IN_REGS: tl.constexpr):
+    row = y_ptr + tl.program_id(0).to(tl.int64) * N
+    if ROW_IN_REGS:
+        cols = tl.arange(0, BLOCK)
+        mask = cols < N
+        v = tl.load(row + cols, mask=mask, other=0.0)
+        mean = tl.sum(v, axis=0) / N
+        d = tl.where(mask, v - mean, 0.0)
+        rstd = tl.rsqrt(tl.sum(d * d, axis=0) / N + eps)
+        g = tl.load(g_ptr + cols, mask=mask, other=0.0)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+        tl.store(row + cols, d * rstd * g + b, mask=mask)
+    else:  # three passes; the re-reads of a row just read come from L2
+        s = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, N, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            s += tl.load(row + cols, mask=cols < N, other=0.0)
+        mean = tl.sum(s, axis=0) / N
+        q = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, N, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            d = tl.where(cols < N, tl.load(row + cols, mask=cols < N, other=0.0) - mean, 0.0)
+            q += d * d
+        rstd = tl.rsqrt(tl.sum(q, axis=0) / N + eps)
+        for start in range(0, N, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < N
+            v = tl.load(row + cols, mask=mask, other=0.0)
+            g = tl.load(g_ptr + cols, mask=mask, other=0.0)
+            b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+            tl.store(row + cols, (v - mean) * rstd * g + b, mask=mask)
+
+
+def row_launch(n: int) -> dict:
+    block = triton.next_power_of_2(n)
+    if block > MAX_ROW_BLOCK:
+        return {"BLOCK": LOOP_BLOCK, "ROW_IN_REGS": False, "num_warps": 8}
+    return {"BLOCK": block, "ROW_IN_REGS": True, "num_warps": max(4, min(16, block // 512))}
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.layer_norm = nn.LayerNorm(features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        w = self.linear.weight.contiguous()
+        m, k = x.shape
+        n = w.shape[0]
+        out = torch.empty((m, n), device=x.device, dtype=torch.float32)
+        bm, bn, bk = 128, 128, 32
+        gemm_bias_residual_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](
+            x, w, self.linear.bias, out, m, n, k,
+            BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+        )
+        ln = self.layer_norm
+        layernorm_kernel[(m,)](out, ln.weight, ln.bias, n, ln.eps, **row_launch(n))
+        return out

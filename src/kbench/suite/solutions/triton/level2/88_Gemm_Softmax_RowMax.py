@@ -1,0 +1,107 @@
+"""Linear + softmax + row max, rewritten exactly: max_j softmax(y)_j = exp(max - max) / sum_j exp(y_j - max)
+= 1 / sum_j exp(y_j - max), so only each row's log-sum-exp statistics are needed. One Triton GEMM on
+split-precision tensor cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy) whose epilogue adds
+the bias and reduces each (row, 128-feature tile) to its max and sum of exp(y - max); a tiny second kernel
+merges a row's tiles and writes 1 / sum (eager: addmm writes 4096 x 4096 logits, softmax reads them twice
+and writes probabilities, amax reads those).
+
+Full preset: 4096^3, 137 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by
+~165 TFLOP/s of fp32-accurate tensor-core work; ~5 x 64 MB of logits and probabilities traffic is replaced
+by 4096 x 32 (max, sum) pairs. Max abs error on the small preset: 7.5e-08 under the interpreter, whose tl.dot
+is plain fp32 (an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32
+accumulation's own 1.3e-06).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row block, column block) of this program; GROUP_M row blocks share each band of W tiles in L2."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    per_group = GROUP_M * tl.cdiv(N, BN)
+    first_m = (pid // per_group) * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % size_m, (pid % per_group) // size_m
+
+
+@triton.jit
+def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, s_am, s_ak, s_bn, s_bk,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
+    """fp32 (BM, BN) tile of A @ B^T (A is M x K, B is N x K, any strides) on 3xTF32 tensor cores.
+    Out-of-range rows/columns read row/column 0 (in bounds) and are masked by the caller's store."""
+    rm = (pid_m * BM + tl.arange(0, BM)) % M
+    rn = (pid_n * BN + tl.arange(0, BN)) % N
+    rk = tl.arange(0, BK)
+    pa = a_ptr + rm.to(tl.int64)[:, None] * s_am + rk[None, :] * s_ak
+    pb = b_ptr + rn.to(tl.int64)[None, :] * s_bn + rk[:, None] * s_bk
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        if EVEN_K:
+            a = tl.load(pa)
+            b = tl.load(pb)
+        else:
+            a = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
+            b = tl.load(pb, mask=rk[:, None] < K - k0, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="tf32x3")
+        pa += BK * s_ak
+        pb += BK * s_bk
+    return acc
+
+
+@triton.jit
+def gemm_tile_lse_kernel(
+    x_ptr, w_ptr, b_ptr, pmax_ptr, psum_ptr, M, N, K,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
+    acc = gemm_tile(x_ptr, w_ptr, pid_m, pid_n, M, N, K, K, 1, K, 1, BM, BN, BK, EVEN_K)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    v = acc + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    v = tl.where((rn < N)[None, :], v, float("-inf"))
+    mx = tl.max(v, axis=1)
+    out = rm.to(tl.int64) * tl.cdiv(N, BN) + pid_n
+    tl.store(pmax_ptr + out, mx, mask=rm < M)
+    tl.store(psum_ptr + out, tl.sum(tl.exp(v - mx[:, None]), axis=1), mask=rm < M)
+
+
+@triton.jit
+def softmax_max_kernel(pmax_ptr, psum_ptr, out_ptr, M, T, BR: tl.constexpr, BT: tl.constexpr):
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    t = tl.arange(0, BT)
+    mask = (r < M)[:, None] & (t < T)[None, :]
+    offs = r.to(tl.int64)[:, None] * T + t[None, :]
+    mx = tl.load(pmax_ptr + offs, mask=mask, other=float("-inf"))
+    sm = tl.load(psum_ptr + offs, mask=mask, other=0.0)
+    top = tl.max(mx, axis=1)
+    total = tl.sum(tl.where(mask, sm * tl.exp(mx - top[:, None]), 0.0), axis=1)
+    tl.store(out_ptr + r, 1.0 / total, mask=r < M)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        w = self.linear.weight.contiguous()
+        m, k = x.shape
+        n = w.shape[0]
+        bm, bn, bk = 128, 128, 32
+        tiles = triton.cdiv(n, bn)
+        parts = torch.empty((2, m, tiles), device=x.device, dtype=torch.float32)
+        gemm_tile_lse_kernel[(triton.cdiv(m, bm) * tiles,)](
+            x, w, self.linear.bias, parts[0], parts[1], m, n, k,
+            BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+        )
+        out = torch.empty(m, device=x.device, dtype=torch.float32)
+        softmax_max_kernel[(triton.cdiv(m, 32),)](
+            parts[0], parts[1], out, m, tiles, BR=32, BT=max(2, triton.next_power_of_2(tiles)), num_warps=4
+        )
+        return out
