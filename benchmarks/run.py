@@ -36,6 +36,10 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
         "cold and warm verdict latency against the upstream flow",
     ),
     "chaos": ("benchmarks/chaos.py --cycles 20 --out {out}/chaos.md", "SIGKILL at random moments, resume"),
+    "trivial-sweep": (
+        "benchmarks/trivial_sweep.py --preset full --device cuda --out {out}/trivial-sweep-full.md",
+        "zeros, the input, fp16/bf16, stale outputs, noise, constants against every full preset",
+    ),
 }
 
 
