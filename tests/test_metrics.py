@@ -159,3 +159,17 @@ def test_breakdowns() -> None:
     assert m.breakdown(recs, m.by_level, m.correctness_rate) == {"level 1": 1.0, "level 2": 0.5}
     assert m.breakdown(recs, m.by_model, lambda vs: m.fast_p(vs, 1.0).fast) == {"x": 1, "y": 0}
     assert list(m.breakdown(recs, m.by_turn, len).items()) == [("turn 0", 1), ("turn 1", 2)]
+
+
+def test_generalization_counts_and_filters_on_the_hidden_shape_result() -> None:
+    from dataclasses import replace
+
+    yes, no, unchecked = (replace(verdict(), generalizes=g) for g in (True, False, None))
+    failed = verdict(status=Status.MISMATCH)
+    records = [m.Record("kbench:2/1", v) for v in (yes, no, no, unchecked, failed)]
+    assert m.generalization([r.verdict for r in records]) == (3, 1)
+    assert [r.verdict for r in m.filter_generalizes(records, "yes")] == [yes]
+    assert len(m.filter_generalizes(records, "no")) == 2
+    assert [r.verdict for r in m.filter_generalizes(records, "unchecked")] == [unchecked, failed]
+    with pytest.raises(m.ConfigError, match="yes, no, unchecked"):
+        m.filter_generalizes(records, "maybe")

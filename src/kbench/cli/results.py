@@ -67,16 +67,19 @@ def report_cmd(
     store_path: Path | None = STORE_OPT,
     out: Path | None = typer.Option(None, "--out", "-o", help="HTML file (default: next to the database)"),
     html: bool = typer.Option(True, "--html/--no-html", help="also write the self-contained HTML report"),
+    generalizes: str | None = typer.Option(
+        None, "--generalizes", help="only verdicts whose hidden-shape check says: yes | no | unchecked"
+    ),
 ) -> None:
     """Summarise runs in the terminal and write one self-contained HTML report."""
     from kbench.report import load_series, print_summary, write_html
 
     store = open_store(store_path)
     ids = resolve_runs(store, runs)
-    print_summary(load_series(store, ids), console)
+    print_summary(load_series(store, ids, generalizes), console)
     if html:
         name = f"report-{ids[0]}" + (f"-and-{len(ids) - 1}-more" if len(ids) > 1 else "") + ".html"
-        path = write_html(store, ids, out or store.path.parent / name)
+        path = write_html(store, ids, out or store.path.parent / name, generalizes)
         console.print(f"HTML report: {path}")
 
 

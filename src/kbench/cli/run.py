@@ -36,6 +36,8 @@ def _verdict_line(key: VerdictKey, v: Verdict) -> str:
         parts.append(f"{speed:6.2f}x eager")
     if compiled is not None:
         parts.append(f"{compiled:6.2f}x compile")
+    if v.generalizes is not None:
+        parts.append("generalizes" if v.generalizes else "does not generalize")
     if v.rule:
         parts.append(f"[{v.rule}]")
     if v.status.value != "ok" and v.message:
@@ -101,6 +103,9 @@ def run_cmd(
     resume: str | None = typer.Option(None, "--resume", help="continue run RUN: finished verdicts are kept"),
     html: Path | None = typer.Option(None, "--html", help="where to write the HTML report"),
     no_static: bool = typer.Option(False, "--no-static", help="skip the static checks"),
+    hidden_shapes: bool = typer.Option(
+        False, "--hidden-shapes", help="ok candidates are also checked at sizes drawn per evaluation"
+    ),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""
     from kbench import pipeline
@@ -113,7 +118,7 @@ def run_cmd(
         model=model, source=source, level=level, tags=tag or None, dtype=dtype, device=device,
         samples=samples, turns=turns, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
         executor=executor, ray_address=ray_address, timeout_s=timeout, store=store,
-        static_checks=False if no_static else None,
+        static_checks=False if no_static else None, hidden_shapes=True if hidden_shapes else None,
         backend=None if solutions else backend, preset=None if solutions else preset,
     )  # fmt: skip
     cfg = resolve(config, flags | problems_flag(problems))

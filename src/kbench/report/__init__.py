@@ -13,9 +13,9 @@ from kbench.store import Store
 __all__ = ["Series", "Summary", "load_series", "print_summary", "render", "summarize", "write_html"]
 
 
-def write_html(store: Store, run_ids: Sequence[str], path: Path) -> Path:
-    """Render runs `run_ids` of `store` into one HTML file at `path`."""
-    series = load_series(store, run_ids)
+def write_html(store: Store, run_ids: Sequence[str], path: Path, generalizes: str | None = None) -> Path:
+    """Render runs `run_ids` of `store` into one HTML file at `path` (`generalizes`: as load_series)."""
+    series = load_series(store, run_ids, generalizes)
     names = {key: meta.name for key, meta in store.problems().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(series, names), encoding="utf-8")

@@ -50,6 +50,7 @@ class Summary:
     geomean_fast: dict[str, float | None]  # mode -> geomean over verdicts fast at p=1
     sol_fraction: float | None
     pass_at_1: float | None
+    generalization: tuple[int, int] = (0, 0)  # (checked at hidden sizes, correct there)
 
 
 def _level(meta: ProblemMeta | None, key: str) -> int:
@@ -65,8 +66,11 @@ def _record(s: StoredVerdict, meta: ProblemMeta | None) -> m.Record:
     return m.Record(k.problem_key, s.verdict, k.model, k.sample, k.turn, _level(meta, k.problem_key), tags)
 
 
-def load_series(store: Store, run_ids: Sequence[str]) -> list[Series]:
-    """One series per (run, model), in the order the runs were given."""
+def load_series(store: Store, run_ids: Sequence[str], generalizes: str | None = None) -> list[Series]:
+    """One series per (run, model), in the order the runs were given; with `generalizes` (a key of
+    metrics.GENERALIZES) only the verdicts whose hidden-shape result it names."""
+    if generalizes is not None:
+        m.filter_generalizes([], generalizes)  # an unknown name fails before the store is read
     problems = store.problems()
     out: list[Series] = []
     for run_index, run_id in enumerate(run_ids):
@@ -74,6 +78,8 @@ def load_series(store: Store, run_ids: Sequence[str]) -> list[Series]:
         by_model: dict[str, list[Row]] = {}
         for i, s in enumerate(store.records(run_id)):
             rec = _record(s, problems.get(s.key.problem_key))
+            if generalizes is not None and not m.filter_generalizes([rec], generalizes):
+                continue
             by_model.setdefault(s.key.model, []).append(Row(s, rec, f"v{run_index}-{i}"))
         models = by_model or {str(info.config.get("model", "")): []}
         for model, rows in models.items():
@@ -94,6 +100,7 @@ def summarize(series: Series) -> Summary:
         geomean_fast={mode: m.geomean_speedup(verdicts, mode, only_fast=True) for mode in MODES},
         sol_fraction=m.mean_sol_fraction(verdicts),
         pass_at_1=m.mean_pass_at_k(counts, 1),
+        generalization=m.generalization(verdicts),
     )
 
 

@@ -22,6 +22,10 @@ def headline_table(series: Sequence[Series]) -> Table:
         table.add_column(s.label, justify="right")
     table.add_row("verdicts", *[str(sm.n) for sm in summaries])
     table.add_row("correct", *[str(sm.correct) for sm in summaries])
+    if any(sm.generalization[0] for sm in summaries):  # --hidden-shapes: correct at unseen sizes too
+        table.add_row(
+            "generalizes", *[f"{g}/{c} checked" for c, g in (sm.generalization for sm in summaries)]
+        )
     for mode in MODES:
         for p in (0.0, 1.0, 2.0):
             table.add_row(f"fast_{p:g} vs {mode}", *[fmt_fast(sm.fast[(mode, p)]) for sm in summaries])

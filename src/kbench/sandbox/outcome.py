@@ -38,6 +38,8 @@ class Outcome:
     correctness: Correctness | None = None
     warnings: list[str] = field(default_factory=list)
     log_tail: str = ""
+    generalizes: bool | None = None  # correct at hidden sizes too (generalize.py); None: not checked
+    hidden: str = ""  # what the hidden-shape check did, for the records
 
 
 def _crash_message(code: int | None) -> str:
