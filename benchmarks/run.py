@@ -37,6 +37,10 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
     ),
     "chaos": ("benchmarks/chaos.py --cycles 20 --out {out}/chaos.md", "SIGKILL at random moments, resume"),
     "scaling": ("benchmarks/scaling.py --out {out} --gpus 1,2,4,8", "local and Ray executors on 1-8 GPUs"),
+    "trivial-sweep": (
+        "benchmarks/trivial_sweep.py --preset full --device cuda --out {out}/trivial-sweep-full.md",
+        "zeros, the input, fp16/bf16, stale outputs, noise, constants against every full preset",
+    ),
 }
 
 

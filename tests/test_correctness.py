@@ -10,8 +10,43 @@ from kbench.correctness import checksum, compare, make_inputs, shares_storage, s
 
 @pytest.mark.parametrize("shape", [(6, 42, 5), (1,), (7, 3)])
 def test_within_tolerance_passes(shape: tuple[int, ...]) -> None:
-    ref = torch.randn(shape)
+    gen = torch.Generator().manual_seed(1)
+    ref = (torch.rand(shape, generator=gen) + 1) * torch.randn(shape, generator=gen).sign()  # |ref| in [1, 2)
     assert compare(ref + 5e-5, ref, 1e-4).passed
+    assert not compare(ref + 5e-4, ref, 1e-4).passed  # beyond 1e-4 * (1 + 2)
+
+
+def test_the_absolute_term_follows_a_small_outputs_magnitude() -> None:
+    """Outputs of rms < 1 are judged as if scaled to rms 1: all-zeros does not pass an output whose values
+    are all below the tolerance, nor does the fp16 rounding of an output of magnitude 0.01."""
+    gen = torch.Generator().manual_seed(2)
+    big = torch.randn(1000, generator=gen, dtype=torch.float64).float()
+    for scale in (1.0, 1e-2, 1e-5):
+        ref = big * scale
+        assert compare(ref * (1 + 2e-5), ref, 1e-4).passed, scale  # relative 2e-5: passes at any scale
+        assert not compare(torch.zeros_like(ref), ref, 1e-4).passed, scale
+        assert not compare(ref.half().float(), ref, 1e-4).passed, scale  # fp16 rounding: ~5e-4 relative
+    tiny = big * 1e-5
+    assert compare(torch.zeros_like(tiny), tiny, 1e-4, scale=1.0).passed  # the old rule: atol = tol
+    assert compare(torch.zeros(3), torch.zeros(3), 1e-4).passed  # an all-zero reference: exact zeros pass
+    assert not compare(torch.full((3,), 1e-30), torch.zeros(3), 1e-4).passed
+
+
+def test_a_sample_is_judged_with_the_whole_outputs_scale() -> None:
+    ref = torch.cat([torch.full((10,), 1e-3), torch.full((990,), 10.0)])
+    sample, whole_scale = ref[:10], float(ref.pow(2).mean().sqrt())
+    off = sample + 5e-5  # 5e-5 <= 1e-4 * (1 + 1e-3), the whole output's floor being 1
+    assert compare(off, sample, 1e-4, scale=whole_scale).passed
+    assert not compare(off, sample, 1e-4).passed  # the sample alone has rms 1e-3
+
+
+def test_needed_tol_is_the_smallest_passing_tolerance() -> None:
+    gen = torch.Generator().manual_seed(3)
+    ref = torch.randn(500, generator=gen) * 4
+    out = ref + torch.randn(500, generator=gen) * 1e-3
+    need = compare(out, ref, 1.0).needed_tol
+    assert compare(out, ref, need * 1.001).passed and not compare(out, ref, need * 0.999).passed
+    assert compare(out, ref, 1e-9).needed_tol == pytest.approx(need, rel=1e-6)  # judged in float64 too
 
 
 def test_relative_tolerance_scales_with_magnitude() -> None:

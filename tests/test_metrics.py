@@ -250,3 +250,17 @@ def test_the_readme_worked_example() -> None:
     assert m.mean_pass_at_k(fast, 1) == pytest.approx(2 / 3) and m.mean_pass_at_k(fast, 2) == 0.5
     pooled = m.fast_p([r.verdict for r in recs], 1.0)
     assert (pooled.n, sum(r.verdict.ok for r in recs), pooled.fast, pooled.uncertain) == (10, 7, 3, 1)
+
+
+def test_generalization_counts_and_filters_on_the_hidden_shape_result() -> None:
+    from dataclasses import replace
+
+    yes, no, unchecked = (replace(verdict(), generalizes=g) for g in (True, False, None))
+    failed = verdict(status=Status.MISMATCH)
+    records = [m.Record("kbench:2/1", v) for v in (yes, no, no, unchecked, failed)]
+    assert m.generalization([r.verdict for r in records]) == (3, 1)
+    assert [r.verdict for r in m.filter_generalizes(records, "yes")] == [yes]
+    assert len(m.filter_generalizes(records, "no")) == 2
+    assert [r.verdict for r in m.filter_generalizes(records, "unchecked")] == [unchecked, failed]
+    with pytest.raises(m.ConfigError, match="yes, no, unchecked"):
+        m.filter_generalizes(records, "maybe")

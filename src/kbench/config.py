@@ -163,6 +163,9 @@ class RunConfig(BaseModel):
     timing_hide_launch: bool = True  # CUDA: queue each timed call behind a spin kernel (timing.py)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
+    hidden_shapes: bool = (
+        False  # an ok candidate is checked again at sizes drawn per evaluation (generalize.py)
+    )
     cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)
     cpu_threads: int = 1  # torch/OpenMP threads of CPU workers, the same for reference and candidate
     cpu_timing_budget_s: float = 1.0  # cap of the per-callable timing budget on the CPU

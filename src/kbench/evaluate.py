@@ -358,4 +358,9 @@ def evaluate(
             with acct.part("judge"):
                 judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor)
             judged.log_tail = outcome.log_tail
+            if cfg.hidden_shapes:  # the same jobs again, at sizes the candidate never saw
+                from kbench.generalize import check_hidden
+
+                with acct.part("hidden"):
+                    judged = check_hidden(judged, problem, candidate, cfg, plan, workdir)
     return make_verdict(problem, candidate, cfg, plan, judged, checks, ref, acct, reused, built)

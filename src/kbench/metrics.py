@@ -4,6 +4,10 @@ Speedup and its uncertainty. speedup = baseline median / candidate median. Both 
 standard error (TimingStats.rse); the ratio's relative error is taken as sqrt(rse_b^2 + rse_c^2) and the
 95 % interval is speedup * exp(+-1.96 * that), symmetric in log space because a ratio is.
 
+Hidden shapes: with `--hidden-shapes` an `ok` verdict also says whether the candidate was correct at sizes
+it never saw (`Verdict.generalizes`: True, False, or None when not checked). `GENERALIZES` names the
+subsets a report can be restricted to; `generalization` counts the checked ones.
+
 fast_p rule (stated once, used everywhere): a verdict is *fast at p* when it is correct, both timings
 are meaningful, and the lower end of its 95 % speedup interval, widened by the noise floor f, is strictly
 above p: low / (1 + f) > p (`>`, so a speedup of exactly p is not fast). The interval comes from the
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kbench.config import NOISE_FLOOR
+from kbench.errors import ConfigError
 from kbench.types import TimingStats, Verdict
 
 Z95 = 1.96
@@ -272,3 +277,24 @@ def by_model(r: Record) -> list[str]:
 
 def by_turn(r: Record) -> list[str]:
     return [f"turn {r.turn}"]
+
+
+GENERALIZES: dict[str, Callable[[Verdict], bool]] = {
+    "yes": lambda v: v.generalizes is True,
+    "no": lambda v: v.generalizes is False,
+    "unchecked": lambda v: v.generalizes is None,
+}
+
+
+def filter_generalizes(records: Iterable[Record], which: str) -> list[Record]:
+    """The records whose verdict's hidden-shape result is `which` (a key of GENERALIZES)."""
+    keep = GENERALIZES.get(which)
+    if keep is None:
+        raise ConfigError(f"unknown generalizes filter {which!r}; use one of: {', '.join(GENERALIZES)}")
+    return [r for r in records if keep(r.verdict)]
+
+
+def generalization(verdicts: Sequence[Verdict]) -> tuple[int, int]:
+    """(verdicts checked at hidden sizes, those correct there): a rate of checked/generalizing."""
+    checked = [v for v in verdicts if v.generalizes is not None]
+    return len(checked), sum(bool(v.generalizes) for v in checked)

@@ -195,6 +195,8 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     seconds: float = 0.0  # wall time of the whole evaluation
     phases: tuple[tuple[str, float], ...] = ()  # where the seconds went: ref.* / cand.* worker phases
+    generalizes: bool | None = None  # also correct at hidden sizes (--hidden-shapes); None: not checked
+    hidden: str = ""  # the hidden-shape check: its sizes and result, or why it was not made (not feedback)
 
     @property
     def ok(self) -> bool:

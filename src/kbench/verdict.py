@@ -111,4 +111,6 @@ def make_verdict(
         warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
         seconds=round(acct.seconds(), 3),
         phases=acct.items(),
+        generalizes=outcome.generalizes,
+        hidden=outcome.hidden,
     )

@@ -60,3 +60,26 @@ def test_baseline_import_then_export(tmp_path: Path) -> None:
     assert "imported 1 eager baselines under fingerprint upstream:H100" in imp.output
     store = Store(db)
     assert store.get_baseline("hf:1/3", "full", "fp32", "eager", "upstream:H100", "upstream") is not None
+
+
+def test_report_restricted_to_a_hidden_shape_result(tmp_path: Path) -> None:
+    """A run with --hidden-shapes: the summary counts the checked verdicts, `--generalizes` keeps one kind."""
+    from dataclasses import replace
+
+    from report_fakes import problems, verdicts
+
+    store = Store(tmp_path / "k.db")
+    store.put_problems(problems())
+    run = store.start_run({"model": MODELS[0]}, {"gpu": "NVIDIA H200"}, "hidden-1")
+    flags = iter([True, False] * len(PROBLEMS))
+    for key, v, source in verdicts(0):
+        store.record(run, key, replace(v, generalizes=next(flags)) if v.ok else v, source, "")
+    ok = [v for _, v, _ in verdicts(0) if v.ok]
+    db = str(store.path)
+    every = runner.invoke(app, ["report", run, "--store", db, "--no-html"])
+    assert every.exit_code == 0, every.output
+    assert f"{(len(ok) + 1) // 2}/{len(ok)} checked" in every.output
+    no = runner.invoke(app, ["report", run, "--store", db, "--no-html", "--generalizes", "no"])
+    assert no.exit_code == 0 and f"0/{len(ok) // 2} checked" in no.output
+    bad = runner.invoke(app, ["report", run, "--store", db, "--no-html", "--generalizes", "maybe"])
+    assert bad.exit_code != 0 and "unknown generalizes filter" in str(bad.exception)

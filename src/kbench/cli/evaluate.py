@@ -62,6 +62,8 @@ def print_verdict(v: Verdict) -> None:
     if v.build is not None:
         how = "cache hit" if v.build.cache_hit else v.build.recipe
         table.add_row("build", f"{v.build.seconds:.1f} s" + (f" ({how})" if how else ""))
+    if v.generalizes is not None or v.hidden:
+        table.add_row("generalizes", f"{v.generalizes} ({v.hidden})" if v.hidden else str(v.generalizes))
     for w in v.warnings:
         table.add_row("warning", w)
     table.add_row("wall time", f"{v.seconds:.1f} s")
@@ -108,6 +110,9 @@ def eval_cmd(
     timeout: float | None = typer.Option(None, "--timeout", help="wall-clock limit of the candidate (s)"),
     no_static: bool = typer.Option(False, "--no-static", help="skip the static (AST) checks"),
     no_timing: bool = typer.Option(False, "--no-timing", help="correctness and protocol checks only"),
+    hidden_shapes: bool = typer.Option(
+        False, "--hidden-shapes", help="an ok candidate is also checked at sizes drawn now, never shown"
+    ),
     config: Path | None = typer.Option(None, "--config", help="TOML/JSON run config"),
     source: str | None = typer.Option(None, "--source", "-s", help="problem source (default: kbench)"),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
@@ -130,6 +135,8 @@ def eval_cmd(
         flags["static_checks"] = False
     if no_timing:
         flags["measure"] = False
+    if hidden_shapes:
+        flags["hidden_shapes"] = True
     cfg = device_defaults(resolve(config, flags))  # without a GPU: cpp, small, said on stderr
     prewarm_starter(cfg)
     try:

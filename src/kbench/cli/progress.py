@@ -50,6 +50,8 @@ def verdict_line(key: VerdictKey, v: Verdict, floor: float = NOISE_FLOOR) -> str
             kind = m.classify(v, 1.0, mode, floor)
             note = f" ({kind})" if kind in ("fast", "uncertain") else ""
             parts.append(f"{s.value:6.2f}x {mode}{note}")
+    if v.generalizes is not None:
+        parts.append("generalizes" if v.generalizes else "does not generalize")
     if v.rule:
         parts.append(f"[{v.rule}]")
     why = reason(v)

@@ -83,16 +83,19 @@ def report_cmd(
     noise_floor: float | None = typer.Option(
         None, "--noise-floor", min=0.0, help="speedup spread counted as noise (default: each run's own, 0.01)"
     ),
+    generalizes: str | None = typer.Option(
+        None, "--generalizes", help="only verdicts whose hidden-shape check says: yes | no | unchecked"
+    ),
 ) -> None:
     """Summarise runs in the terminal and write one self-contained HTML report."""
     from kbench.report import load_series, print_summary, write_html
 
     store = open_store(store_path)
     ids = resolve_runs(store, runs)
-    print_summary(load_series(store, ids, noise_floor), console)
+    print_summary(load_series(store, ids, noise_floor, generalizes), console)
     if html:
         name = f"report-{ids[0]}" + (f"-and-{len(ids) - 1}-more" if len(ids) > 1 else "") + ".html"
-        path = write_html(store, ids, out or store.path.parent / name, noise_floor)
+        path = write_html(store, ids, out or store.path.parent / name, noise_floor, generalizes)
         console.print(f"HTML report: {path}")
 
 

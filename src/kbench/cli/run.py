@@ -201,6 +201,9 @@ def run_cmd(
     ),
     html: Path | None = typer.Option(None, "--html", help="where to write the HTML report"),
     no_static: bool = typer.Option(False, "--no-static", help="skip the static checks"),
+    hidden_shapes: bool = typer.Option(
+        False, "--hidden-shapes", help="ok candidates are also checked at sizes drawn per evaluation"
+    ),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""
     flags = dict(
@@ -209,7 +212,7 @@ def run_cmd(
         shots=shots, response_cache=cache, llm_retries=retries, base_url=base_url, api_key_env=api_key_env,
         concurrency=concurrency, executor=executor, ray_address=ray_address, timeout_s=timeout,
         noise_floor=noise_floor, store=store, static_checks=False if no_static else None,
-        backend=backend, preset=preset,
+        backend=backend, preset=preset, hidden_shapes=True if hidden_shapes else None,
     )  # fmt: skip
     given = resolve(config, flags | problems_flag(problems))
     prewarm_starter(given)  # the warm starter imports torch while this process sets up

@@ -5,7 +5,8 @@ module-level constants. kbench metadata are optional module-level literals that 
 
     KBENCH_PRESETS = {"small": {"batch_size": 4, "dim": 64}}   # overrides of size constants by name
     KBENCH_TAGS = ["gemm-epilogue", "activation"]                # fusion-pattern tags
-    KBENCH_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}              # per-dtype atol = rtol
+    KBENCH_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}              # per-dtype tolerance (correctness.compare)
+    KBENCH_HIDDEN = "the operator needs these exact sizes"       # why it has no hidden shapes (hidden.py)
 
 The module-level values are the `full` preset; every named preset may override only names that are
 assigned at module level, so a typo is an error rather than a silent no-op.
@@ -31,6 +32,7 @@ class ParsedProblem:
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     tolerance: dict[str, float] = field(default_factory=dict)
+    hidden_reason: str = ""  # KBENCH_HIDDEN: why the problem has no hidden shapes
     docstring: str = ""
 
 
@@ -91,6 +93,10 @@ def _read_metadata(tree: ast.Module, out: ParsedProblem, where: str) -> None:
             if not isinstance(value, dict) or any(k not in DTYPES for k in value):
                 raise ProblemError(f"{where}: KBENCH_TOLERANCE keys must be among {DTYPES}")
             out.tolerance = {k: float(v) for k, v in value.items()}
+        elif target.id == "KBENCH_HIDDEN":
+            if not isinstance(value, str) or not value.strip():
+                raise ProblemError(f"{where}: KBENCH_HIDDEN must be a non-empty string (the reason)")
+            out.hidden_reason = value
 
 
 def _check_presets(value: Any, assigned: set[str], where: str) -> dict[str, dict[str, Any]]:

@@ -23,9 +23,16 @@ __all__ = [
 ]
 
 
-def write_html(store: Store, run_ids: Sequence[str], path: Path, floor: float | None = None) -> Path:
-    """Render runs `run_ids` of `store` into one HTML file at `path` (`floor`: see load_series)."""
-    series = load_series(store, run_ids, floor)
+def write_html(
+    store: Store,
+    run_ids: Sequence[str],
+    path: Path,
+    floor: float | None = None,
+    generalizes: str | None = None,
+) -> Path:
+    """Render runs `run_ids` of `store` into one HTML file at `path` (`floor`, `generalizes`: see
+    load_series)."""
+    series = load_series(store, run_ids, floor, generalizes)
     names = {key: meta.name for key, meta in store.problems().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(series, names), encoding="utf-8")

@@ -88,9 +88,14 @@ def _floor(info: RunInfo) -> float:
     return float(value) if isinstance(value, int | float) else NOISE_FLOOR
 
 
-def load_series(store: Store, run_ids: Sequence[str], floor: float | None = None) -> list[Series]:
+def load_series(
+    store: Store, run_ids: Sequence[str], floor: float | None = None, generalizes: str | None = None
+) -> list[Series]:
     """One series per (run, model), in the order the runs were given. `floor` replaces the runs' own
-    noise floors (config `noise_floor`)."""
+    noise floors (config `noise_floor`); with `generalizes` (a key of metrics.GENERALIZES) only the
+    verdicts whose hidden-shape result it names."""
+    if generalizes is not None:
+        m.filter_generalizes([], generalizes)  # an unknown name fails before the store is read
     problems = store.problems()
     out: list[Series] = []
     for run_index, run_id in enumerate(run_ids):
@@ -98,6 +103,8 @@ def load_series(store: Store, run_ids: Sequence[str], floor: float | None = None
         by_model: dict[str, list[Row]] = {}
         for i, s in enumerate(store.records(run_id)):
             rec = _record(s, problems.get(s.key.problem_key))
+            if generalizes is not None and not m.filter_generalizes([rec], generalizes):
+                continue
             by_model.setdefault(s.key.model, []).append(Row(s, rec, f"v{run_index}-{i}"))
         models = by_model or {str(info.config.get("model", "")): []}
         selected, requests = store.run_problems(run_id), tuple(store.requests(run_id))

@@ -115,6 +115,9 @@ def _pooled(s: Series) -> list[tuple[str, str]]:
     rows += [
         (f"geomean speedup vs {mode}", fmt_x(m.geomean_speedup(vs, mode, floor=floor))) for mode in MODES
     ]
+    checked, general = m.generalization(vs)
+    if checked:  # --hidden-shapes: correct at unseen sizes too
+        rows.append(("generalizes (hidden sizes)", _count(general, checked)))
     sol = m.mean_sol_fraction(vs)
     return rows + ([("mean fraction of speed-of-light", f"{sol:.0%}")] if sol is not None else [])
 

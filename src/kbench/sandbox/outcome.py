@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.correctness import Comparison, compare, seed_label, summarize
+from kbench.correctness import Comparison, compare, output_scale, seed_label, summarize
 from kbench.errors import WorkerError
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import (
@@ -38,6 +38,8 @@ class Outcome:
     correctness: Correctness | None = None
     warnings: list[str] = field(default_factory=list)
     log_tail: str = ""
+    generalizes: bool | None = None  # correct at hidden sizes too (generalize.py); None: not checked
+    hidden: str = ""  # what the hidden-shape check did, for the records
 
 
 def _crash_message(code: int | None) -> str:
@@ -145,10 +147,15 @@ def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[i
     """Outputs produced while being timed must match the reference for the input set they came from."""
     result = outcome.result
     assert result is not None
+    scales: dict[tuple[int, int], float] = {}  # (input set, output) -> rms of the whole reference output
     for call, k, files in result.samples:
         refs = ref.outputs[timing_seeds[k]]
+        for i, r in enumerate(refs):
+            if (k, i) not in scales and len(files) == len(refs) and files[i].index is not None:
+                scales[(k, i)] = output_scale(r)
         bad = len(files) != len(refs) or any(
-            not _sample_matches(jobdir, f, r, tol) for f, r in zip(files, refs, strict=False)
+            not _sample_matches(jobdir, f, r, tol, scales.get((k, i)))
+            for i, (f, r) in enumerate(zip(files, refs, strict=False))
         )
         if bad:
             msg = f"output of timed call {call} (input set {k}) does not match the reference"
@@ -156,8 +163,9 @@ def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[i
     return outcome
 
 
-def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float) -> bool:
-    """A sampled output against the reference's, whole or (a `Subsample`) at the positions it names."""
+def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: float | None) -> bool:
+    """A sampled output against the reference's, whole or (a `Subsample`) at the positions it names;
+    `scale`: the whole reference output's rms, so a subsample is judged as the whole output would be."""
     import torch
 
     (out,) = load_tensors(jobdir, [f])
@@ -176,7 +184,7 @@ def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float) -> bool:
         or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= ref.numel()))
     ):
         return False
-    return compare(out, torch.take(ref, index), tol).passed
+    return compare(out, torch.take(ref, index), tol, scale=scale).passed
 
 
 def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:

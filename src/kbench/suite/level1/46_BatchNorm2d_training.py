@@ -11,7 +11,6 @@ width = 256
 
 KBENCH_PRESETS = {"small": {"batch_size": 4, "channels": 6, "height": 15, "width": 17}}
 KBENCH_TAGS = ["norm"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -9,7 +9,6 @@ hidden = 4096
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "seq_len": 33, "hidden": 96}}
 KBENCH_TAGS = ["norm"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

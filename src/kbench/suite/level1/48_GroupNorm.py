@@ -12,7 +12,6 @@ num_groups = 8
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "channels": 12, "height": 13, "width": 17, "num_groups": 4}}
 KBENCH_TAGS = ["norm"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -8,7 +8,6 @@ dim = 32768
 
 KBENCH_PRESETS = {"small": {"batch_size": 32, "dim": 151}}
 KBENCH_TAGS = ["norm"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -1,16 +1,22 @@
-"""Mean squared error between predictions and targets, reduced to a scalar."""
+"""Mean squared error between predictions and targets per row (the mean over the features)."""
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# Two 2^28-element inputs (2 GiB) reduced to one scalar.
+# Two 2^28-element inputs (2 GiB) reduced to one value per row.
+# Per row, not the batch mean: a scalar carries one rounding error, which the loss computed in fp16
+# keeps within a 1e-4 tolerance on roughly one seed in three;
+# and at the full size the mean of 2^28 terms moves by ~1e-4 of itself between seeds, so a constant
+# would pass too (kbench verify --trivial).
 batch_size = 32768
 dim = 8192
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "dim": 257}}
 KBENCH_TAGS = ["loss", "reduction"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
+# One value per row of ~1-2: the fp16 computation needs only ~2e-4 at the small size (its rounding over
+# 1 + |out|), within 2x of the default 1e-4 (kbench verify --trivial).
+KBENCH_TOLERANCE = {"fp32": 5e-5}
 
 
 class Model(nn.Module):
@@ -18,7 +24,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.mse_loss(predictions, targets)
+        return F.mse_loss(predictions, targets, reduction="none").mean(dim=1)
 
 
 def get_inputs():

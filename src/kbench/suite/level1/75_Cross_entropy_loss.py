@@ -1,15 +1,16 @@
-"""Cross-entropy loss of logits against integer class targets, averaged over the batch."""
+"""Cross-entropy loss of logits against integer class targets, per sample."""
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# Per row, not the batch mean: a scalar carries one rounding error, which the loss computed in fp16
+# keeps within a 1e-4 tolerance on roughly one seed in three (kbench verify --trivial).
 batch_size = 32768
 num_classes = 8192
 
 KBENCH_PRESETS = {"small": {"batch_size": 32, "num_classes": 131}}
 KBENCH_TAGS = ["loss", "softmax"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):
@@ -17,7 +18,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits, targets)
+        return F.cross_entropy(logits, targets, reduction="none")
 
 
 def get_inputs():

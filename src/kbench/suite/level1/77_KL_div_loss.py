@@ -1,15 +1,16 @@
-"""KL divergence KL(targets || predictions) between row distributions, batch-mean reduced."""
+"""KL divergence KL(targets || predictions) between row distributions, one value per row."""
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# Per row, not the batch mean: a scalar carries one rounding error, which the loss computed in fp16
+# keeps within a 1e-4 tolerance on roughly one seed in three (kbench verify --trivial).
 batch_size = 32768
 num_classes = 8192
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "num_classes": 251}}
 KBENCH_TAGS = ["loss", "reduction"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):
@@ -17,7 +18,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.kl_div(torch.log(predictions), targets, reduction="batchmean")
+        return F.kl_div(torch.log(predictions), targets, reduction="none").sum(dim=1)
 
 
 def get_inputs():

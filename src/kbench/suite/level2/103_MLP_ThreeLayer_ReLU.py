@@ -10,7 +10,6 @@ out_features = 1024
 
 KBENCH_PRESETS = {"small": {"batch_size": 19, "in_features": 64, "hidden": 96, "out_features": 40}}
 KBENCH_TAGS = ["mlp"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

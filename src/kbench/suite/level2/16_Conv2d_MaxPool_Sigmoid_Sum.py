@@ -23,7 +23,6 @@ KBENCH_PRESETS = {
     }
 }
 KBENCH_TAGS = ["conv-epilogue", "pool-epilogue", "reduction-chain"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -25,7 +25,6 @@ KBENCH_PRESETS = {
     }
 }
 KBENCH_TAGS = ["conv-epilogue", "norm-act", "reduction-chain"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -21,7 +21,6 @@ KBENCH_PRESETS = {
     }
 }
 KBENCH_TAGS = ["conv-epilogue", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -10,7 +10,6 @@ hidden = 8192
 
 KBENCH_PRESETS = {"small": {"num_tokens": 23, "dim": 64, "hidden": 256}}
 KBENCH_TAGS = ["mlp", "residual"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

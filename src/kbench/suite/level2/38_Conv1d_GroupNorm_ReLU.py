@@ -14,7 +14,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 3, "in_channels": 4, "out_channels": 16, "length": 121, "num_groups": 4}
 }
 KBENCH_TAGS = ["conv-epilogue", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -12,7 +12,6 @@ kernel_size = 3
 
 KBENCH_PRESETS = {"small": {"batch_size": 4, "in_channels": 4, "out_channels": 8, "length": 97}}
 KBENCH_TAGS = ["conv-epilogue", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -14,7 +14,6 @@ bias_shape = (out_channels, 1, 1)
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "in_channels": 3, "out_channels": 16, "height": 9, "width": 9}}
 KBENCH_TAGS = ["conv-epilogue", "reduction-chain"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):
@@ -32,7 +31,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(batch_size, in_channels, height, width)]
+    # An offset per sample and channel survives the spatial mean: without it the mean over 130 x 130 outputs
+    # is the bias to ~1e-3 and the output the same for any input to ~1e-4 of itself (a constant passed at
+    # the full size; kbench verify --trivial).
+    x = torch.randn(batch_size, in_channels, height, width)
+    return [x + torch.randn(batch_size, in_channels, 1, 1)]
 
 
 def get_init_inputs():

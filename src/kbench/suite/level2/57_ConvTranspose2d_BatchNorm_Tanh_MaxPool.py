@@ -15,7 +15,6 @@ padding = 1
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "in_channels": 3, "out_channels": 8, "height": 11, "width": 9}}
 KBENCH_TAGS = ["conv-epilogue", "norm-act", "pool-epilogue"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -18,6 +18,9 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 16, "in_channels": 3, "out_channels": 8, "depth": 6, "height": 10, "width": 10}
 }
 KBENCH_TAGS = ["conv-epilogue", "pool-epilogue", "reduction-chain"]
+# 16-32 outputs of rms < 1: the fp16 computation needs ~2e-4 (its rounding over rms + |out|), within 2x of
+# the default 1e-4 (kbench verify --trivial).
+KBENCH_TOLERANCE = {"fp32": 5e-5}
 
 
 class Model(nn.Module):

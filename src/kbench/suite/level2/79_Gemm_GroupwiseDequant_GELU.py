@@ -11,7 +11,6 @@ group_size = 128
 
 KBENCH_PRESETS = {"small": {"batch_size": 19, "in_features": 64, "out_features": 48, "group_size": 16}}
 KBENCH_TAGS = ["gemm-epilogue", "activation"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -10,7 +10,6 @@ pieces = 4
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "in_features": 64, "out_features": 40, "pieces": 3}}
 KBENCH_TAGS = ["gemm-epilogue", "reduction-chain"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -10,7 +10,6 @@ out_features = 4096
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "in_features": 64, "out_features": 96}}
 KBENCH_TAGS = ["gemm-epilogue", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

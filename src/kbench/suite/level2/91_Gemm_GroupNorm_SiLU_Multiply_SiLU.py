@@ -11,7 +11,6 @@ num_groups = 16
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "in_features": 64, "out_features": 64, "num_groups": 4}}
 KBENCH_TAGS = ["gemm-epilogue", "norm-act", "elementwise-chain"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

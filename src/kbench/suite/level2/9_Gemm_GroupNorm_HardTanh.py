@@ -11,7 +11,6 @@ num_groups = 32
 
 KBENCH_PRESETS = {"small": {"batch_size": 16, "in_features": 64, "out_features": 48, "num_groups": 8}}
 KBENCH_TAGS = ["gemm-epilogue", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -14,7 +14,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 2, "in_channels": 8, "growth_rate": 4, "num_layers": 3, "height": 16, "width": 16}
 }
 KBENCH_TAGS = ["architecture", "cnn", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class DenseLayer(nn.Module):

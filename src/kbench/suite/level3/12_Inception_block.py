@@ -30,7 +30,6 @@ KBENCH_PRESETS = {
     }
 }
 KBENCH_TAGS = ["architecture", "cnn"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

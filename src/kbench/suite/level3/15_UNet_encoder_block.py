@@ -11,7 +11,6 @@ width = 128
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "in_channels": 4, "out_channels": 8, "height": 16, "width": 16}}
 KBENCH_TAGS = ["architecture", "cnn", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

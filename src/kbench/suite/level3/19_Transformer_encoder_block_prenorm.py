@@ -12,7 +12,6 @@ mlp_ratio = 4
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "seq_len": 16, "dim": 64, "num_heads": 4}}
 KBENCH_TAGS = ["architecture", "transformer", "attention", "residual"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -20,7 +20,6 @@ KBENCH_PRESETS = {
     }
 }
 KBENCH_TAGS = ["architecture", "mlp", "gemm-epilogue"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -13,7 +13,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 16, "seq_len": 16, "input_size": 24, "hidden_size": 64, "num_layers": 2}
 }
 KBENCH_TAGS = ["architecture", "rnn"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

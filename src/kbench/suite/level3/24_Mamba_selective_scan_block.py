@@ -17,7 +17,6 @@ expand = 2
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "seq_len": 16, "d_model": 32, "d_state": 4}}
 KBENCH_TAGS = ["architecture", "ssm", "scan"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -13,7 +13,6 @@ num_heads = 12
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "seq_len": 16, "dim": 64, "num_heads": 4}}
 KBENCH_TAGS = ["architecture", "attention", "transformer", "softmax"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -15,7 +15,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 2, "height": 8, "width": 8, "dim": 32, "num_heads": 2, "window_size": 4}
 }
 KBENCH_TAGS = ["architecture", "attention", "transformer", "residual"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 def relative_position_index(ws: int) -> torch.Tensor:

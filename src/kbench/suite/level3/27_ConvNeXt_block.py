@@ -14,7 +14,6 @@ layer_scale_init = 0.5
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "channels": 16, "height": 16, "width": 16}}
 KBENCH_TAGS = ["architecture", "cnn", "residual"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -15,7 +15,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 2, "frames": 4, "image_size": 16, "base_width": 4, "num_classes": 10}
 }
 KBENCH_TAGS = ["architecture", "cnn", "conv-epilogue"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 class Model(nn.Module):

@@ -13,7 +13,6 @@ KBENCH_PRESETS = {
     "small": {"batch_size": 2, "image_size": 32, "base_width": 4, "hidden_size": 32, "num_classes": 10}
 }
 KBENCH_TAGS = ["architecture", "cnn", "conv-epilogue"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 
 def conv_stage(in_ch: int, out_ch: int, num_convs: int) -> list[nn.Module]:
@@ -38,6 +37,12 @@ class Model(nn.Module):
         self.classifier = nn.Sequential(
             nn.Linear(flat, hidden_size), nn.ReLU(), nn.Linear(hidden_size, num_classes)
         )
+        # PyTorch's default init leaves each conv's output a sixth of its input's variance (a third of 1/fan_in,
+        # halved by the ReLU): after ten convs the logits are the last bias plus ~1e-4 of signal, whatever the
+        # input, and another input's output passed as this one's (kbench verify --trivial). He init keeps it.
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear):
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x).flatten(1))

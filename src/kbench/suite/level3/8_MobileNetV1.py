@@ -10,7 +10,6 @@ num_classes = 1000
 
 KBENCH_PRESETS = {"small": {"batch_size": 2, "image_size": 32, "base_width": 4, "num_classes": 10}}
 KBENCH_TAGS = ["architecture", "cnn", "norm-act"]
-KBENCH_TOLERANCE = {"fp32": 1e-3}
 
 # (output width multiple of base_width, stride) for each depthwise-separable block.
 BLOCKS = [(2, 1), (4, 2), (4, 1), (8, 2), (8, 1), (16, 2), (16, 1), (16, 1), (32, 2), (32, 1)]

@@ -1,0 +1,391 @@
+"""Trivial answers against every problem: would a candidate that does no real work get `ok`?
+
+A benchmark whose comparison accepts zeros, a copy of the input, the reference computed at a lower
+precision, or noise of the right scale rewards nothing. For one problem this computes each such answer
+from the reference's own inputs and outputs and judges it with the evaluator's comparison
+(`correctness.compare` with `Problem.tol`), on the evaluator's fixed seeds and input generation
+(`correctness.make_inputs`), the model built and cast as the reference worker builds it. So the verdict
+here is the one the evaluator would give, without a sandbox: no candidate code runs.
+
+An answer fails when it fails on any seed (the evaluator needs every seed to pass), so seeds after the
+first run only while some answer still passes: most problems cost two fp32 forwards (a calibration seed
+and the first seed) and one per lower precision. The answers (`ANSWERS`, a registry):
+
+- zeros: every output all zeros.
+- first-input: a copy of the first tensor input, in the output's dtype, reshaped when it has as many
+  elements, else its first elements in the output's shape (a view proper is already refused by the
+  worker's `output-aliases-input` rule: what remains is whether the values would pass).
+- fp16, bf16: the reference computed in that dtype (model and floating inputs cast, as an fp16/bf16
+  evaluation runs it) and cast back; for fp32 evaluations only (the fp16/bf16 tolerance, 1e-2, is looser
+  than bf16's rounding by design).
+- stale: the reference's output for another input set (the calibration seed, which the evaluator never
+  uses): what a candidate that precomputed one output and returns it for every input would give.
+- random: normal noise with the calibration output's mean and standard deviation (integers: uniform over
+  its range): what a candidate could learn of the output offline.
+- constant: the calibration output's mean everywhere (integers: its median): a near-constant output.
+
+Besides the verdicts, each answer reports the tolerance it would need (`Comparison.needed_tol`), and
+with `fp64` the reference's own distance from a float64 computation: the room a tolerance has between
+honest rounding and the nearest trivial answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from kbench.correctness import (
+    TORCH_DTYPES,
+    compare,
+    flatten_outputs,
+    ieee_numerics,
+    make_inputs,
+    needed_tol,
+)
+from kbench.errors import ConfigError
+from kbench.problems.loader import LoadedProblem, build_model, load
+from kbench.types import Problem
+
+LOW_PRECISION = ("fp16", "bf16")
+CALIBRATION_SEED = 0  # not an evaluator seed (those start at evaluate.FIXED_SEED_BASE = 1000)
+RANDOM_SEED = 7  # the `random` answer's noise: fixed, so a sweep's report is reproducible
+
+
+@dataclass(frozen=True)
+class OutputStats:
+    """What a candidate could know of an output without computing it: its values for other inputs."""
+
+    mean: float
+    std: float
+    low: float
+    high: float
+
+
+@dataclass
+class SeedCase:
+    """One seed's reference outputs, and what the answers need to compute themselves."""
+
+    loaded: LoadedProblem
+    seed: int
+    device: Any  # torch.device
+    init_seed: int
+    first_input: Any  # a copy of the first tensor input, taken before the forward (None: no tensor)
+    outputs: list[Any]
+    stale: list[Any]  # the calibration seed's outputs
+    calibration: list[OutputStats]
+
+
+Answer = Callable[[SeedCase], list[Any]]
+ANSWERS: dict[str, Answer] = {}
+
+
+def answer(name: str) -> Callable[[Answer], Answer]:
+    def deco(fn: Answer) -> Answer:
+        ANSWERS[name] = fn
+        return fn
+
+    return deco
+
+
+def applicable(name: str, dtype: str) -> bool:
+    """Whether answer `name` is a trivial answer when evaluating in `dtype`."""
+    return name not in LOW_PRECISION or dtype == "fp32"
+
+
+@answer("zeros")
+def _zeros(case: SeedCase) -> list[Any]:
+    import torch
+
+    return [torch.zeros_like(r) for r in case.outputs]
+
+
+@answer("first-input")
+def _first_input(case: SeedCase) -> list[Any]:
+    x = case.first_input
+    if x is None:
+        return [r.new_zeros(0) for r in case.outputs]  # no tensor input: a shape mismatch, as a candidate's
+    out = []
+    for r in case.outputs:
+        if x.numel() >= r.numel():
+            out.append(x.reshape(-1)[: r.numel()].reshape(r.shape).to(r.dtype))
+        else:
+            out.append(x.to(r.dtype))  # fewer elements than the output: fails on its shape
+    return out
+
+
+def low_precision_outputs(
+    loaded: LoadedProblem, seed: int, device: Any, dtype: str, init_seed: int
+) -> list[Any]:
+    """The reference computed in `dtype`: built as the reference worker builds it, then cast."""
+    import torch
+
+    model = build_model(loaded, init_seed).to(device).to(TORCH_DTYPES[dtype])
+    inputs = make_inputs(loaded.get_inputs, seed, device, dtype)
+    with torch.no_grad():
+        return flatten_outputs(model(*inputs))
+
+
+def _cast_like(values: list[Any], refs: list[Any]) -> list[Any]:
+    return [v.to(r.dtype) if hasattr(v, "to") else v for v, r in zip(values, refs, strict=False)] + values[
+        len(refs) :
+    ]
+
+
+@answer("fp16")
+def _fp16(case: SeedCase) -> list[Any]:
+    values = low_precision_outputs(case.loaded, case.seed, case.device, "fp16", case.init_seed)
+    return _cast_like(values, case.outputs)
+
+
+@answer("bf16")
+def _bf16(case: SeedCase) -> list[Any]:
+    values = low_precision_outputs(case.loaded, case.seed, case.device, "bf16", case.init_seed)
+    return _cast_like(values, case.outputs)
+
+
+@answer("stale")
+def _stale(case: SeedCase) -> list[Any]:
+    return case.stale
+
+
+@answer("random")
+def _random(case: SeedCase) -> list[Any]:
+    import torch
+
+    gen = torch.Generator(device=case.device).manual_seed(RANDOM_SEED + case.seed)
+    out = []
+    for r, s in zip(case.outputs, case.calibration, strict=True):
+        if r.is_floating_point():
+            noise = torch.randn(r.shape, generator=gen, device=r.device, dtype=torch.float64)
+            out.append((noise * s.std + s.mean).to(r.dtype))
+        else:
+            low, high = int(s.low), int(s.high)
+            values = torch.randint(low, high + 1, r.shape, generator=gen, device=r.device)
+            out.append(values.to(r.dtype))
+    return out
+
+
+@answer("constant")
+def _constant(case: SeedCase) -> list[Any]:
+    import torch
+
+    return [torch.full_like(r, s.mean) for r, s in zip(case.outputs, case.calibration, strict=True)]
+
+
+def output_stats(r: Any) -> OutputStats:
+    """Mean, standard deviation and range of an output's finite values (integers: median for mean)."""
+    import torch
+
+    v = r.detach().reshape(-1)
+    if not (v.is_floating_point() or v.is_complex()):
+        if v.numel() == 0:
+            return OutputStats(0.0, 0.0, 0.0, 0.0)
+        return OutputStats(float(v.median()), 0.0, float(v.min()), float(v.max()))
+    v = v.double()
+    v = v[torch.isfinite(v)]
+    if v.numel() == 0:
+        return OutputStats(0.0, 0.0, 0.0, 0.0)
+    std = float(v.std()) if v.numel() > 1 else 0.0
+    return OutputStats(float(v.mean()), std, float(v.min()), float(v.max()))
+
+
+@dataclass(frozen=True)
+class AnswerVerdict:
+    """What the evaluator would say to one trivial answer: `passed` means it would get `ok`."""
+
+    name: str
+    passed: bool
+    needed_tol: float  # the tolerance it would pass at on the seeds judged (inf: wrong shape or dtype)
+    detail: str  # failed: the seed and why
+
+
+@dataclass(frozen=True)
+class TrivialResult:
+    problem_key: str
+    name: str
+    preset: str
+    dtype: str
+    device: str
+    tol: float
+    answers: tuple[AnswerVerdict, ...] = ()
+    reference_error: float | None = None  # needed_tol of the reference against float64 (with fp64)
+    error: str = ""  # the reference itself did not run: no answer was judged
+    seconds: float = 0.0
+
+    @property
+    def passing(self) -> list[str]:
+        """The trivial answers that would get `ok` (the problem or its tolerance needs fixing)."""
+        return [a.name for a in self.answers if a.passed]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.passing)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passing"] = self.passing
+        return data
+
+
+SCREEN_MARGIN = 2.0  # an answer needing more than this times the tolerance fails without the host compare
+
+
+def judge(outs: list[Any], refs: list[Any], tol: float) -> tuple[bool, str, float]:
+    """(passed, why not, needed tolerance) for one seed's outputs, as the evaluator compares them.
+
+    Outputs the device-side screen finds beyond SCREEN_MARGIN x the tolerance fail there; every other one
+    (a pass, a near miss, a structural mismatch) is judged by `compare` itself, on the host as the
+    evaluator does: of a `full` sweep's ~90 GiB of outputs per seed, only those within reach of passing
+    cross to the host."""
+    if len(outs) != len(refs):
+        return False, f"{len(outs)} outputs, expected {len(refs)}", float("inf")
+    needed, why = 0.0, ""
+    for i, (o, r) in enumerate(zip(outs, refs, strict=True)):
+        screened = needed_tol(o, r) if o.shape == r.shape and o.dtype == r.dtype else 0.0
+        if screened > SCREEN_MARGIN * tol:
+            needed = max(needed, screened)
+            why = why or f"output {i}: needs tol {screened:.3g} (> {tol:g})"
+            continue
+        c = compare(o, r, tol)
+        needed = max(needed, c.needed_tol if not c.rule else float("inf"))
+        if not c.passed and not why:
+            why = f"output {i}: {(c.report or c.rule).splitlines()[0]}"
+    return not why, why, needed
+
+
+@dataclass
+class _Tally:
+    alive: dict[str, float] = field(default_factory=dict)  # answer -> tolerance needed so far
+    dead: dict[str, tuple[float, str]] = field(default_factory=dict)  # answer -> (needed, why it fails)
+
+
+def _run_seed(case: SeedCase, tol: float, tally: _Tally) -> None:
+    for name in list(tally.alive):
+        try:
+            outs = ANSWERS[name](case)
+        except Exception as exc:  # e.g. an operator without an fp16 kernel on this device: no answer
+            tally.dead[name] = (
+                float("inf"),
+                f"seed {case.seed}: not computable ({type(exc).__name__}: {exc})",
+            )
+            del tally.alive[name]
+            continue
+        passed, why, needed = judge(outs, case.outputs, tol)
+        needed = max(needed, tally.alive.pop(name))
+        if passed:
+            tally.alive[name] = needed
+        else:
+            tally.dead[name] = (needed, f"seed {case.seed}: {why}"[:300])
+
+
+def _forward(loaded: LoadedProblem, model: Any, seed: int, dtype: str, device: Any) -> tuple[Any, list[Any]]:
+    """(a copy of the first tensor input, the outputs) of the reference for `seed`."""
+    import torch
+
+    inputs = make_inputs(loaded.get_inputs, seed, device, dtype)
+    first = next((x.detach().clone() for x in inputs if isinstance(x, torch.Tensor)), None)
+    with torch.no_grad():
+        outputs = flatten_outputs(model(*inputs))
+    bad = [type(v).__name__ for v in outputs if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise TypeError(f"the reference returned {', '.join(bad)} (a tensor or tuple of tensors expected)")
+    return first, [v.detach() for v in outputs]
+
+
+def _fp64_error(
+    loaded: LoadedProblem, seed: int, device: Any, init_seed: int, refs: list[Any]
+) -> float | None:
+    """needed_tol of the reference's outputs against the same computation in float64 (None: no float64)."""
+    import torch
+
+    model = build_model(loaded, init_seed).to(device).to(torch.float64)
+    inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in
+              make_inputs(loaded.get_inputs, seed, device, "fp32")]  # fmt: skip
+    try:
+        with torch.no_grad():
+            exact = flatten_outputs(model(*inputs))
+    except (RuntimeError, NotImplementedError, TypeError):  # an operator without a float64 kernel here
+        return None
+    return max((needed_tol(r.double(), e.double()) for r, e in zip(refs, exact, strict=True)), default=0.0)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How a sweep runs: the evaluator's preset, dtype, device, seeds and init seed."""
+
+    preset: str = "small"
+    dtype: str = "fp32"
+    device: str = "cpu"
+    seeds: tuple[int, ...] = ()  # empty: the evaluator's fixed seeds (evaluator_seeds)
+    init_seed: int = 42
+    fp64: bool = False  # also measure the reference's own error against float64
+    answers: tuple[str, ...] = ()  # empty: every applicable answer in ANSWERS
+
+
+def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -> TrivialResult:  # noqa: B008
+    """Judge every applicable trivial answer on one problem."""
+    import torch
+
+    s = settings
+    t0 = time.perf_counter()
+    tol = problem.tol(s.dtype)
+    base = dict(problem_key=problem.key, name=problem.name, preset=s.preset, dtype=s.dtype, device=s.device)
+    tally = _Tally(alive={n: 0.0 for n in s.answers or ANSWERS if applicable(n, s.dtype)})
+    device, fp64_error = torch.device(s.device), None
+    ieee_numerics()
+    try:
+        loaded = load(problem, s.preset)
+        model = build_model(loaded, s.init_seed).to(device)
+        if s.dtype != "fp32":
+            model = model.to(TORCH_DTYPES[s.dtype])
+        stale = _forward(loaded, model, CALIBRATION_SEED, s.dtype, device)[1]
+        calibration = [output_stats(r) for r in stale]
+        for i, seed in enumerate(s.seeds or evaluator_seeds()):
+            if not tally.alive:
+                break
+            first, outputs = _forward(loaded, model, seed, s.dtype, device)
+            if i == 0 and s.fp64:
+                fp64_error = _fp64_error(loaded, seed, device, s.init_seed, outputs)
+            case = SeedCase(loaded, seed, device, s.init_seed, first, outputs, stale, calibration)
+            _run_seed(case, tol, tally)
+    except Exception as exc:  # the reference's own failure is the result, never a crash of the sweep
+        return TrivialResult(**base, tol=tol, error=f"{type(exc).__name__}: {exc}"[:500])  # type: ignore[arg-type]
+    verdicts = [AnswerVerdict(n, True, need, "") for n, need in tally.alive.items()]
+    verdicts += [AnswerVerdict(n, False, need, why) for n, (need, why) in tally.dead.items()]
+    verdicts.sort(key=lambda a: list(ANSWERS).index(a.name))
+    return TrivialResult(
+        **base,  # type: ignore[arg-type]
+        tol=tol,
+        answers=tuple(verdicts),
+        reference_error=fp64_error,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def evaluator_seeds() -> tuple[int, ...]:
+    """The fixed correctness seeds `kbench eval` uses with the default config (evaluate.make_plan)."""
+    from kbench.config import RunConfig
+    from kbench.evaluate import FIXED_SEED_BASE
+
+    return tuple(FIXED_SEED_BASE + i for i in range(RunConfig().seeds))
+
+
+def sweep(
+    problems: list[Problem],
+    settings: SweepSettings = SweepSettings(),  # noqa: B008
+    on_result: Callable[[TrivialResult], None] | None = None,
+) -> list[TrivialResult]:
+    unknown = [n for n in settings.answers if n not in ANSWERS]
+    if unknown:
+        raise ConfigError(f"unknown trivial answer(s) {', '.join(unknown)}; known: {', '.join(ANSWERS)}")
+    if not settings.seeds:
+        settings = replace(settings, seeds=evaluator_seeds())
+    results = []
+    for problem in problems:
+        result = sweep_problem(problem, settings)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
