@@ -21,6 +21,7 @@ from kbench.errors import ConfigError, require
 TOKEN_ENV = "KBENCH_SERVE_TOKEN"
 MIN_TOKEN = 16  # characters: `secrets.token_urlsafe(32)` gives 43
 GRACEFUL_S = 5  # seconds open requests (long polls) get to finish when the service stops
+BACKLOG = 2048  # uvicorn's default
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)  # connections wait here until uvicorn accepts: the announced URL is usable
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port") from None
@@ -103,8 +105,9 @@ def serve(
     app = BodyLimit(create_app(evaluator, token, limits), limits.max_body_bytes)
     sock = bind(host, port)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S, lifespan="on"
-    )
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S, lifespan="on",
+        backlog=BACKLOG,
+    )  # fmt: skip
     name = f"[{host}]" if ":" in host else host
     announce(f"http://{name}:{sock.getsockname()[1]}")
     uvicorn.Server(config).run(sockets=[sock])
