@@ -127,7 +127,7 @@ class Evaluator:
         self.references = ReferencePool(self.options.reference_bytes) if share else None
         self._lock = threading.Lock()
         self._closed = False
-        self._by_key: dict[VerdictKey, Ticket] = {}  # in-flight tickets by VerdictKey (a resubmission joins one)
+        self._by_key: dict[VerdictKey, Ticket] = {}  # in flight, by key: a resubmission joins its job
         self._counts = {"finished": 0, "failed": 0}
         self._devices: dict[str, str] = {}  # backend -> device spec, its environment checked
         runner = Runner(self.config, self.session, self.references, self.options.build_ahead, self._queued)
