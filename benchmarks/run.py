@@ -36,6 +36,10 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
         "cold and warm verdict latency against the upstream flow",
     ),
     "chaos": ("benchmarks/chaos.py --cycles 20 --out {out}/chaos.md", "SIGKILL at random moments, resume"),
+    "service-latency": (
+        "benchmarks/service_latency.py --out {out} --problems 2/1,2/23 --backend triton --device cuda",
+        "warm verdict latency through the library API and kbench serve, and the rate with 8 clients",
+    ),
 }
 
 
