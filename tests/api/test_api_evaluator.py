@@ -94,6 +94,8 @@ def test_our_misconfiguration_raises_at_submission(ev: Evaluator, cache: Path, t
         ev.submit(Submission("2/1", HONEST, backend="fortran"))
     with pytest.raises(ConfigError, match="cuda backend needs a CUDA device"):
         ev.submit(Submission("2/1", HONEST, backend="cuda"))
+    with pytest.raises(ConfigError, match="use executor='local' here"):
+        Evaluator(api_config(cache, tmp_path / "k.db"), executor="ray")
     with pytest.raises(ConfigError, match="bad config value for 'timeout_s'"):
         Evaluator(api_config(cache, tmp_path / "k.db"), timeout_s="soon")
     with Evaluator(api_config(cache, tmp_path / "k.db", preset="huge")) as huge:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.api.jobs import EvaluatorClosed, JobState, KeyConflict, Submission, Ticket
-from kbench.api.lanes import Lanes
+from kbench.api.lanes import STREAMING, Lanes
 from kbench.api.runner import Runner
 from kbench.api.session import Session
 from kbench.config import RunConfig
@@ -118,6 +118,11 @@ class Evaluator:
         self, config: RunConfig | None = None, options: EvaluatorOptions | None = None, **overrides: Any
     ) -> None:
         self.config = _config(config, overrides)
+        if self.config.executor not in STREAMING:
+            raise ConfigError(
+                f"the Evaluator queues jobs as they come, which the {self.config.executor!r} executor does not "
+                "take; use executor='local' here, and `kbench run --executor ray` for batches on Ray"
+            )
         self.options = options or EvaluatorOptions()
         prewarm(self.config)
         from kbench.reference_pool import ReferencePool

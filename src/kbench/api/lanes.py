@@ -3,13 +3,15 @@
 One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that hands the executor a
 `Feed` of jobs. The local executor consumes a feed lazily (its builders pull the next job as it comes), so
 one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU builders, each GPU's
-lanes take turns on the device lease, a CPU gets one lane, exactly as in a batch of `kbench run`. An
-executor that takes its whole batch up front (Ray) gets what is queued now and is called again for what
-comes later. A cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different
-pumps, so neither waits behind the other's device.
+lanes take turns on the device lease, a CPU gets one lane, exactly as in a batch of `kbench run`. (An
+executor that takes its whole batch up front would get what is queued now and be called again for what
+comes later; the Evaluator accepts only streaming ones, since Ray's tasks cannot carry its open store.) A
+cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different pumps, so neither
+waits behind the other's device.
 
 Nothing is lost: a job the executor handed out but never returned (an executor that raised) fails with
-that error, so every ticket ends with a verdict, an error or a cancellation.
+that error, and the pump starts the executor again for the jobs that come later, so every ticket ends
+with a verdict, an error or a cancellation.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class Pump:
                     self._fail(job, error or RuntimeError("the executor returned without this job's verdict"))
             if self.streaming and error is None:
                 return  # a streaming run ends only when the feed is closed
+            # after an executor's failure (or a batch run's end) the next job starts a new run
 
     def close(self) -> list[Job]:
         return self.feed.close()
