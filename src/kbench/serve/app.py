@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -146,7 +146,6 @@ def create_app(
     wrapped in `BodyLimit(app, limits.max_body_bytes)`, as serve/server.py does."""
     limits = limits or ServiceLimits()
     jobs = JobTable(limits.keep_jobs)
-    admit = asyncio.Lock()  # one submission at a time passes the queue check and enters the queue
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -154,10 +153,7 @@ def create_app(
         await asyncio.to_thread(evaluator.close, True)
 
     app = FastAPI(
-        title="kbench",
-        version=kbench.__version__,
-        lifespan=lifespan,
-        dependencies=[_bearer(token)],
+        title="kbench", version=kbench.__version__, lifespan=lifespan, dependencies=[_bearer(token)]
     )
 
     @app.exception_handler(RequestValidationError)
@@ -165,7 +161,16 @@ def create_app(
         status, message = _one_line(request, exc)
         return JSONResponse({"detail": message}, status_code=status)
 
-    @app.post(f"{API}/jobs", status_code=202)
+    app.include_router(_job_routes(evaluator, jobs, limits), prefix=API)
+    app.include_router(_info_routes(evaluator, limits), prefix=API)
+    return app
+
+
+def _job_routes(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> APIRouter:
+    router = APIRouter()
+    admit = asyncio.Lock()  # one submission at a time passes the queue check and enters the queue
+
+    @router.post("/jobs", status_code=202)
     async def submit(body: SubmitRequest) -> JobView:
         _allowed(body.problem, evaluator.config.source)
         async with admit:
@@ -176,17 +181,17 @@ def create_app(
             jobs.add(ticket)
         return JobView.of(ticket, evaluator.run_id)
 
-    @app.get(f"{API}/jobs/{{ident}}")
+    @router.get("/jobs/{ident}")
     async def poll(ident: str) -> JobView:
         return JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
 
-    @app.get(f"{API}/jobs/{{ident}}/wait")
+    @router.get("/jobs/{ident}/wait")
     async def wait(ident: str, timeout: float = 30.0) -> JobView:
         ticket = jobs.get(ident, evaluator.run_id)
         await _wait(ticket, min(max(timeout, 0.0), limits.max_wait_s))
         return JobView.of(ticket, evaluator.run_id)
 
-    @app.get(f"{API}/jobs/{{ident}}/verdict")
+    @router.get("/jobs/{ident}/verdict")
     async def verdict(ident: str) -> dict[str, Any]:
         view = JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
         if view.verdict is not None:
@@ -195,18 +200,24 @@ def create_app(
             raise HTTPException(409, f"job {ident} failed, it has no verdict: {view.error}")
         raise HTTPException(409, f"job {ident} is {view.state.value}; poll or wait for it")
 
-    @app.get(f"{API}/problems")
+    return router
+
+
+def _info_routes(evaluator: Evaluator, limits: ServiceLimits) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/problems")
     async def problems(level: int | None = None, tag: str | None = None) -> list[ProblemView]:
         from kbench.problems import select
 
         found = select(evaluator.config.source, level, [tag] if tag else None)
         return [ProblemView.of(p) for p in found]
 
-    @app.get(f"{API}/health")
+    @router.get("/health")
     async def health() -> Health:
-        return _health(evaluator, jobs, limits)
+        return _health(evaluator, limits)
 
-    return app
+    return router
 
 
 def _allowed(address: str, source: str) -> None:
@@ -231,7 +242,7 @@ def _submit(evaluator: Evaluator, body: SubmitRequest) -> Ticket:
         raise HTTPException(400, str(exc)) from None
 
 
-def _health(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> Health:
+def _health(evaluator: Evaluator, limits: ServiceLimits) -> Health:
     stats, cfg = evaluator.stats(), evaluator.config
     queue = QueueView(
         queued=stats.queued, building=stats.building, ready=stats.ready, running=stats.running,
