@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from kbench.errors import ConfigError, KbenchError
@@ -98,10 +99,10 @@ class Ticket:
 
     def finish(self, verdict: Verdict) -> None:
         self.finished_at = time.time()
-        if not self.future.done():
+        with suppress(InvalidStateError):  # cancelled meanwhile (closing): the cancellation stands
             self.future.set_result(verdict)
 
     def fail(self, exc: BaseException) -> None:
         self.finished_at = time.time()
-        if not self.future.done():
+        with suppress(InvalidStateError):
             self.future.set_exception(exc)
