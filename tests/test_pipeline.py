@@ -103,7 +103,7 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     timed = replace(stored, median_ms=2.0)
     seen: list[dict[str, TimingStats]] = []
 
-    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None):  # type: ignore[no-untyped-def]
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
         given = dict(baselines or {})
         seen.append(given)
         modes = {m: given.get(m, timed) for m in run_cfg.baselines}
