@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,triton,llm,hf,ray
+EXTRAS ?= dev,triton,llm,hf,ray,serve
 BIN := $(VENV)/bin
 
 .PHONY: install run test lint clean

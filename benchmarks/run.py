@@ -41,6 +41,10 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
         "benchmarks/trivial_sweep.py --preset full --device cuda --out {out}/trivial-sweep-full.md",
         "zeros, the input, fp16/bf16, stale outputs, noise, constants against every full preset",
     ),
+    "service-latency": (
+        "benchmarks/service_latency.py --out {out} --problems 2/1,2/23 --backend triton --device cuda",
+        "warm verdict latency through the library API and kbench serve, and the rate with 8 clients",
+    ),
 }
 
 

@@ -141,9 +141,9 @@ def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch:
     def verdict(device: str) -> Verdict:
         return Verdict(Status.OK, problem.key, "cpp", "small", "fp32", device, baselines=(("eager", stats),))
 
-    pipeline._store_baselines(store, problem, verdict("cpu"))
+    pipeline.store_baselines(store, problem, verdict("cpu"))
     assert store.baselines() == []
-    pipeline._store_baselines(store, problem, verdict("cuda:0"))
+    pipeline.store_baselines(store, problem, verdict("cuda:0"))
     [(key, _)] = store.baselines()
     assert key[4] == hardware.fingerprint(gpu_host)
 

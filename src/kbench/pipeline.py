@@ -132,20 +132,20 @@ def evaluate_jobs(
     def on_result(job: Job, verdict: Verdict) -> None:
         nonlocal recorded
         recorded += store.record(run_id, job.tag, verdict, job.candidate.source)
-        _store_baselines(store, job.problem, verdict)
+        store_baselines(store, job.problem, verdict)
         if on_verdict is not None:
             on_verdict(job.tag, verdict)
 
     # Looked up once per call: later jobs of a problem timed in this call hit the reference disk cache.
     stored = {p: reuse.baselines_for(store, p, cfg) for p in {job.problem.key for job in pending}}
-    executor = get_executor(cfg.executor, **_executor_options(cfg))
+    executor = get_executor(cfg.executor, **executor_options(cfg))
     activity = activity or Activity()
     build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity)
     executor.run(pending, build, judge, on_result)
     return recorded, len(jobs) - len(pending)
 
 
-def _store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
+def store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
     """Keep the reference timings a verdict measured, per hardware fingerprint and torch version."""
     fresh = [(m, s) for m, s in verdict.baselines if reuse.source_of(s) != reuse.STORED]
     import torch
@@ -161,7 +161,7 @@ def _store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
         )
 
 
-def _executor_options(cfg: RunConfig) -> dict[str, object]:
+def executor_options(cfg: RunConfig) -> dict[str, object]:
     if cfg.executor == "ray":
         return {"address": cfg.ray_address}
     if cfg.executor == "local":

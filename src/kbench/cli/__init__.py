@@ -17,6 +17,7 @@ from kbench.cli import problems as _problems  # noqa: E402,F401
 from kbench.cli import results as _results  # noqa: E402,F401
 from kbench.cli import run as _run  # noqa: E402,F401
 from kbench.cli import selftest as _selftest  # noqa: E402,F401
+from kbench.cli import serve as _serve  # noqa: E402,F401
 from kbench.cli import system as _system  # noqa: E402,F401
 from kbench.cli import verify as _verify  # noqa: E402,F401
 from kbench.cli.app import app, err_console

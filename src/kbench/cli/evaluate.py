@@ -1,8 +1,10 @@
 """`kbench eval`: evaluate one candidate file against one problem and print the verdict.
 
 Exit code 0 whenever the evaluation ran, whatever the verdict (a `mismatch` is a result, not a failure
-of the command); 2 for kbench's own errors (bad flags, missing tools, a broken problem). Baselines stored
-in the configured results database (when the file exists) are reused as in `kbench run` (store/reuse.py).
+of the command); 2 for kbench's own errors (bad flags, missing tools, a broken problem). The verdict comes
+from the library's Evaluator (api/evaluator.py) on its cold path for one candidate: the build beside the
+reference run, no run recorded; baselines stored in the configured results database (when the file
+exists) are reused as in `kbench run` (store/reuse.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rich.table import Table
 from kbench.cli.app import Format, app, console, print_json
 from kbench.cli.devices import device_defaults
 from kbench.errors import ConfigError
-from kbench.types import Problem, TimingStats, Verdict
+from kbench.types import Verdict
 
 if TYPE_CHECKING:
     from kbench.config import RunConfig
@@ -72,27 +74,11 @@ def print_verdict(v: Verdict) -> None:
         console.print("[dim]log tail:[/]\n" + v.log_tail, highlight=False, markup=False)
 
 
-def stored_baselines(problem: Problem, cfg: RunConfig) -> dict[str, TimingStats]:
-    """The configured store's baselines for the problem; none when the store file does not exist."""
-    if not cfg.store.exists():
-        return {}
-    from kbench.store import Store, reuse
-
-    with Store(cfg.store) as store:
-        return reuse.baselines_for(store, problem.key, cfg)
-
-
 def prewarm_starter(cfg: RunConfig) -> None:
-    """Start the warm starter before this process imports torch (sandbox/starter.py `prewarm`); Triton
-    on a machine without a GPU runs interpreted, which its starter must know when it imports triton."""
-    import os
+    """Start the warm starter before this process imports torch (api.prewarm)."""
+    from kbench.api import prewarm
 
-    from kbench.sandbox.starter import prewarm
-
-    if cfg.worker_start == "spawn":
-        return
-    no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    prewarm(triton_interpret=cfg.backend == "triton" and no_gpu)
+    prewarm(cfg)
 
 
 @app.command("eval")
@@ -119,9 +105,6 @@ def eval_cmd(
 ) -> None:
     """Evaluate one candidate: status, rule, error, times and speedups vs eager and torch.compile."""
     from kbench.config import resolve
-    from kbench.evaluate import evaluate
-    from kbench.problems import get_problem
-    from kbench.types import Candidate
 
     flags = {
         "backend": backend,
@@ -143,12 +126,13 @@ def eval_cmd(
         text = candidate.read_text()
     except OSError as exc:
         raise ConfigError(f"{candidate}: cannot read candidate file ({exc.strerror})") from None
-    prob = get_problem(problem, cfg.source)
-    cand = Candidate(prob.key, cfg.backend, text, origin=str(candidate))
+    from kbench.api import Evaluator, EvaluatorOptions, Submission
     from kbench.sandbox.procs import age
 
-    # The command's own start (interpreter, imports) is part of the verdict's seconds: phase `cli`.
-    verdict = evaluate(prob, cand, cfg, stored_baselines(prob, cfg), before_s=age())
+    one = EvaluatorOptions(record=False, share_references=False, build_ahead=False)
+    with Evaluator(cfg, one) as evaluator:
+        # The command's own start (interpreter, imports) is part of the verdict's seconds: phase `cli`.
+        verdict = evaluator.submit(Submission(problem, text, before_s=age())).verdict()
     if fmt is Format.json:
         print_json(verdict_dict(verdict))
     else:

@@ -301,6 +301,18 @@ class Store:
             out.append(StoredVerdict(run_id, key, verdict, r[6], r[7], r[8]))
         return out
 
+    def find(self, run_id: str, key: VerdictKey) -> StoredVerdict | None:
+        """The verdict stored under `key` in a run, or None (one indexed lookup: the unique key)."""
+        rows = self._rows(
+            "SELECT verdict, candidate_source, completion_text, created_at FROM verdicts WHERE run_id = ? "
+            "AND problem_key = ? AND sample = ? AND turn = ? AND backend = ? AND model = ?",
+            (run_id, key.problem_key, key.sample, key.turn, key.backend, key.model),
+        )
+        if not rows:
+            return None
+        verdict = verdict_from_json(rows[0][0], f"run {run_id} {key.problem_key}")
+        return StoredVerdict(run_id, key, verdict, rows[0][1], rows[0][2], rows[0][3])
+
     # problem metadata --------------------------------------------------------------------------------
 
     def put_problems(self, problems: Iterable[Problem]) -> None:

@@ -1,0 +1,108 @@
+"""What crosses the Evaluator's boundary: a submission in, a ticket out, a verdict or our error at the end.
+
+A `Submission` is one candidate for one problem plus where its verdict is filed in the run (sample, turn,
+model). A `Ticket` follows it through the queue: queued -> building -> running -> done (or failed: our own
+error, never a candidate's; or cancelled: closed before it ran). Its `future` is a
+`concurrent.futures.Future[Verdict]`, so threads wait on it and asyncio wraps it.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from concurrent.futures import Future, InvalidStateError
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+from kbench.errors import ConfigError, KbenchError
+from kbench.store import VerdictKey
+from kbench.types import Candidate, Problem, Verdict
+
+
+class EvaluatorClosed(KbenchError):
+    """The Evaluator was closed: it takes no submission, and a job it dropped has no verdict."""
+
+
+class KeyConflict(ConfigError):
+    """A submission names a verdict key (problem, sample, turn, backend, model) that holds another candidate."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One candidate to judge. `problem` is an address (`2/1`, `kbench:2/1`, a name) or a Problem.
+
+    `backend`: cuda | triton | cpp (default: the config's). `sample`: the verdict's sample number in the
+    run (default: the next free one for this problem, backend and model). `turn`: its turn (multi-turn
+    loops). `model`: who wrote it (default: the config's model, else "api"). `completion`: the model's
+    whole answer, stored beside the verdict. `before_s`: the caller's own seconds before submitting,
+    counted in the verdict as phase `cli` (kbench eval's start-up).
+    """
+
+    problem: str | Problem
+    source: str
+    backend: str | None = None
+    sample: int | None = None
+    turn: int = 0
+    model: str | None = None
+    completion: str = ""
+    before_s: float = 0.0
+
+
+class JobState(str, enum.Enum):
+    QUEUED = "queued"  # waiting for a builder
+    BUILDING = "building"  # its extension compiles on a CPU builder (no GPU visible)
+    READY = "ready"  # built, waiting for a device lane
+    RUNNING = "running"  # its evaluation (reference, candidate worker, judge) runs on a lane
+    DONE = "done"  # a verdict: read it with `verdict()`
+    FAILED = "failed"  # kbench's own error (a broken problem, a misconfiguration): `error()` says which
+    CANCELLED = "cancelled"  # the Evaluator closed before it ran
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One submitted job. `key` is where its verdict is (or will be) filed in the run."""
+
+    key: VerdictKey
+    problem: Problem
+    candidate: Candidate
+    submission: Submission
+    device: str  # the device spec of its lanes: cpu, cuda (every GPU) or cuda:N
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    future: Future[Verdict] = field(default_factory=Future)
+    phase: JobState = JobState.QUEUED
+    stored: bool = False  # the verdict was already in the run's store (resubmitted key): not re-judged
+    abandoned: bool = False  # the Evaluator was closed with cancel=True while this ran: no verdict
+    submitted_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+
+    @property
+    def state(self) -> JobState:
+        if self.future.cancelled():
+            return JobState.CANCELLED
+        if self.future.done():
+            return JobState.FAILED if self.future.exception() is not None else JobState.DONE
+        return self.phase
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def verdict(self, timeout: float | None = None) -> Verdict:
+        """Wait for the verdict; raises the job's own error (`FAILED`), CancelledError, or TimeoutError."""
+        return self.future.result(timeout)
+
+    def error(self) -> BaseException | None:
+        """The job's own error once it failed (None while it runs or when it has a verdict)."""
+        if not self.future.done() or self.future.cancelled():
+            return None
+        return self.future.exception()
+
+    def finish(self, verdict: Verdict) -> None:
+        self.finished_at = time.time()
+        with suppress(InvalidStateError):  # cancelled meanwhile (closing): the cancellation stands
+            self.future.set_result(verdict)
+
+    def fail(self, exc: BaseException) -> None:
+        self.finished_at = time.time()
+        with suppress(InvalidStateError):
+            self.future.set_exception(exc)

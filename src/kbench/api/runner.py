@@ -1,0 +1,98 @@
+"""The three functions an executor calls for an Evaluator's jobs: build ahead, evaluate on a lane, file.
+
+The executor (executors/) owns the scheduling; these only run one job's stage and settle its ticket. A
+candidate's failure is its verdict; kbench's own failure (a broken problem, a store that cannot be
+written, a stop signal) becomes the job's error, so one bad job never stops the queue the others are in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kbench.api.jobs import EvaluatorClosed, JobState, Ticket
+from kbench.api.session import Session
+from kbench.config import RunConfig
+from kbench.executors import Job
+from kbench.reference_pool import ReferencePool
+from kbench.types import BuildResult, Status, Verdict
+
+_SKIPPED = Verdict(Status.CRASHED, "", "", "", "", "", message="no evaluation (the job had ended)")
+
+
+class Runner:
+    def __init__(
+        self,
+        config: RunConfig,
+        session: Session,
+        references: ReferencePool | None,
+        build_ahead: bool,
+        queued: Callable[[], int],
+    ) -> None:
+        self.config, self.session, self.references = config, session, references
+        self.build_ahead, self.queued = build_ahead, queued
+        self._cfgs: dict[tuple[str, str], RunConfig] = {}
+
+    def fail(self, ticket: Ticket, exc: BaseException) -> None:
+        if ticket.abandoned:
+            exc = EvaluatorClosed("the Evaluator was closed while this job ran; it has no verdict")
+        ticket.fail(exc)
+
+    def lost(self, job: Job, exc: BaseException) -> None:
+        self.fail(job.tag, exc)
+
+    def cfg_for(self, device: str, backend: str) -> RunConfig:
+        cfg = self._cfgs.get((device, backend))
+        if cfg is None:
+            cfg = self._cfgs[(device, backend)] = self.config.model_copy(
+                update={"device": device, "backend": backend}
+            )
+        return cfg
+
+    def build(self, job: Job) -> BuildResult | None:
+        """The executor's build function: on a CPU builder, no GPU visible (pipeline.PrebuildJob)."""
+        ticket: Ticket = job.tag
+        if ticket.done() or not self.build_ahead:
+            return None
+        ticket.phase = JobState.BUILDING
+        try:
+            from kbench.pipeline import PrebuildJob
+
+            built = PrebuildJob(self.config, self.queued() + 1)(job)
+        except BaseException as exc:  # our own failure (a candidate's is a BuildResult): the job fails
+            self.fail(ticket, exc)
+            return None
+        ticket.phase = JobState.READY
+        return built
+
+    def evaluate(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        """The executor's evaluation function, on one device lane."""
+        ticket: Ticket = job.tag
+        if ticket.done() or not ticket.future.set_running_or_notify_cancel():
+            return _SKIPPED
+        ticket.phase = JobState.RUNNING
+        try:
+            from kbench.evaluate import evaluate
+
+            cfg = self.cfg_for(device, job.candidate.backend)
+            baselines = self.session.baselines(job.problem)
+            before = ticket.submission.before_s
+            return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built, before)
+        except BaseException as exc:  # our failure, or a stop signal's Interrupted: this job's error
+            self.fail(ticket, exc)
+            return _SKIPPED
+
+    def result(self, job: Job, verdict: Verdict) -> None:
+        """The executor's result callback: file the verdict, then hand it to the waiting caller."""
+        ticket: Ticket = job.tag
+        if verdict is _SKIPPED or ticket.done():
+            return
+        if ticket.abandoned:
+            self.fail(ticket, EvaluatorClosed(""))
+            return
+        try:
+            completion = ticket.submission.completion
+            self.session.record(ticket.key, job.problem, verdict, job.candidate.source, completion)
+        except Exception as exc:  # the store failed: the caller must not believe the verdict is filed
+            self.fail(ticket, exc)
+            return
+        ticket.finish(verdict)

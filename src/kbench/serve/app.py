@@ -1,0 +1,263 @@
+"""The HTTP service's routes (FastAPI): submit, poll, wait, verdict, problems, health.
+
+    POST /v1/jobs                      {problem, source, backend?, sample?, turn?, model?, completion?}
+                                       -> 202 JobView (a resubmitted key: the same job, or the stored verdict)
+    GET  /v1/jobs/{id}                 -> JobView (poll)
+    GET  /v1/jobs/{id}/wait?timeout=S  -> JobView once done, or after S seconds (long poll, S <= max_wait_s)
+    GET  /v1/jobs/{id}/verdict         -> the verdict (409 while the job runs or when it failed)
+    GET  /v1/problems?level=&tag=      -> [ProblemView] of the service's source
+    GET  /v1/health                    -> status, run, device, queue depth
+
+Every refusal is a 4xx with `{"detail": "one line"}`: 400 malformed JSON or a problem or backend this
+service cannot evaluate, 401 a missing or wrong bearer token, 404 an unknown job, 409 a key that holds
+another candidate, 413 a body over the limit, 415 a body not sent as JSON, 422 a missing field or one of
+the wrong type, 429 a full queue. The
+evaluations run in the service's one Evaluator (api/), so they are scheduled, warm and recorded exactly
+as the library's are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import HTTPException, RequestValidationError
+from fastapi.responses import JSONResponse
+
+import kbench
+from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
+from kbench.errors import KbenchError
+from kbench.serve.server import ServiceLimits
+from kbench.serve.wire import API, Health, JobView, ProblemView, QueueView, SubmitRequest
+
+
+class JobTable:
+    """Jobs by id: every pending one, and the last `keep` finished ones (oldest forgotten first)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._jobs: OrderedDict[str, Ticket] = OrderedDict()
+
+    def add(self, ticket: Ticket) -> None:
+        self._jobs[ticket.id] = ticket
+        excess, drop = len(self._jobs) - self.keep, list[str]()
+        for ident, old in self._jobs.items():  # oldest first; stops once enough finished ones are found
+            if len(drop) >= excess:
+                break
+            if old.done():
+                drop.append(ident)
+        for ident in drop:
+            del self._jobs[ident]
+
+    def get(self, ident: str, run_id: str | None) -> Ticket:
+        ticket = self._jobs.get(ident)
+        if ticket is None:
+            where = f"; finished jobs' verdicts are in run {run_id}" if run_id else ""
+            raise HTTPException(404, f"no job {ident!r} (unknown, or finished and forgotten{where})")
+        return ticket
+
+
+class BodyLimit:
+    """Refuses a request body over `limit` bytes with 413 and a JSON message: at once when its declared
+    Content-Length is over, else as soon as the bytes read pass it (a chunked upload). FastAPI's own
+    `max_body_size` answered a declared oversize body in plain text, which clients cannot parse."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await JSONResponse({"detail": self.message()}, status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, self.message())  # answered by FastAPI's handler, in JSON
+            return message  # type: ignore[no-any-return]
+
+        await self.app(scope, counted, send)
+
+    def message(self) -> str:
+        return f"the request body is over this service's limit of {self.limit} bytes"
+
+
+def _one_line(request: Request, exc: RequestValidationError) -> tuple[int, str]:
+    first = exc.errors()[0]
+    if first.get("type") == "json_invalid":
+        return 400, f"the request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}"
+    loc = [str(x) for x in first.get("loc", ())]
+    if loc == ["body"] and "json" not in request.headers.get("content-type", ""):
+        return 415, "send the request body as JSON, with Content-Type: application/json"
+    where = ".".join(x for x in loc if x != "body") or "body"
+    return 422, f"field '{where}': {first['msg']}"
+
+
+def _bearer(token: str | None) -> Any:
+    """A dependency that refuses requests without `Authorization: Bearer <token>` (none when no token)."""
+
+    async def check(request: Request) -> None:
+        if token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+            raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+    return Depends(check)
+
+
+async def _wait(ticket: Ticket, timeout: float) -> None:
+    """Until the job ends or `timeout` passes, without holding a thread (8 long polls would otherwise
+    take most of asyncio's default thread pool on a small host)."""
+    if ticket.done() or timeout <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    ended = asyncio.Event()
+
+    def wake(_: object) -> None:
+        try:
+            loop.call_soon_threadsafe(ended.set)
+        except RuntimeError:  # the loop closed: the service is stopping
+            pass
+
+    ticket.future.add_done_callback(wake)
+    try:
+        await asyncio.wait_for(ended.wait(), timeout)
+    except TimeoutError:
+        pass
+
+
+def create_app(
+    evaluator: Evaluator, token: str | None = None, limits: ServiceLimits | None = None
+) -> FastAPI:
+    """The service over an open Evaluator; closing the app (its lifespan) closes the Evaluator. Serve it
+    wrapped in `BodyLimit(app, limits.max_body_bytes)`, as serve/server.py does."""
+    limits = limits or ServiceLimits()
+    jobs = JobTable(limits.keep_jobs)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(evaluator.close, True)
+
+    app = FastAPI(
+        title="kbench", version=kbench.__version__, lifespan=lifespan, dependencies=[_bearer(token)]
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, message = _one_line(request, exc)
+        return JSONResponse({"detail": message}, status_code=status)
+
+    app.include_router(_job_routes(evaluator, jobs, limits), prefix=API)
+    app.include_router(_info_routes(evaluator, limits), prefix=API)
+    return app
+
+
+def _job_routes(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> APIRouter:
+    router = APIRouter()
+    admit = asyncio.Lock()  # one submission at a time passes the queue check and enters the queue
+
+    @router.post("/jobs", status_code=202)
+    async def submit(body: SubmitRequest) -> JobView:
+        _allowed(body.problem, evaluator.config.source)
+        async with admit:
+            if evaluator.stats().pending >= limits.max_queue:
+                raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later",
+                                    {"Retry-After": "5"})  # fmt: skip
+            ticket = await asyncio.to_thread(_submit, evaluator, body)
+            jobs.add(ticket)
+        return JobView.of(ticket, evaluator.run_id)
+
+    @router.get("/jobs/{ident}")
+    async def poll(ident: str) -> JobView:
+        return JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
+
+    @router.get("/jobs/{ident}/wait")
+    async def wait(ident: str, timeout: float = 30.0) -> JobView:
+        ticket = jobs.get(ident, evaluator.run_id)
+        await _wait(ticket, min(max(timeout, 0.0), limits.max_wait_s))
+        return JobView.of(ticket, evaluator.run_id)
+
+    @router.get("/jobs/{ident}/verdict")
+    async def verdict(ident: str) -> dict[str, Any]:
+        view = JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
+        if view.verdict is not None:
+            return view.verdict
+        if view.error is not None:
+            raise HTTPException(409, f"job {ident} failed, it has no verdict: {view.error}")
+        raise HTTPException(409, f"job {ident} is {view.state.value}; poll or wait for it")
+
+    return router
+
+
+def _info_routes(evaluator: Evaluator, limits: ServiceLimits) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/problems")
+    async def problems(level: int | None = None, tag: str | None = None) -> list[ProblemView]:
+        from kbench.problems import select
+
+        found = select(evaluator.config.source, level, [tag] if tag else None)
+        return [ProblemView.of(p) for p in found]
+
+    @router.get("/health")
+    async def health() -> Health:
+        return _health(evaluator, limits)
+
+    return router
+
+
+def _allowed(address: str, source: str) -> None:
+    """The service evaluates problems of its own source only: a problem's code is trusted (the reference
+    worker runs it), so a client must not name a folder or file of this machine as a source."""
+    if ":" in address and address.rpartition(":")[0] != source:
+        raise HTTPException(
+            400, f"problem {address!r}: this service evaluates problems of source {source!r} only"
+        )
+
+
+def _submit(evaluator: Evaluator, body: SubmitRequest) -> Ticket:
+    submission = Submission(body.problem, body.source, body.backend, body.sample, body.turn, body.model,
+                            body.completion)  # fmt: skip
+    try:
+        return evaluator.submit(submission)
+    except KeyConflict as exc:
+        raise HTTPException(409, str(exc)) from None
+    except EvaluatorClosed as exc:
+        raise HTTPException(503, str(exc)) from None
+    except KbenchError as exc:  # an unknown problem, backend or preset; a backend this machine cannot run
+        raise HTTPException(400, str(exc)) from None
+
+
+def _health(evaluator: Evaluator, limits: ServiceLimits) -> Health:
+    stats, cfg = evaluator.stats(), evaluator.config
+    queue = QueueView(
+        queued=stats.queued, building=stats.building, ready=stats.ready, running=stats.running,
+        pending=stats.pending, capacity=limits.max_queue, finished=stats.finished, failed=stats.failed,
+    )  # fmt: skip
+    return Health(
+        status="closing" if evaluator.closed else "ok",
+        version=kbench.__version__,
+        run_id=evaluator.run_id,
+        source=cfg.source,
+        device=cfg.device,
+        backend=cfg.backend,
+        preset=cfg.preset,
+        measure=cfg.measure,
+        queue=queue,
+        reference_runs=stats.reference_runs,
+        reference_reuses=stats.reference_reuses,
+    )

@@ -1,0 +1,130 @@
+"""What `kbench serve` and its client say to each other: pydantic models of the JSON on the wire.
+
+No FastAPI here, so the client (kbench/client.py) shares these models with nothing but pydantic. A
+verdict travels as the results database stores it (store/codec.py: the dataclass fields, enums as their
+values), so the client rebuilds the same typed `Verdict` that `Evaluator.evaluate` returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbench.api.jobs import JobState, Ticket
+from kbench.store.codec import from_dict, to_dict
+from kbench.types import Problem, Verdict
+
+API = "/v1"
+MAX_ADDRESS = 512  # characters of a problem address
+MAX_MODEL = 200  # characters of a model name
+
+
+class SubmitRequest(BaseModel):
+    """One candidate. `sample` and `turn` file the verdict in the service's run; without `sample` the
+    next free one is taken. Resubmitting a key returns the job in flight or the stored verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str = Field(min_length=1, max_length=MAX_ADDRESS)
+    source: str = Field(min_length=1)
+    backend: Literal["cuda", "triton", "cpp"] | None = None
+    sample: int | None = Field(default=None, ge=0)
+    turn: int = Field(default=0, ge=0)
+    model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL)
+    completion: str = ""
+
+
+class KeyView(BaseModel):
+    problem_key: str
+    sample: int
+    turn: int
+    backend: str
+    model: str
+
+
+class JobView(BaseModel):
+    """A job as the service sees it; `verdict` once `state` is done, `error` once it failed."""
+
+    id: str
+    state: JobState
+    key: KeyView
+    run_id: str | None = None
+    submitted_at: float
+    finished_at: float | None = None
+    stored: bool = False  # the verdict was already in the run (a resubmitted key): not judged again
+    error: str | None = None
+    verdict: dict[str, Any] | None = None
+    speedup: dict[str, float | None] | None = None  # by baseline mode, for readers without kbench
+
+    @classmethod
+    def of(cls, ticket: Ticket, run_id: str | None) -> JobView:
+        state = ticket.state
+        error = ticket.error() if state is JobState.FAILED else None
+        verdict = ticket.future.result() if state is JobState.DONE else None
+        return cls(
+            id=ticket.id,
+            state=state,
+            key=KeyView(**to_dict(ticket.key)),
+            run_id=run_id,
+            submitted_at=ticket.submitted_at,
+            finished_at=ticket.finished_at,
+            stored=ticket.stored,
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+            verdict=to_dict(verdict) if verdict is not None else None,
+            speedup={mode: verdict.speedup(mode) for mode, _ in verdict.baselines} if verdict else None,
+        )
+
+    def typed_verdict(self) -> Verdict | None:
+        return from_dict(Verdict, self.verdict, f"job {self.id}") if self.verdict is not None else None  # type: ignore[no-any-return]
+
+
+class ProblemView(BaseModel):
+    key: str
+    level: int
+    number: int
+    name: str
+    tags: list[str]
+    presets: list[str]
+
+    @classmethod
+    def of(cls, problem: Problem) -> ProblemView:
+        return cls(
+            key=problem.key,
+            level=problem.level,
+            number=problem.number,
+            name=problem.name,
+            tags=list(problem.tags),
+            presets=list(problem.presets),
+        )
+
+
+class QueueView(BaseModel):
+    queued: int
+    building: int
+    ready: int
+    running: int
+    pending: int  # all of the above
+    capacity: int  # the most pending jobs the service accepts (429 beyond)
+    finished: int
+    failed: int
+
+
+class Health(BaseModel):
+    status: Literal["ok", "closing"]
+    version: str
+    run_id: str | None
+    source: str
+    device: str
+    backend: str
+    preset: str
+    measure: bool
+    queue: QueueView
+    reference_runs: int
+    reference_reuses: int
+
+
+class ErrorBody(BaseModel):
+    """Every refused request: one line saying what was wrong."""
+
+    detail: str

@@ -1,0 +1,123 @@
+"""The library API on the CPU: sync, async and batch verdicts, warm reuse, the run in the store, resubmitted
+keys, errors at submission, closing. The cpp fixtures share one extension, built once per session; the
+tests share one Evaluator, which the last test closes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from apifixtures import HONEST, PROBLEM, WRONG, api_config, digest, marked, owned_processes, shared_cache
+from typer.testing import CliRunner
+
+from kbench.api import Evaluator, EvaluatorClosed, JobState, KeyConflict, Submission
+from kbench.cli import app
+from kbench.errors import ConfigError, ProblemError
+from kbench.store import Store, VerdictKey
+from kbench.types import Status
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shared_cache(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("api-store") / "k.db"
+
+
+@pytest.fixture(scope="module")
+def ev(cache: Path, store: Path) -> Iterator[Evaluator]:
+    evaluator = Evaluator(api_config(cache, store))
+    yield evaluator
+    evaluator.close()
+
+
+def test_sync_async_and_batch_verdicts_land_in_one_run(ev: Evaluator, store: Path, tmp_path: Path) -> None:
+    first = ev.evaluate("2/1", HONEST)
+    second = asyncio.run(ev.aevaluate("2/1", WRONG))
+    batch = [marked(HONEST, "b0"), marked(WRONG, "b1"), marked(HONEST, "b2")]
+    many = ev.evaluate_many([Submission(PROBLEM, src) for src in batch])
+    assert (first.status, second.status) == (Status.OK, Status.MISMATCH), first.message + first.log_tail
+    assert [v.status for v in many] == [Status.OK, Status.MISMATCH, Status.OK]
+    assert [v.candidate_digest for v in many] == [digest(s) for s in batch]  # in the order given
+    stats = ev.stats()
+    assert stats.finished == 5 and stats.pending == 0 and stats.failed == 0
+    # warm: one reference run for the problem, later verdicts show no reference worker of their own
+    assert stats.reference_runs == 1 and stats.reference_reuses == 4
+    assert any(k.startswith("ref:") for k, _ in first.phases)
+    assert not any(k.startswith("ref:") for v in many for k, _ in v.phases)
+    assert all(v.build is not None and v.build.cache_hit for v in many)
+    with Store(store) as db:
+        records = db.records(ev.run_id or "")
+        config = db.run(ev.run_id or "").config
+    assert [r.key for r in records] == [VerdictKey(PROBLEM, s, 0, "cpp", "api") for s in range(5)]
+    statuses = [r.verdict.status for r in records]
+    assert statuses == [Status.OK, Status.MISMATCH, Status.OK, Status.MISMATCH, Status.OK]
+    assert records[2].candidate_source == batch[0] and config["preset"] == "small"
+    html = tmp_path / "r.html"
+    report = CliRunner().invoke(app, ["report", ev.run_id or "", "--store", str(store), "--out", str(html)])
+    assert report.exit_code == 0, report.output
+    assert "verdicts" in report.output and html.exists()
+
+
+def test_a_resubmitted_key_gets_its_stored_verdict_and_a_run_continues(
+    ev: Evaluator, cache: Path, store: Path
+) -> None:
+    filed = ev.evaluate("2/1", HONEST, sample=7)
+    before = ev.stats().finished
+    again = ev.submit(Submission("2/1", HONEST, sample=7))
+    assert again.stored and again.verdict() == filed and ev.stats().finished == before  # not judged again
+    with pytest.raises(KeyConflict, match="sample 7 turn 0"):
+        ev.submit(Submission("2/1", WRONG, sample=7))
+    with Evaluator(api_config(cache, store, run_id=ev.run_id)) as resumed:  # another process, later
+        assert resumed.run_id == ev.run_id
+        assert resumed.submit(Submission("2/1", HONEST, sample=7)).stored
+        assert resumed.next_sample("2/1") == 8  # automatic samples continue after the stored ones
+        turn = resumed.evaluate("2/1", WRONG, sample=7, turn=1)
+    assert turn.status is Status.MISMATCH
+    with Store(store) as db:
+        keys = [k for k, _ in db.verdicts(ev.run_id or "") if k.sample == 7]
+    assert keys == [VerdictKey(PROBLEM, 7, 0, "cpp", "api"), VerdictKey(PROBLEM, 7, 1, "cpp", "api")]
+
+
+def test_our_misconfiguration_raises_at_submission(ev: Evaluator, cache: Path, tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match="no problem 9/999"):
+        ev.submit(Submission("9/999", HONEST))
+    with pytest.raises(ConfigError, match="unknown backend 'fortran'; choose one of: cpp, cuda, triton"):
+        ev.submit(Submission("2/1", HONEST, backend="fortran"))
+    with pytest.raises(ConfigError, match="cuda backend needs a CUDA device"):
+        ev.submit(Submission("2/1", HONEST, backend="cuda"))
+    with pytest.raises(ConfigError, match="use executor='local' here"):
+        Evaluator(api_config(cache, tmp_path / "k.db"), executor="ray")
+    with pytest.raises(ConfigError, match="bad config value for 'timeout_s'"):
+        Evaluator(api_config(cache, tmp_path / "k.db"), timeout_s="soon")
+    with Evaluator(api_config(cache, tmp_path / "k.db", preset="huge")) as huge:
+        with pytest.raises(ProblemError, match="preset"):
+            huge.submit(Submission("2/1", HONEST))
+    assert huge.closed
+    with pytest.raises(EvaluatorClosed):
+        huge.evaluate("2/1", HONEST)
+
+
+def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: Path) -> None:
+    assert owned_processes() != []  # the warm starter
+    filed_before = len(Store(store).verdicts(ev.run_id or ""))
+    tickets = ev.submit_many([Submission("2/1", marked(HONEST, str(i))) for i in range(6)])
+    ev.close()  # the running job finishes; the ones still queued are cancelled
+    states = [t.state for t in tickets]
+    assert set(states) <= {JobState.DONE, JobState.CANCELLED} and JobState.CANCELLED in states
+    assert all(t.verdict().status is Status.OK for t in tickets if t.state is JobState.DONE)
+    deadline = time.monotonic() + 10
+    while owned_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert owned_processes() == []  # the last Evaluator closed: no starter, no worker is left
+    with Store(store) as db:
+        filed = len(db.verdicts(ev.run_id or ""))
+    assert filed == filed_before + states.count(JobState.DONE)  # every verdict delivered was filed

@@ -1,0 +1,93 @@
+"""The RL environment over a few turns against a local LLM test server: a real Evaluator (cpp on the CPU),
+a model that answers without code, then wrongly, then correctly; the feedback it reads each turn, the
+rewards, the episode's end, and the run in the store. The GRPO reward and the Gymnasium-style env on the
+same Evaluator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from apifixtures import HONEST, PROBLEM, WRONG, api_config, shared_cache
+from llmserver import load_server_module
+from typer.testing import CliRunner
+
+from kbench.api import Evaluator
+from kbench.cli import app
+from kbench.extract import extract
+from kbench.rl import EnvOptions, GymKernelEnv, KernelEnv, grpo_reward
+from kbench.store import Store, VerdictKey
+from kbench.types import Status
+
+pytestmark = pytest.mark.slow
+ANSWERS = [
+    "I will fuse the GEMM, the bias and the ReLU into one OpenMP loop.",  # no code
+    f"Here it is.\n\n```python\n{WRONG}\n```\n",
+    f"Fixed the scale.\n\n```python\n{HONEST}\n```\n",
+]
+
+
+def _answer(request) -> str:  # type: ignore[no-untyped-def]
+    turn = sum(m.get("role") == "assistant" for m in request.messages)
+    return ANSWERS[turn]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("rl") / "k.db"
+
+
+@pytest.fixture(scope="module")
+def ev(tmp_path_factory: pytest.TempPathFactory, store: Path) -> Iterator[Evaluator]:
+    with Evaluator(api_config(shared_cache(tmp_path_factory), store), model="rl-test") as evaluator:
+        yield evaluator
+
+
+def test_an_episode_against_a_local_llm_server(ev: Evaluator, store: Path, tmp_path: Path) -> None:
+    import openai
+
+    env = KernelEnv(ev, options=EnvOptions(max_turns=3))
+    results = []
+    with load_server_module().LLMServer(respond=_answer) as server:
+        llm = openai.OpenAI(base_url=server.openai_url, api_key="test", max_retries=0)
+        prompt = env.reset("2/1")
+        while not (results and results[-1].done):
+            reply = llm.chat.completions.create(model="test", messages=env.messages)  # type: ignore[arg-type]
+            results.append(env.step(reply.choices[0].message.content or ""))
+        seen = list(server.stats.seen)
+    assert [r.verdict.status for r in results] == [Status.NO_CODE, Status.MISMATCH, Status.OK]
+    assert [r.reward for r in results] == [0.0, 0.0, 1.0]  # correct; not timed, so no speed term
+    assert [(r.terminated, r.truncated) for r in results] == [(False, False), (False, False), (False, True)]
+    # what the model read: the prompt, then each turn's feedback, in one conversation
+    assert seen[0].last_user == prompt and "class Model(" in prompt
+    assert "No usable code" in seen[1].last_user and "mismatch" in seen[2].last_user
+    assert seen[0].system == env.prompt.system != ""  # type: ignore[union-attr]
+    assert [len(r.messages) for r in seen] == [
+        1,
+        3,
+        5,
+    ]  # the user turn, then an assistant and a user per turn
+    with Store(store) as db:
+        records = [r for r in db.records(ev.run_id or "") if r.key.sample == env.sample]
+    assert [r.key for r in records] == [
+        VerdictKey(PROBLEM, env.sample, t, "cpp", "rl-test") for t in range(3)
+    ]
+    assert [r.completion_text for r in records] == ANSWERS
+    assert records[0].candidate_source == "" and records[2].candidate_source == extract(ANSWERS[2]).source
+    report = CliRunner().invoke(
+        app, ["report", ev.run_id or "", "--store", str(store), "--out", str(tmp_path / "r.html")]
+    )
+    assert report.exit_code == 0, report.output
+
+
+def test_grpo_reward_and_gym_env_on_the_evaluator(ev: Evaluator) -> None:
+    reward = grpo_reward(ev)
+    completions = [[{"role": "assistant", "content": text}] for text in ANSWERS]
+    assert reward(prompts=["p"] * 3, completions=completions, problem=["2/1"] * 3) == [0.0, 0.0, 1.0]
+    gym = GymKernelEnv(ev, ["2/1"], options=EnvOptions(stop_when_correct=True))
+    first, info = gym.reset(seed=0)
+    feedback, score, terminated, truncated, step = gym.step(ANSWERS[2])
+    assert info["problem"] == PROBLEM and "ModelNew" in first
+    assert (score, terminated, truncated, step["status"]) == (1.0, True, False, "ok")
+    assert "correct" in feedback

@@ -1,0 +1,197 @@
+"""`kbench serve` started here on 127.0.0.1 (a real process, a real socket): 100 evaluations from 8
+concurrent clients, none lost, duplicated or mixed up; every bad request refused with a one-line 4xx; the
+queue cap; the bind rules; and a stopped service leaves no process behind."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from apifixtures import HONEST, PROBLEM, WRONG, digest, marked, shared_cache
+
+from kbench.client import Client, ServiceError
+from kbench.errors import ConfigError
+from kbench.sandbox import procs
+from kbench.serve import check_bind, read_token
+from kbench.store import Store
+from kbench.types import Status
+
+pytestmark = pytest.mark.slow
+TOKEN = "kbench-test-token-0123456789"
+MAX_QUEUE = 12  # the 8 clients never have more than 8 jobs pending; the burst test goes past it
+MAX_BODY = 256 << 10
+
+
+@dataclass
+class Service:
+    url: str
+    proc: subprocess.Popen[str]
+    store: Path
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+def _kbench(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-c", "from kbench.cli import main; main()", *args]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    store = tmp_path_factory.mktemp("serve") / "kbench.db"
+    env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory)), "KBENCH_SERVE_TOKEN": TOKEN}
+    args = ["serve", "--port", "0", "--store", str(store), "--device", "cpu", "--backend", "cpp", "--preset",
+            "small", "--no-timing", "--max-queue", str(MAX_QUEUE), "--max-body-mib", str(MAX_BODY / 2**20)]  # fmt: skip
+    proc = _kbench(args, env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "kbench serve: http://127.0.0.1:PORT (run ...)" once it listens
+    assert line.startswith("kbench serve: http://127.0.0.1:"), line + proc.communicate(timeout=60)[1]
+    service = Service(line.split()[2], proc, store)
+    yield service
+    owner = procs.ProcRef.of(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    left = [pid for pid in procs.all_pids() if procs.owner_of(pid) == owner and pid != proc.pid]
+    assert not [pid for pid in left if (info := procs.info_of(pid)) is not None and info.alive]
+
+
+def _raw(
+    service: Service, method: str, path: str, body: bytes | None, headers: dict[str, str]
+) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
+    try:
+        conn.request(method, "/v1" + path, body, headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        conn.close()
+
+
+def test_hundred_evaluations_from_eight_clients(service: Service) -> None:
+    results: dict[str, tuple[str, str, Status]] = {}  # job id -> (source, verdict digest, status)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        with Client(service.url, token=TOKEN) as c:
+            for i in range(n, 100, 8):  # clients 0-3 send 13 jobs, 4-7 send 12: 100 in all
+                source = marked(HONEST if i % 3 else WRONG, f"client {n} job {i}")
+                try:
+                    job = c.submit("2/1", source, model="load-test")
+                    verdict = c.wait(job.id).typed_verdict()
+                    assert verdict is not None, job
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+                with lock:
+                    assert job.id not in results
+                    results[job.id] = (source, verdict.candidate_digest, verdict.status)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors[0]
+    assert len(results) == 100  # none lost
+    for source, got, status in results.values():  # none mixed up: each verdict is its own source's
+        assert got == digest(source)
+        assert status is (Status.OK if "# client" in source and HONEST in source else Status.MISMATCH)
+    with Client(service.url, token=TOKEN) as c:
+        health = c.health()
+    assert health.queue.pending == 0 and health.queue.failed == 0
+    with Store(service.store) as db:
+        records = [r for r in db.records(health.run_id or "") if r.key.model == "load-test"]
+    assert len(records) == 100 and len({r.key for r in records}) == 100  # none duplicated
+    assert sorted(r.key.sample for r in records) == list(range(100))
+    assert {r.candidate_source for r in records} == {source for source, _, _ in results.values()}
+    assert all(r.verdict.candidate_digest == digest(r.candidate_source) for r in records)
+
+
+def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    good = json.dumps({"problem": "2/1", "source": HONEST}).encode()
+    cases = [
+        (good, {"Content-Type": "application/json"}, 401, "bearer token"),
+        (good, {**auth, "Authorization": "Bearer not-the-token-at-all"}, 401, "bearer token"),
+        (b'{"problem": "2/1", "source": ', auth, 400, "not valid JSON"),
+        (b"x" * (MAX_BODY + 1), auth, 413, f"limit of {MAX_BODY} bytes"),
+        (json.dumps({"problem": "2/1"}).encode(), auth, 422, "field 'source': Field required"),
+        (json.dumps({"problem": "2/1", "source": "x", "turn": -1}).encode(), auth, 422, "field 'turn'"),
+        (good, {"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"}, 415, "Content-Type"),
+        (json.dumps({"problem": "/etc:1/1", "source": "x"}).encode(), auth, 400, "of source 'kbench' only"),
+        (json.dumps({"problem": "9/999", "source": "x"}).encode(), auth, 400, "no problem 9/999"),
+        (json.dumps({"problem": "2/1", "source": "x", "backend": "cuda"}).encode(), auth, 400, "CUDA device"),
+    ]
+    for body, headers, status, words in cases:
+        got, answer = _raw(service, "POST", "/jobs", body, headers)
+        assert (got, words in answer.get("detail", "")) == (status, True), (status, words, answer)
+        assert "\n" not in answer["detail"]
+    assert _raw(service, "GET", "/health", None, {})[0] == 401
+    got, answer = _raw(service, "GET", "/jobs/nope", None, auth)
+    assert got == 404 and "no job 'nope'" in answer["detail"]
+    with (
+        Client(service.url, token="wrong-token-but-long-enough") as c,
+        pytest.raises(ServiceError) as refused,
+    ):
+        c.problems()
+    assert refused.value.status == 401
+
+
+def test_a_full_queue_answers_429_and_keeps_what_it_took(service: Service) -> None:
+    with Client(service.url, token=TOKEN) as c:
+        taken, refused = [], []
+        for i in range(MAX_QUEUE + 4):
+            try:
+                taken.append(c.submit(PROBLEM, marked(HONEST, f"burst {i}"), model="burst"))
+            except ServiceError as exc:
+                refused.append(exc)
+        assert refused and all(e.status == 429 and "queue is full" in e.detail for e in refused)
+        done = [c.wait(job.id) for job in taken]
+    assert all(job.typed_verdict() is not None and job.typed_verdict().ok for job in done)  # type: ignore[union-attr]
+
+
+def test_problems_health_and_resubmission(service: Service) -> None:
+    with Client(service.url, token=TOKEN) as c:
+        softmax = c.problems(level=2, tag="softmax")
+        health = c.health()
+        first = c.wait(c.submit("2/1", HONEST, sample=500, model="resubmit").id)
+        again = c.submit("2/1", HONEST, sample=500, model="resubmit")
+        with pytest.raises(ServiceError) as conflict:
+            c.submit("2/1", WRONG, sample=500, model="resubmit")
+        verdict = c.verdict(first.id)
+    assert softmax and all("softmax" in p.tags and p.level == 2 for p in softmax)
+    assert (health.status, health.device, health.backend, health.preset, health.measure) == (
+        "ok", "cpu", "cpp", "small", False,
+    )  # fmt: skip
+    assert again.stored and again.verdict == first.verdict and verdict.status is Status.OK
+    assert conflict.value.status == 409 and "holds another candidate" in conflict.value.detail
+
+
+def test_it_listens_elsewhere_only_with_a_token(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs a bearer token"):
+        check_bind("0.0.0.0", None)
+    check_bind("0.0.0.0", TOKEN)
+    check_bind("::1", None)
+    check_bind("localhost", None)
+    with pytest.raises(ConfigError, match="at least 16"):
+        read_token(None, {"KBENCH_SERVE_TOKEN": "short"})
+    assert read_token(None, {}) is None
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    assert read_token(tmp_path / "token", {}) == TOKEN
+    env = {k: v for k, v in os.environ.items() if k != "KBENCH_SERVE_TOKEN"}
+    proc = _kbench(["serve", "--host", "0.0.0.0", "--port", "0"], env)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "needs a bearer token" in err
