@@ -29,6 +29,7 @@ MEASUREMENTS: dict[str, tuple[str, str]] = {
         "the GPU tests of the sandbox, timing and correctness",
     ),
     "gpu-tests-all": ("-m pytest -q -p no:cacheprovider -m gpu tests", "every GPU test"),
+    "selftest-gpu": ("-m kbench selftest --device cuda", "every anti-cheat fixture, the GPU ones included"),
     "kill-hang": ("benchmarks/kill_hang.py --out {out}/kill-hang.md", "kill during a hang, each signal"),
     "speed-cold": (
         "benchmarks/verdict_speed.py --out {out} --cold 2/1,2/3,2/7,2/13,2/23,2/29,2/30,2/33,2/35,2/17 "
