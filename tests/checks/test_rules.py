@@ -176,6 +176,13 @@ CASES = [
         "with torch.autocast('cuda'):\n    pass\n",
         "with torch.no_grad():\n    pass\n",
     ),
+    (  # 3xTF32 keeps fp32-level accuracy: split precision is not a downgrade
+        "precision-downgrade",
+        "triton",
+        "fp32",
+        "acc = tl.dot(a, b, input_precision='tf32')\n",
+        "acc = tl.dot(a, b, input_precision='tf32x3')\n",
+    ),
 ]
 
 
