@@ -96,7 +96,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
     if result is None:
         return BuildResult(
             ok=False, backend=candidate.backend, seconds=exit_.seconds, log=outcome.message,
-            status=status, message=outcome.message,
+            status=status, message=outcome.message, rule=outcome.rule,
         )  # fmt: skip
     log = result.build_log or ("" if outcome.status is Status.OK else outcome.message)
     return BuildResult(
@@ -109,4 +109,5 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         kernels=tuple(backend.kernel_names(candidate.source)),
         status=status,
         message=outcome.message if failed else "",
+        rule=outcome.rule if failed else "",
     )

@@ -348,7 +348,7 @@ def evaluate(
             built = building.result() if building is not None else built
         if built is not None and not built.ok:
             status = Status(built.status or Status.BUILD_ERROR.value)
-            judged = Outcome(status, built.message, "build" if status is Status.TIMEOUT else "")
+            judged = Outcome(status, built.message, "build" if status is Status.TIMEOUT else built.rule)
             judged.log_tail = built.log[-4000:]
         else:
             with acct.part("cand"):

@@ -123,6 +123,7 @@ class BuildResult:
     recipe: str = ""  # how the extension was built (backends/fastbuild.py): cache, light-headers+pch, ...
     status: str = ""  # when not ok: the verdict status the build earned (build_error, timeout, crashed, oom)
     message: str = ""  # when not ok: why, in one verdict message
+    rule: str = ""  # when not ok: the rule its status carries (a build worker's forged result: result-forged)
 
 
 class Status(str, enum.Enum):
