@@ -32,10 +32,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-# What the workers import at module level, not the workers themselves: runpy runs a module already in
-# sys.modules a second time, as __main__, and warns so into every job's log ("found in sys.modules ... may
-# result in unpredictable behaviour"). Their own module code takes ~8 ms.
-PRELOAD = ("torch", "kbench.sandbox.protocol")
+# The workers and everything they import. The entry modules themselves (ENTRIES) are then dropped from
+# sys.modules: runpy runs a module already there a second time, as __main__, and warns so into every job's
+# log ("found in sys.modules ... may result in unpredictable behaviour"); their own code takes ~8 ms, while
+# what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
+# 5 s to start on an H200 host when only torch was preloaded.
+ENTRIES = ("kbench.sandbox.worker", "kbench.reference")
+PRELOAD = ("torch", *ENTRIES)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
@@ -295,6 +298,8 @@ def main() -> int:
     try:
         for name in PRELOAD:
             __import__(name)
+        for name in ENTRIES:
+            del sys.modules[name]
     except Exception as exc:  # the host spawns workers instead and the job reports its own error
         _send({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
         return 1
