@@ -1,4 +1,4 @@
-# expect: cheat timing-output-mismatch | mismatch | cheat no-custom-kernel
+# expect: cheat timing-output-inconsistent | cheat timing-output-mismatch | mismatch | cheat no-custom-kernel
 # Memoises by data pointer: timed calls on reused input buffers skip the work.
 import torch
 import torch.nn as nn
