@@ -20,7 +20,7 @@ from kbench.cli import selftest as _selftest  # noqa: E402,F401
 from kbench.cli import serve as _serve  # noqa: E402,F401
 from kbench.cli import system as _system  # noqa: E402,F401
 from kbench.cli import verify as _verify  # noqa: E402,F401
-from kbench.cli.app import app, err_console
+from kbench.cli.app import app, err_console, teardown_skipped
 from kbench.errors import KbenchError
 
 
@@ -45,6 +45,15 @@ def main() -> None:
     try:
         with stop_on_signals():
             app()
+    except SystemExit as done:
+        if not teardown_skipped():
+            raise
+        from kbench.reference import wait_for_cache
+
+        wait_for_cache()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(done.code if isinstance(done.code, int) else 0)
     except KbenchError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from kbench.cli.app import Format, app, console, print_json
+from kbench.cli.app import Format, app, console, print_json, skip_teardown
 from kbench.cli.devices import device_defaults
 from kbench.errors import ConfigError
 from kbench.types import Verdict
@@ -137,3 +137,4 @@ def eval_cmd(
         print_json(verdict_dict(verdict))
     else:
         print_verdict(verdict)
+    skip_teardown()  # the verdict is out: the process ends at once (cli.main)
