@@ -262,6 +262,9 @@ def _judge(
             if checked.status is not Status.OK
             else Outcome(outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness)
         )
+    if checked.result is not None and checked.result.inconsistent:
+        rule = "timing-output-inconsistent"
+        return Outcome(Status.CHEAT, checked.result.inconsistent, rule, checked.result, checked.correctness)
     t0 = time.perf_counter()
     checked = check_samples(checked, jobdir, ref, plan.timing, tol)
     acct.nested["judge:samples"] = time.perf_counter() - t0

@@ -12,6 +12,7 @@ import pytest
 from kbench.api import Submission
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
+from kbench.problems import get_problem
 from kbench.rl import (
     CorrectReward,
     EnvOptions,
@@ -85,7 +86,7 @@ class FakeEvaluator:
     def __init__(self, verdict: Verdict) -> None:
         self.config = RunConfig(backend="cpp", device="cpu", preset="small")
         self.verdict, self.seen = verdict, list[Submission]()
-        self.problems = {"2/1": Problem("kbench", 2, 1, "Gemm_ReLU", "class Model: pass\n")}
+        self.problems = {"2/1": get_problem("2/1")}  # a real problem: the prompt shows its preset's sizes
 
     def problem(self, address: Any) -> Problem:
         return self.problems[address] if isinstance(address, str) else address

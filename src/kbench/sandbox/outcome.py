@@ -1,8 +1,8 @@
 """Host side: turn a worker's exit, its (verified) result and the reference data into one status.
 
 Order of precedence: timeout > forged result > crash (no result) > the worker's own failure status >
-structural/value mismatch on the correctness seeds > child process left behind > outputs sampled during
-timing > timer vs wall clock > speed of light.
+structural/value mismatch on the correctness seeds > child process left behind > timed calls that disagree
+with each other (consistency.py) > outputs sampled during timing > timer vs wall clock > speed of light.
 """
 
 from __future__ import annotations

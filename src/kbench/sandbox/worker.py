@@ -295,9 +295,7 @@ class CandidateJob:
             raise
         except (Exception, SystemExit) as exc:
             raise _failure(exc, "runtime_error") from None
-        odd = consistent.check()
-        if odd is not None:
-            raise Stop("cheat", odd, "timing-output-inconsistent")
+        self.result.inconsistent = consistent.check() or ""
         self.result.timing = asdict(res.stats)
         self.result.times_ms = [round(t, 6) for t in res.times_ms]
         self.result.wall_ms = [round(w, 6) for w in res.wall_ms]

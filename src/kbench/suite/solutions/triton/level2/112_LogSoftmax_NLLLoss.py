@@ -1,9 +1,8 @@
-"""Log-softmax + mean NLL loss without materializing the log-probabilities: loss_i = logsumexp(x_i) -
+"""Log-softmax + per-row NLL loss without materializing the log-probabilities: loss_i = logsumexp(x_i) -
 x_i[t_i]. A Triton program walks its row once keeping a per-lane online max and rescaled sum of exp,
-reads the target logit with one scalar load, and writes the row's loss and whether it counts (targets
-equal to ignore_index, -100, do not); a one-program kernel averages them in a fixed order, so the result is
-deterministic (eager: log_softmax reads the 32768 x 8192 logits twice and writes them, nll_loss gathers and
-reduces: ~3 passes of 1 GB).
+reads the target logit with one scalar load, and writes the row's loss (0 for a target equal to
+ignore_index, -100, as F.nll_loss with reduction="none") (eager: log_softmax reads the 32768 x 8192 logits
+twice and writes them, nll_loss gathers: ~3 passes of 1 GB).
 
 Full preset: 32768 x 8192: 1 GB read once (~0.25 ms at 4.3 TB/s); rows up to 8192 floats are one chunk
 held in registers. Max abs error on the small preset (interpreter): 9.5e-07.
@@ -37,18 +36,6 @@ def row_nll_kernel(x_ptr, t_ptr, loss_ptr, N, IGNORE: tl.constexpr, BLOCK: tl.co
     counts = t != IGNORE
     picked = tl.load(x_ptr + row + tl.where(counts, t, 0))
     tl.store(loss_ptr + pid, tl.where(counts, top + tl.log(total) - picked, 0.0))
-    tl.store(loss_ptr + tl.num_programs(0) + pid, counts.to(tl.float32))
-
-
-@triton.jit
-def mean_kernel(loss_ptr, out_ptr, R, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    cnt = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, R, BLOCK):
-        r = start + tl.arange(0, BLOCK)
-        acc += tl.load(loss_ptr + r, mask=r < R, other=0.0)
-        cnt += tl.load(loss_ptr + R + r, mask=r < R, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(cnt, axis=0))
 
 
 class ModelNew(nn.Module):
@@ -58,12 +45,10 @@ class ModelNew(nn.Module):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = logits.contiguous()
         rows, n = logits.shape
-        loss = torch.empty((2, rows), device=logits.device, dtype=torch.float32)
+        loss = torch.empty((rows,), device=logits.device, dtype=torch.float32)
         block = min(BLOCK, triton.next_power_of_2(n))
         row_nll_kernel[(rows,)](
             logits, targets.contiguous(), loss, n, IGNORE=IGNORE_INDEX, BLOCK=block,
             num_warps=max(1, min(16, block // 512)),
         )
-        out = torch.empty((), device=logits.device, dtype=torch.float32)
-        mean_kernel[(1,)](loss, out, rows, BLOCK=1024, num_warps=8)
-        return out
+        return loss
