@@ -4,8 +4,8 @@ Top-level names (no colon) are consecutive segments of the evaluating thread's w
 `Verdict.seconds`: `cli` (the command's own start: interpreter, imports, before evaluating), `checks`,
 `ref` (the reference run, or the wait for the one the run shares), `build` (waiting for the candidate's
 build once the reference is done), `cand` (the candidate worker and reading its result), `judge`
-(comparing outputs and samples, the speed-of-light floor), and `other`: whatever no segment covered,
-which the harness benchmark keeps under 5 %.
+(comparing outputs and samples, the speed-of-light floor), `hidden` (with --hidden-shapes: the second
+check at unseen sizes), and `other`: whatever no segment covered.
 
 Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each worker's own phases, its
 `start` (process start, imports and teardown: its wall time that its phases do not cover), `spawn`
