@@ -5,7 +5,7 @@
 Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
 
 - a sampled timed call (eight per verdict): kept whole (a copy, written, verified and compared by the
-  host) against 2^20 elements at random positions (`protocol.sample_outputs`, the host comparing them
+  host) against 2^20 elements at random positions (`sampling.sample_outputs`, the host comparing them
   with the reference at those positions);
 - the host's comparison (`correctness.compare`) against the fp32 first pass it replaced: twelve passes
   over each chunk into fresh tensors, now seven into three buffers reused for every chunk;
@@ -35,14 +35,8 @@ import torch  # noqa: E402
 from kbench import correctness  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.sandbox.outcome import Outcome, check_samples  # noqa: E402
-from kbench.sandbox.protocol import (  # noqa: E402
-    WorkerResult,
-    digest,
-    read_result,
-    sample_outputs,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result  # noqa: E402
+from kbench.sandbox.sampling import sample_outputs  # noqa: E402
 from kbench.types import Status  # noqa: E402
 
 KEY = b"k" * 32

@@ -97,7 +97,7 @@ def test_time_spent_keeping_samples_is_not_charged_to_the_budget() -> None:
 
 
 def test_stash_copies_what_later_calls_could_change() -> None:
-    from kbench.sandbox.protocol import stash
+    from kbench.sandbox.sampling import stash
 
     out = torch.arange(4.0)
     kept = stash([out, 3])

@@ -9,16 +9,8 @@ import pytest
 import torch
 
 from kbench.sandbox.outcome import Outcome, check_samples
-from kbench.sandbox.protocol import (
-    SAMPLE_ELEMENTS,
-    ForgedResult,
-    Subsample,
-    WorkerResult,
-    read_result,
-    sample_outputs,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import ForgedResult, WorkerResult, read_result, save_tensors, write_result
+from kbench.sandbox.sampling import SAMPLE_ELEMENTS, Subsample, sample_outputs
 from kbench.types import Status
 
 KEY = b"k" * 32

@@ -16,14 +16,8 @@ from typing import Any
 from kbench.correctness import Comparison, compare, output_scale, seed_label, summarize
 from kbench.errors import WorkerError
 from kbench.sandbox.host import WorkerExit
-from kbench.sandbox.protocol import (
-    SAMPLE_ELEMENTS,
-    ForgedResult,
-    TensorFile,
-    WorkerResult,
-    load_tensors,
-    read_result,
-)
+from kbench.sandbox.protocol import ForgedResult, TensorFile, WorkerResult, load_tensors, read_result
+from kbench.sandbox.sampling import SAMPLE_ELEMENTS
 from kbench.types import Correctness, Status
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")

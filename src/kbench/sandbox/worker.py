@@ -31,10 +31,10 @@ from kbench.sandbox.protocol import (
     WorkerResult,
     announce,
     read_key,
-    sample_outputs,
     save_tensors,
     write_result,
 )
+from kbench.sandbox.sampling import sample_outputs
 
 BUILD_NICE = 10  # a build job's niceness (main)
 
