@@ -13,4 +13,9 @@ PY
 else
   export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
+# Larger packages (Ray's wheel is over the 64 MiB a call carries) travel as trimmed .tar.xz installs in .carry/.
+for t in .carry/*.tar.xz; do
+  [ -e "$t" ] && mkdir -p /tmp/site && tar -xJf "$t" -C /tmp/site && echo "unpacked $t"
+done
+case ":$PYTHONPATH:" in *:/tmp/site:*) ;; *) [ -d /tmp/site ] && export PYTHONPATH="$PYTHONPATH:/tmp/site" ;; esac
 export PYTHONUNBUFFERED=1

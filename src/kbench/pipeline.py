@@ -163,7 +163,7 @@ def store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
 
 def executor_options(cfg: RunConfig) -> dict[str, object]:
     if cfg.executor == "ray":
-        return {"address": cfg.ray_address}
+        return {"address": cfg.ray_address, "slots": cfg.gpu_slots}
     if cfg.executor == "local":
         return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots}
     return {}

@@ -13,7 +13,9 @@ PROBLEM = Problem(source="t", level=2, number=1, name="p", code="")
 
 
 def _build(job: Job) -> BuildResult:
-    return BuildResult(ok=True, backend="cpp", log=f"built {job.tag}")
+    import os
+
+    return BuildResult(ok=True, backend="cpp", log=f"built {job.tag} in={os.getpid()}")
 
 
 def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
@@ -46,4 +48,34 @@ def test_ray_runs_every_job_once_on_cpu(local_ray: None) -> None:
     for tag, verdict in got.items():
         assert verdict.device == "cpu"
         assert verdict.message.startswith(f"built {tag} ")  # each job got its own build
-    assert len({v.message.split("pid=")[1] for v in got.values()}) >= 1
+
+    # Evaluations run in the long-lived lane actors (num_cpus=2: one lane), never in a build's process.
+    eval_pids = {v.message.split("pid=")[1] for v in got.values()}
+    build_pids = {v.message.split("in=")[1].split()[0] for v in got.values()}
+    assert len(eval_pids) == 1
+    assert not eval_pids & build_pids
+
+
+def _failing(job: Job, device: str, built: BuildResult | None) -> Verdict:
+    raise RuntimeError(f"kbench's own failure in {job.tag}")
+
+
+def test_ray_lanes_end_with_the_run_and_errors_reach_the_caller(local_ray: None) -> None:
+    import os
+    import time
+
+    jobs = [Job(PROBLEM, Candidate(PROBLEM.key, "cpp", "s"), tag=0)]
+    got: list[Verdict] = []
+    get_executor("ray").run(jobs, _build, _evaluate, lambda j, v: got.append(v))
+    lane_pid = int(got[0].message.split("pid=")[1])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(lane_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"lane process {lane_pid} still alive after the run")
+    with pytest.raises(Exception, match="kbench's own failure in 0"):
+        get_executor("ray").run(jobs, _build, _failing, lambda j, v: None)

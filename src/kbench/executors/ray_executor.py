@@ -1,18 +1,26 @@
-"""The Ray executor: evaluation jobs as Ray tasks with one GPU each, builds as CPU tasks.
+"""The Ray executor: one long-lived lane actor per GPU, builds as CPU tasks.
 
-Works against a local Ray (started here when none is running) or a cluster (`--ray-address`). Ray sets
-CUDA_VISIBLE_DEVICES for each task, so a task evaluates on `cuda` (its one visible GPU) or on `cpu` when
-jobs ask for no GPU. Results come back to the host, which alone writes the store.
+Works against a local Ray (started here when none is running) or a cluster (`--ray-address`). Every GPU
+of the cluster gets one lane: an actor holding that GPU (`num_gpus=1`) for the whole run, with `slots`
+evaluations in flight whose GPU phases take turns on the device lease, exactly as a GPU's lanes of the
+local executor. An actor, unlike a task, keeps one process and one `CUDA_VISIBLE_DEVICES` for its life:
+Ray hides every GPU (`CUDA_VISIBLE_DEVICES=""`) from a process while it runs a CPU-only task, so an
+evaluation must never run in a worker that a build ran in, and a GPU task's worker is started afresh
+for every call (torch and kbench imported again). Builds run as CPU tasks (`num_cpus=1`) and reach the
+lanes in completion order. Without GPUs (or `gpus_per_job=0`) the lanes evaluate on the CPU, one job at a
+time each, half as many lanes as the cluster has CPUs. Results come back to the host, which alone writes
+the store; the lanes are ended when the run ends, and their evaluation workers with them.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from kbench.errors import require
+from kbench.errors import ConfigError, require
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
 from kbench.types import BuildResult, Verdict
@@ -22,17 +30,33 @@ def _build_remote(build: BuildFn, job: Job) -> BuildResult | None:
     return build(job)
 
 
-def _eval_remote(evaluate: EvalFn, job: Job, device: str, built: BuildResult | None) -> Verdict:
-    return evaluate(job, device, built)
+class Lane:
+    """One GPU (or a share of the CPUs) for the run's length: evaluations run here, never in a task."""
+
+    def __init__(self, gpu: bool) -> None:
+        if gpu:
+            import torch
+
+            if torch.cuda.device_count() < 1:
+                shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+                raise RuntimeError(f"a Ray GPU lane sees no GPU (CUDA_VISIBLE_DEVICES={shown!r})")
+
+    def evaluate(self, evaluate: EvalFn, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        return evaluate(job, device, built)
 
 
 class RayExecutor:
     def __init__(
-        self, address: str | None = None, gpus_per_job: float | None = None, num_cpus: int | None = None
+        self,
+        address: str | None = None,
+        gpus_per_job: float | None = None,
+        num_cpus: int | None = None,
+        slots: int = 3,
     ):
         self.address = address
         self.gpus_per_job = gpus_per_job
         self.num_cpus = num_cpus
+        self.slots = max(1, slots)
 
     def _init(self) -> Any:
         ray = require("ray", "ray")
@@ -49,29 +73,61 @@ class RayExecutor:
             ray.init(**kwargs)
         return ray
 
-    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
-        ray = self._init()
+    def _lanes(self, ray: Any, jobs: int) -> tuple[list[Any], str, int]:
+        """The lane actors, the device they evaluate on and the evaluations each takes at once."""
+        resources = ray.cluster_resources()
         gpus = self.gpus_per_job
         if gpus is None:
-            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-        device = "cuda" if gpus > 0 else "cpu"
-        build_task = ray.remote(num_cpus=1)(_build_remote)
-        eval_task = ray.remote(num_gpus=gpus, num_cpus=1 if gpus == 0 else 0)(_eval_remote)
+            gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+        if gpus > 0:
+            count = int(resources.get("GPU", 0) // gpus)
+            if count < 1:
+                raise ConfigError(
+                    f"the Ray cluster has {resources.get('GPU', 0)} GPUs; a job asks for {gpus}"
+                )
+            actor = ray.remote(num_gpus=gpus, num_cpus=0, max_concurrency=self.slots)(Lane)
+            device, slots = "cuda", self.slots
+        else:  # the CPU is what is timed: one job at a time per lane, half the CPUs left for builds
+            count = max(1, int(resources.get("CPU", 1)) // 2)
+            actor = ray.remote(num_cpus=0, max_concurrency=1)(Lane)
+            device, slots = "cpu", 1
+        return [actor.remote(gpus > 0) for _ in range(max(1, min(count, jobs)))], device, slots
+
+    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+        ray = self._init()
+        todo = list(jobs)
+        if not todo:
+            return
+        lanes, device, slots = self._lanes(ray, len(todo))
+        busy = [0] * len(lanes)
+        build_task = ray.remote(num_cpus=1, num_gpus=0)(_build_remote)
         build_ref, eval_ref = ray.put(build), ray.put(evaluate)
-        pending_builds = {build_task.remote(build_ref, job): job for job in jobs}
-        pending_evals: dict[Any, Job] = {}
-        while pending_builds or pending_evals:
-            ready, _ = ray.wait(list(pending_builds) + list(pending_evals), num_returns=1)
-            ref = ready[0]
-            if ref in pending_builds:
-                job = pending_builds.pop(ref)
-                pending_evals[eval_task.remote(eval_ref, job, device, ref)] = job
-            else:
-                job = pending_evals.pop(ref)
-                on_result(job, ray.get(ref))
+        pending_builds = {build_task.remote(build_ref, job): job for job in todo}
+        ready: deque[tuple[Job, Any]] = deque()  # built, waiting for a lane slot
+        pending_evals: dict[Any, tuple[Job, int]] = {}
+        try:
+            while pending_builds or pending_evals or ready:
+                while ready and min(busy) < slots:
+                    lane = busy.index(min(busy))
+                    job, built = ready.popleft()
+                    pending_evals[lanes[lane].evaluate.remote(eval_ref, job, device, built)] = (job, lane)
+                    busy[lane] += 1
+                done, _ = ray.wait(list(pending_builds) + list(pending_evals), num_returns=1)
+                ref = done[0]
+                if ref in pending_builds:
+                    ready.append((pending_builds.pop(ref), ref))
+                else:
+                    job, lane = pending_evals.pop(ref)
+                    busy[lane] -= 1
+                    on_result(job, ray.get(ref))
+        finally:
+            for ref in pending_builds:
+                ray.cancel(ref, force=True)
+            for lane_actor in lanes:  # its evaluation workers die with it (sandbox/procs.py)
+                ray.kill(lane_actor)
 
 
 @register_executor("ray")
 def _make_ray(**options: object) -> RayExecutor:
-    allowed = {k: v for k, v in options.items() if k in ("address", "gpus_per_job", "num_cpus")}
+    allowed = {k: v for k, v in options.items() if k in ("address", "gpus_per_job", "num_cpus", "slots")}
     return RayExecutor(**allowed)  # type: ignore[arg-type]
