@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+BENCHMARKS = ROOT / "benchmarks"
+RESULTS = BENCHMARKS / "results"
 
 
 def _version(package: str) -> str | None:

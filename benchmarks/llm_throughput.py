@@ -26,7 +26,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT
+
 VARIANT_RE = re.compile(r"# variant (\d+)")
 
 
@@ -100,7 +101,7 @@ def main() -> None:
     ap.add_argument("--p429", type=float, default=0.2)
     # A 20 ms answer keeps 16 requests in flight at once; an instant one never overlaps on a small machine.
     ap.add_argument("--delay-ms", type=float, default=20.0)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "llm_throughput.md")
+    ap.add_argument("--out", type=Path, default=Path("benchmark-out/llm-throughput.md"))
     args = ap.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.prompts, args.concurrency)

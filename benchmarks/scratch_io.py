@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import torch  # noqa: E402
+import torch
 
 from kbench.config import RunConfig  # noqa: E402
 from kbench.correctness import compare  # noqa: E402

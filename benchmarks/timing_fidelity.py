@@ -38,8 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
 
 from kbench.build import prebuild, worker_env  # noqa: E402
