@@ -1,6 +1,6 @@
 """Chaos: `kbench run` killed with SIGKILL at a random moment, then resumed, N times.
 
-    python benchmarks/chaos.py --cycles 20 --out benchmarks/results/chaos/cpu.md
+    python benchmarks/chaos.py --cycles 20 --out OUT/chaos.md [--record]
 
 The main job on this machine (`kbench run --solutions reference`: the C++ solutions on the CPU's `small`
 preset, or the CUDA and Triton ones on a GPU) runs once to completion for the reference time and the

@@ -1,7 +1,7 @@
 """Evaluator on a CUDA machine: honest CUDA and Triton candidates, an illegal-address kernel followed by
 an honest one, and one candidate evaluated twice for timing repeatability.
 
-    python benchmarks/evaluator_gpu.py --out benchmarks/results/evaluator_gpu
+    python benchmarks/evaluator_gpu.py --out OUT
 
 Writes result.json and result.md (machine, versions, date, verdicts, times per verdict) to --out.
 """

@@ -1,6 +1,6 @@
 """Kill during a hang: `kbench eval` and `kbench run`, hung in a candidate's forward, sent each stop signal.
 
-    python benchmarks/kill_hang.py --out benchmarks/results/kill-hang-h200.md   # on a GPU machine
+    python benchmarks/kill_hang.py --out OUT/kill-hang.md [--record]   # on a GPU machine
 
 On a GPU the candidate is a Triton Gemm_ReLU that runs its kernel, holds 2 GiB of GPU memory and spins
 in forward (benchmarks/candidates/triton_hang.py); on a CPU-only machine a Python one that starts a

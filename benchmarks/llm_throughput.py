@@ -1,6 +1,6 @@
 """Generation at scale against the local test server: 1,000 prompts, 16-way, 20 % of requests answered 429.
 
-Checks, and writes to benchmarks/results/llm_throughput.md:
+Checks, and writes to --out (default benchmark-out/llm-throughput.md):
 - every prompt completes, exactly one journal entry each;
 - the server never sees more than 16 requests in flight;
 - a run killed (SIGKILL) part-way, then started again on the same folder, asks only the prompts its
@@ -118,6 +118,7 @@ def main() -> None:
         split = len(server.stats.seen)
         t2, summary = run_child(server.openai_url, out, args, None)
         report = check(server.stats, out, first, split, args, t1, t2, summary)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)
 

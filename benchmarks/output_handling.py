@@ -1,6 +1,6 @@
 """What one large output costs a verdict, before and after the output-handling changes of this version.
 
-    python benchmarks/output_handling.py --gib 1 --out benchmarks/results/output-handling-cpu.md
+    python benchmarks/output_handling.py --gib 1 --out OUT/output_handling.md
 
 Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
 

@@ -124,7 +124,8 @@ MEASUREMENTS: dict[str, Measurement] = {
         "the job folder's round trip of outputs, per GiB",
     ),
     "worker-start": Measurement(
-        "benchmarks/worker_start.py", "a worker spawned against one forked by the starter"
+        "benchmarks/worker_start.py --out {out}/worker-start.md",
+        "a worker spawned against one forked by the starter",
     ),
     "build-recipes": Measurement(
         "benchmarks/build_recipes.py --out {out}",

@@ -1,6 +1,6 @@
 """Benchmark the shipped level-2 solutions on a GPU against eager PyTorch and torch.compile.
 
-    python benchmarks/solutions.py --out benchmarks/results/solutions-h200
+    python benchmarks/solutions.py --out OUT [--record]
 
 Three phases; a failing solution is recorded and the run goes on:
 1. warm-up, in parallel subprocesses (one per job, each with a hard timeout): build every CUDA solution

@@ -1,6 +1,6 @@
 """Worker start cost: a new interpreter per job (`spawn`) against a fork of the warm starter (`fork`).
 
-    python benchmarks/worker_start.py --out benchmarks/results/worker-start-cpu.md [--device cuda]
+    python benchmarks/worker_start.py --out OUT/worker-start.md [--device cuda]
 
 1. Bare start: a worker module that imports torch and kbench's worker, reads its key and exits, through
    sandbox.host.run_worker: wall seconds from the call to its return, median of `--repeats`.

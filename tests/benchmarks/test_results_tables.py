@@ -21,6 +21,10 @@ def test_results_are_filed_by_hardware_and_benchmark() -> None:
     assert JSONL, "no records under benchmarks/results"
     loose = [p for p in (BENCHMARKS / "results").iterdir() if p.is_file()]
     assert not loose, f"results belong in <hardware>/<benchmark>.jsonl: {loose}"
+    unfiled = [md for md in (BENCHMARKS / "results").glob("*/*.md") if not md.with_suffix(".jsonl").exists()]
+    assert not unfiled, (
+        f"a table without records: file it with `python benchmarks/tables.py ingest`: {unfiled}"
+    )
 
 
 @pytest.mark.parametrize("path", JSONL, ids=lambda p: f"{p.parent.name}/{p.stem}")
