@@ -4,7 +4,7 @@ A measurement is filed as one JSON object appended to `benchmarks/results/<hardw
 (the schema is `tables.RECORD_KEYS`), and the Markdown table beside it is regenerated from the whole file
 (`python benchmarks/tables.py` does the same for every file). Scripts take `--record [RESULTS]`: without it
 they write only their own outputs; with it they also file their record under RESULTS (default
-`benchmarks/results`; on a lent machine, a folder that comes back, merged here with `tables.py merge`).
+`benchmarks/results`; on a remote machine, a folder that comes back, merged here with `tables.py merge`).
 
 Nothing here imports kbench: the header reads installed versions, so it works whatever kbench's layout.
 """

@@ -9,7 +9,7 @@ A measurement is a command line from MEASUREMENTS; `NAME=ARGS` replaces its defa
 split like a shell; `{out}` is the measurement's folder, `{cache}` the call's shared build cache). Each runs
 with its output tee'd to OUT/NAME/log.txt and its files under OUT/NAME; a failing one is reported and the
 next one runs. With `--record [RESULTS]`, measurements that file records (marked `*` in --list) append
-theirs to RESULTS/<hardware>/<benchmark>.jsonl (default benchmarks/results; on a lent machine give a folder
+theirs to RESULTS/<hardware>/<benchmark>.jsonl (default benchmarks/results; on a remote machine give a folder
 under OUT and merge it here with `python benchmarks/tables.py merge OUT/results`). Nothing here knows about
 a particular machine: sizes, counts, GPUs and cores are arguments.
 """

@@ -3,6 +3,7 @@
     python benchmarks/tables.py                      # regenerate every results/<hw>/<benchmark>.md
     python benchmarks/tables.py --check              # exit 1 if a committed .md differs from its .jsonl
     python benchmarks/tables.py ingest --hardware cpu --benchmark chaos OUT/chaos.md [--artifact F ...]
+    python benchmarks/tables.py ingest --hardware h200 --benchmark selftest-gpu --raw --date D OUT/log.txt
     python benchmarks/tables.py merge OUT/results    # records filed elsewhere with --record RESULTS
 
 One record is one run of a measurement, one line of `<hardware>/<benchmark>.jsonl`, with the keys of
@@ -145,7 +146,7 @@ def parse_markdown(text: str) -> tuple[str | None, list[dict[str, Any]]]:
             i = end + 1
             continue
         if line.startswith("# ") and title is None and not body and not paragraph:
-            title = line[2:].strip()
+            title = re.sub(r"\s*\(\d{4}-\d\d-\d\d[^)]*\)$", "", line[2:].strip())  # the date is a field
         elif line.startswith("#"):
             flush()
             body.append({"heading": line.lstrip("#").strip()})
@@ -190,7 +191,7 @@ def ingest(args: argparse.Namespace) -> int:
     import common
 
     text = args.file.read_text()
-    title, body = parse_markdown(text)
+    title, body = (None, [{"text": f"```\n{text.rstrip()}\n```"}]) if args.raw else parse_markdown(text)
     env = json.loads(args.env.read_text()) if args.env else {}
     date = args.date or _guess(text, r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+\-]\d\d:\d\d)")
     date = date or _guess(text, r"(\d{4}-\d\d-\d\d)")
@@ -262,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ing.add_argument("--command")
     ing.add_argument("--title")
     ing.add_argument("--metrics", help="headline numbers as a JSON object")
+    ing.add_argument("--raw", action="store_true", help="FILE is a plain log: keep it verbatim as the body")
     mer = sub.add_parser("merge", help="append records filed elsewhere with --record SOURCE")
     mer.add_argument("source", type=Path)
     args = ap.parse_args(argv)
