@@ -33,10 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from common import ROOT
+
 from kbench.backends import fastbuild
 from kbench.hardware import environment
 
-ROOT = Path(__file__).resolve().parents[1]
 _LOAD_INLINE = re.compile(r"load_inline\(")
 
 

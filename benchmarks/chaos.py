@@ -1,6 +1,6 @@
 """Chaos: `kbench run` killed with SIGKILL at a random moment, then resumed, N times.
 
-    python benchmarks/chaos.py --cycles 20 --out benchmarks/results/chaos/cpu.md
+    python benchmarks/chaos.py --cycles 20 --out OUT/chaos.md [--record]
 
 The main job on this machine (`kbench run --solutions reference`: the C++ solutions on the CPU's `small`
 preset, or the CUDA and Triton ones on a GPU) runs once to completion for the reference time and the
@@ -26,6 +26,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import common
 
 from kbench.hardware import environment
 from kbench.sandbox import procs
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
+    common.add_record_argument(parser)
     args = parser.parse_args()
     random.seed(args.seed)
     with tempfile.TemporaryDirectory(prefix="kbench-chaos-") as tmp:
@@ -114,6 +117,7 @@ def main() -> None:
             print(f"cycle {i}: killed at {c.kill_at_s:.1f} s with {c.kept_at_kill} verdicts, resume {c.resume_s:.1f} s, "
                   f"lost {c.lost}, duplicated {c.duplicated}, leftover {len(c.leftover)}", flush=True)  # fmt: skip
     write(args.out, full_s, len(expected), cycles)
+    common.record_markdown(args.record, "chaos", args.out.read_text())
 
 
 def write(out: Path, full_s: float, expected: int, cycles: list[Cycle]) -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Source on a GPU machine without package registries: installs carried wheels (.whl/, see README) into
+# Source on a GPU machine without package registries: installs carried wheels (.whl/, see benchmarks/README.md) into
 # /tmp/site and puts kbench's src/ on PYTHONPATH, using the machine's own torch/triton.
 if ls .whl/*.whl >/dev/null 2>&1; then
   missing=$(python3 - <<'PY'

@@ -1,7 +1,7 @@
 """Evaluator on a CUDA machine: honest CUDA and Triton candidates, an illegal-address kernel followed by
 an honest one, and one candidate evaluated twice for timing repeatability.
 
-    python benchmarks/evaluator_gpu.py --out benchmarks/results/evaluator_gpu
+    python benchmarks/evaluator_gpu.py --out OUT
 
 Writes result.json and result.md (machine, versions, date, verdicts, times per verdict) to --out.
 """
@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common import BENCHMARKS
+
 from kbench.config import RunConfig
 from kbench.evaluate import evaluate
 from kbench.hardware import environment
@@ -22,7 +24,7 @@ from kbench.problems import get_problem
 from kbench.reference_pool import ReferencePool
 from kbench.types import Candidate, Verdict
 
-HERE = Path(__file__).parent / "candidates"
+CANDIDATES = BENCHMARKS / "candidates"
 # (label, file, backend, statuses that count as expected)
 STEPS = [
     ("cuda honest (cold build)", "cuda_gemm_relu.py", "cuda", ("ok",)),
@@ -104,7 +106,7 @@ def main() -> None:
         )
         v = evaluate(
             problem,
-            Candidate(problem.key, backend, (HERE / name).read_text(), origin=name),
+            Candidate(problem.key, backend, (CANDIDATES / name).read_text(), origin=name),
             cfg,
             references=pool,
         )

@@ -1,6 +1,6 @@
 """`kbench inspect --all --level 2 --measure-ceilings --preset full --device cuda`, in parallel shards, on a GPU.
 
-    python benchmarks/inspect_gpu.py --out benchmarks/results/inspect-h200 [--shards 4]
+    python benchmarks/inspect_gpu.py --out OUT [--shards 4]
 
 A problem's inspection is mostly torch.compile's cold compile (seconds of CPU, a fresh Inductor cache so
 the fusion log is complete) and a few milliseconds of profiled GPU work, so shards run at once and rarely

@@ -1,6 +1,6 @@
 """Kill during a hang: `kbench eval` and `kbench run`, hung in a candidate's forward, sent each stop signal.
 
-    python benchmarks/kill_hang.py --out benchmarks/results/kill-hang-h200.md   # on a GPU machine
+    python benchmarks/kill_hang.py --out OUT/kill-hang.md [--record]   # on a GPU machine
 
 On a GPU the candidate is a Triton Gemm_ReLU that runs its kernel, holds 2 GiB of GPU memory and spins
 in forward (benchmarks/candidates/triton_hang.py); on a CPU-only machine a Python one that starts a
@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import BENCHMARKS, ROOT, add_record_argument, record_markdown
+
 from kbench.hardware import environment
 from kbench.sandbox import lease, procs
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 KBENCH = [sys.executable, "-c", "from kbench.cli import main; main()"]
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL)
 
@@ -76,7 +76,7 @@ def _setup(tmp: Path, gpu: bool) -> tuple[list[str], list[str], list[str]]:
     """(common flags, hanging eval args, hanging run args) and the honest candidate's eval args."""
     if gpu:
         common = ["--backend", "triton", "--preset", "small", "--no-static"]
-        hang, honest = HERE / "candidates/triton_hang.py", HERE / "candidates/triton_gemm_relu.py"
+        hang, honest = BENCHMARKS / "candidates/triton_hang.py", BENCHMARKS / "candidates/triton_gemm_relu.py"
     else:
         common = ["--backend", "cpp", "--preset", "small", "--device", "cpu", "--no-static"]
         hang, honest = (
@@ -145,6 +145,7 @@ def one(command: str, args: list[str], honest: list[str], sig: signal.Signals, e
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    add_record_argument(parser)
     args = parser.parse_args()
     gpu = _gpu()
     cases = []
@@ -163,6 +164,7 @@ def main() -> None:
                 print(f"{command} {c.sig}: exit {c.exit_code}, left {c.left}, gpu {c.gpu_mib_before}->"
                       f"{c.gpu_mib_hung}->{c.gpu_mib_after} MiB, next {c.next_status} {c.next_s:.1f} s", flush=True)  # fmt: skip
     write(args.out, cases, gpu)
+    record_markdown(args.record, "kill-hang", args.out.read_text())
 
 
 def write(out: Path, cases: list[Case], gpu: bool) -> None:

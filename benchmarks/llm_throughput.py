@@ -1,6 +1,6 @@
 """Generation at scale against the local test server: 1,000 prompts, 16-way, 20 % of requests answered 429.
 
-Checks, and writes to benchmarks/results/llm_throughput.md:
+Checks, and writes to --out (default benchmark-out/llm-throughput.md):
 - every prompt completes, exactly one journal entry each;
 - the server never sees more than 16 requests in flight;
 - a run killed (SIGKILL) part-way, then started again on the same folder, asks only the prompts its
@@ -26,7 +26,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT
+
 VARIANT_RE = re.compile(r"# variant (\d+)")
 
 
@@ -100,7 +101,7 @@ def main() -> None:
     ap.add_argument("--p429", type=float, default=0.2)
     # A 20 ms answer keeps 16 requests in flight at once; an instant one never overlaps on a small machine.
     ap.add_argument("--delay-ms", type=float, default=20.0)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "llm_throughput.md")
+    ap.add_argument("--out", type=Path, default=Path("benchmark-out/llm-throughput.md"))
     args = ap.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.prompts, args.concurrency)
@@ -117,6 +118,7 @@ def main() -> None:
         split = len(server.stats.seen)
         t2, summary = run_child(server.openai_url, out, args, None)
         report = check(server.stats, out, first, split, args, t1, t2, summary)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report)
     print(report)
 

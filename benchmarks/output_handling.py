@@ -1,6 +1,6 @@
 """What one large output costs a verdict, before and after the output-handling changes of this version.
 
-    python benchmarks/output_handling.py --gib 1 --out benchmarks/results/output-handling-cpu.md
+    python benchmarks/output_handling.py --gib 1 --out OUT/output_handling.md
 
 Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,9 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import torch  # noqa: E402
+import torch
 
 from kbench import correctness  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
@@ -40,7 +37,7 @@ from kbench.sandbox.sampling import sample_outputs  # noqa: E402
 from kbench.types import Status  # noqa: E402
 
 KEY = b"k" * 32
-ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
 
 
 def best(fn: Callable[[], Any], repeats: int) -> float:
@@ -54,7 +51,7 @@ def best(fn: Callable[[], Any], repeats: int) -> float:
 
 def sampled_call(out: torch.Tensor, ref: torch.Tensor, whole_bytes: int) -> dict[str, float]:
     """Worker: keep the output, write it; host: verify the signed files, check against the reference."""
-    folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=ROOT))
+    folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=SCRATCH))
     try:
         t0 = time.perf_counter()
         kept = sample_outputs([out], whole_bytes)
@@ -132,7 +129,7 @@ def main() -> None:
         gp = min((sampled_call(gout, ref, 32 << 20) for _ in range(args.repeats)), key=lambda r: r["total"])
         for k in ("keep", "write", "total"):
             rows.append((f"sampled call (GPU output): worker {k}", per_gib(gw[k]), per_gib(gp[k]), ""))
-        folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=ROOT))
+        folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=SCRATCH))
         try:
             before = best(lambda: pageable_write(gout, folder / "a.bin"), args.repeats)
             after = best(lambda: save_tensors(folder, "b", [gout]), args.repeats)
@@ -146,7 +143,7 @@ def main() -> None:
         "# Output handling per GiB of one fp32 output",
         "",
         f"{env.get('gpu') or 'no GPU'}; {env.get('cpu')}, {env.get('cpu_count')} CPUs; torch {env.get('torch')}; "
-        f"{dt.date.today().isoformat()}. Job folders in {ROOT}; best of {args.repeats}.",
+        f"{dt.date.today().isoformat()}. Job folders in {SCRATCH}; best of {args.repeats}.",
         f"Command: `python benchmarks/output_handling.py --gib {args.gib:g} --repeats {args.repeats}`",
         "",
         "Sampled-call rows: before = the output kept whole (checked with today's comparison), now = 2^20",

@@ -21,7 +21,6 @@ import argparse
 import datetime as dt
 import json
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,8 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+import common
 from throughput import batch  # noqa: E402
 
 from kbench.config import RunConfig  # noqa: E402
@@ -133,6 +131,7 @@ def main() -> None:
     ap.add_argument("--variants", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--cold-builds", action="store_true")
+    common.add_record_argument(ap)
     args = ap.parse_args()
     import torch
 
@@ -160,6 +159,7 @@ def main() -> None:
                 print(json.dumps({k2: v for k2, v in row.items() if k2 != "statuses"}), flush=True)
     (args.out / "scaling.md").write_text(report(rows, args))
     print((args.out / "scaling.md").read_text())
+    common.record_markdown(args.record, "scaling", report(rows, args), artifacts=[args.out / "scaling.jsonl"])
 
 
 def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:

@@ -6,7 +6,7 @@ full preset's largest problems that is 1 GiB per output, 4 outputs per candidate
 sampled timed outputs that large come back as 2^20 elements) plus 7 for the reference. This times the round trip per GiB in each folder
 (the comparison against a copy of the values).
 
-    python benchmarks/scratch_io.py --gib 1 --files 4 --out benchmarks/results/scratch-io-cpu.md
+    python benchmarks/scratch_io.py --gib 1 --files 4 --out OUT/scratch_io.md
 """
 
 from __future__ import annotations
@@ -14,14 +14,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import torch  # noqa: E402
+import torch
 
 from kbench.config import RunConfig  # noqa: E402
 from kbench.correctness import compare  # noqa: E402

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import common
+
 TARGET_S = 3.0
 
 
@@ -175,6 +177,7 @@ def main() -> None:
     ap.add_argument("--max-output-mib", type=float, default=256.0)
     ap.add_argument("--no-timing", action="store_true", help="correctness and protocol only")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-service-cache-")))
+    common.add_record_argument(ap)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from kbench.hardware import environment
@@ -198,6 +201,8 @@ def main() -> None:
     (args.out / "service_latency.json").write_text(json.dumps(result, indent=1, default=str))
     (args.out / "service_latency.md").write_text(report(result))
     print(report(result))
+    artifacts = [args.out / "service_latency.json"]
+    common.record_markdown(args.record, "service-latency", report(result), artifacts=artifacts)
 
 
 def report(result: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Benchmark the shipped level-2 solutions on a GPU against eager PyTorch and torch.compile.
 
-    python benchmarks/solutions.py --out benchmarks/results/solutions-h200
+    python benchmarks/solutions.py --out OUT [--record]
 
 Three phases; a failing solution is recorded and the run goes on:
 1. warm-up, in parallel subprocesses (one per job, each with a hard timeout): build every CUDA solution
@@ -31,8 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+import common
 from solutions_report import build_table, machine, markdown, summarize  # noqa: E402
 from solutions_worker import BACKENDS, ROOT, parse_ids, solution_path  # noqa: E402
 
@@ -138,6 +137,8 @@ def report(args: argparse.Namespace, ids: list[int], extra: dict[str, Any]) -> N
         json.dumps({"meta": meta, "summary": summary, "table": table}, indent=1)
     )
     (out / "solutions.md").write_text(markdown(table, summary, args.backends, meta))
+    raw = [out / "results.json", *(out / f"{b}.jsonl" for b in ["baseline", *args.backends])]
+    common.record_markdown(args.record, "solutions", (out / "solutions.md").read_text(), artifacts=raw)
     print(json.dumps({"summary": summary, "seconds": meta.get("seconds")}, indent=1))
 
 
@@ -157,6 +158,7 @@ def main() -> None:
     ap.add_argument("--preset", default="full")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from OUT/*.jsonl")
     ap.add_argument("--warm-only", action="store_true", help="phase 1 only: fill the build/compile caches")
+    common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
     ids, out = parse_ids(args.problems), Path(args.out)

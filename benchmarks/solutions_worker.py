@@ -19,7 +19,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
+
 SOLUTIONS = ROOT / "src" / "kbench" / "suite" / "solutions"
 BACKENDS = ("cuda", "triton")
 BATCHES = ("baseline", *BACKENDS)

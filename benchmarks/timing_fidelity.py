@@ -1,6 +1,6 @@
 """Timing fidelity: is kbench's reported time repeatable run to run, and does it agree with the profiler?
 
-    python benchmarks/timing_fidelity.py --out benchmarks/results/timing-fidelity-h200 --max-seconds 540
+    python benchmarks/timing_fidelity.py --out OUT --max-seconds 540
 
 For the first `--problems` level-2 problems of the embedded suite that ship a solution for `--backend`:
 1. prebuild every solution in parallel (kbench.evaluate.prebuild, `--jobs` at a time): cold CUDA builds
@@ -37,8 +37,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Compile-check every shipped Triton level-2 solution for sm_90 on a CPU-only machine.
 
-    python benchmarks/triton_compile_check.py [--ids 1,23] [--out benchmarks/results/triton-compile-check.md]
+    python benchmarks/triton_compile_check.py [--ids 1,23] [--out OUT/triton-compile-check.md]
 
 Each solution is evaluated like a candidate with `--device cpu --preset small --no-timing`: the
 interpreter dry run records the launches, then a clean process compiles each launched kernel for sm_90

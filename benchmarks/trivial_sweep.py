@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+import common
+
 from kbench.hardware import device_name
 from kbench.problems import get_problem, select
 from kbench.problems.trivial import ANSWERS, SweepSettings, TrivialResult, sweep
 from kbench.verify import resolve_device
-
-HERE = Path(__file__).resolve().parent
 
 
 def _cell(value: float | None) -> str:
@@ -43,11 +43,6 @@ def header(title: str) -> list[str]:
     return [title, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
 
 
-def _slug(device: str) -> str:
-    name = device_name(device) if device.startswith("cuda") else "cpu"
-    return name.lower().replace("nvidia ", "").replace(" ", "-") or "cpu"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="full")
@@ -57,12 +52,13 @@ def main() -> int:
     ap.add_argument("--skip", type=int, default=0, help="resume: leave out the first N selected problems")
     ap.add_argument("--no-fp64", action="store_true", help="skip the float64 yardstick column")
     ap.add_argument(
-        "--out", type=Path, help="Markdown file (default: results/<device>/trivial-sweep-<preset>.md)"
+        "--out", type=Path, help="Markdown file (default: benchmark-out/trivial-sweep-<preset>.md)"
     )
+    common.add_record_argument(ap)
     ap.add_argument("problems", nargs="*", help="addresses (default: the whole suite or --level)")
     args = ap.parse_args()
     device = resolve_device(args.device)
-    out = args.out or HERE / "results" / _slug(device) / f"trivial-sweep-{args.preset}.md"
+    out = args.out or Path("benchmark-out") / f"trivial-sweep-{args.preset}.md"
     chosen = [get_problem(p) for p in args.problems] if args.problems else select("kbench", level=args.level)
     chosen = chosen[args.skip :]
     settings = SweepSettings(preset=args.preset, dtype=args.dtype, device=device, fp64=not args.no_fp64)
@@ -92,6 +88,10 @@ def main() -> int:
         )
         md.write(summary)
     print(summary.strip(), f"table: {out}", sep="\n")
+    if not args.skip:  # a resumed sweep is filed once, by the call that finishes it without --skip
+        common.record_markdown(
+            args.record, "trivial-sweep", out.read_text(), artifacts=[out.with_suffix(".jsonl")]
+        )
     return 1 if bad else 0
 
 

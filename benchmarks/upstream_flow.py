@@ -33,10 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
-
 CORRECTNESS_TRIALS = 5
 WARMUP_CALLS = 3
 TIMED_CALLS = 100

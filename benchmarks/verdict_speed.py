@@ -33,9 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+import common
+from common import BENCHMARKS
+
 KBENCH = [sys.executable, "-m", "kbench"]
-UPSTREAM = [sys.executable, str(HERE / "upstream_flow.py"), "--child", "eval"]
+UPSTREAM = [sys.executable, str(BENCHMARKS / "upstream_flow.py"), "--child", "eval"]
 TOP = ("cli", "checks", "ref", "build", "cand", "judge", "other")
 
 
@@ -157,6 +159,7 @@ def main() -> None:
     ap.add_argument("--preset", default="full")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-speed-cache-")))
+    common.add_record_argument(ap)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -173,6 +176,9 @@ def main() -> None:
         if args.warm:
             result["warm"] = warm(args.warm.split(","), args, folder)
     _write(args.out, result)
+    common.record_markdown(
+        args.record, "verdict-speed", report(result), artifacts=[args.out / "verdict_speed.json"]
+    )
 
 
 def _write(out: Path, result: dict[str, Any]) -> None:

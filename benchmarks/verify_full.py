@@ -1,5 +1,5 @@
 """Run `verify --preset full --device cuda` on the whole embedded suite and write the table of eager time and
-peak memory per problem to benchmarks/results/verify_full.md, or the path given (run on the GPU machine)."""
+peak memory per problem to benchmark-out/verify_full.md, or the path given (run on the GPU machine)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kbench.problems import select
 from kbench.verify import VerifyResult, verify_problems
 
 # argv: [OUT.md [SKIP | PROBLEM...]]: SKIP resumes a run cut by a time limit; PROBLEMs re-check a few
-OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results" / "verify_full.md"
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmark-out/verify_full.md")
 PICK = sys.argv[2:]
 
 

@@ -1,6 +1,6 @@
 """Worker start cost: a new interpreter per job (`spawn`) against a fork of the warm starter (`fork`).
 
-    python benchmarks/worker_start.py --out benchmarks/results/worker-start-cpu.md [--device cuda]
+    python benchmarks/worker_start.py --out OUT/worker-start.md [--device cuda]
 
 1. Bare start: a worker module that imports torch and kbench's worker, reads its key and exits, through
    sandbox.host.run_worker: wall seconds from the call to its return, median of `--repeats`.
@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import ROOT
+
 from kbench.config import RunConfig
 from kbench.evaluate import evaluate
 from kbench.hardware import environment
@@ -28,7 +30,6 @@ from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import JobSpec, ProblemSpec
 from kbench.types import Candidate
 
-HERE = Path(__file__).resolve().parent
 BARE = (
     "import torch\nimport kbench.sandbox.worker\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
 )
@@ -39,7 +40,7 @@ def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
     (folder / "bareworker.py").write_text(BARE)
     spec = JobSpec(role="candidate", problem=ProblemSpec(source="t", level=0, number=0, name="t", code=""),
                    preset="small", dtype="fp32", device="cpu" if device == "cpu" else "cuda")  # fmt: skip
-    env = {"PYTHONPATH": f"{folder}:{HERE.parent / 'src'}"}
+    env = {"PYTHONPATH": f"{folder}:{ROOT / 'src'}"}
     times = []
     for i in range(repeats + 1):
         t0 = time.monotonic()
@@ -53,13 +54,11 @@ def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
 def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
     backend, path = CANDIDATES[device]
     problem = get_problem("kbench:2/1")
-    source = (HERE.parent / path).read_text()
+    source = (ROOT / path).read_text()
     if path.startswith("tests/fixtures/eval/"):
         first = source.splitlines()[0]
         if first.startswith("# include:"):
-            source = (
-                HERE.parent / "tests/fixtures/eval" / first.split(":", 1)[1].strip()
-            ).read_text() + source
+            source = (ROOT / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
     cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
                     cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
     totals, workers = [], []

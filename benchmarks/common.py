@@ -1,0 +1,198 @@
+"""What every benchmark script shares: the repository root, the machine's header and the results writer.
+
+A measurement is filed as one JSON object appended to `benchmarks/results/<hardware>/<benchmark>.jsonl`
+(the schema is `tables.RECORD_KEYS`), and the Markdown table beside it is regenerated from the whole file
+(`python benchmarks/tables.py` does the same for every file). Scripts take `--record [RESULTS]`: without it
+they write only their own outputs; with it they also file their record under RESULTS (default
+`benchmarks/results`; on a remote machine, a folder that comes back, merged here with `tables.py merge`).
+
+Nothing here imports kbench: the header reads installed versions, so it works whatever kbench's layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+RESULTS = BENCHMARKS / "results"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def commit() -> str | None:
+    """The short commit of the checkout the scripts run from (None outside a git work tree)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpus() -> tuple[list[str], str | None, str | None]:
+    """GPU names, the CUDA version torch was built with, and the driver (nvidia-smi), without CUDA init."""
+    cuda = None
+    try:
+        import torch
+
+        cuda = torch.version.cuda
+    except ImportError:
+        pass
+    if shutil.which("nvidia-smi") is None:
+        return [], cuda, None
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    try:
+        done = subprocess.run(query, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return [], cuda, None
+    rows = [line.split(", ") for line in done.stdout.splitlines() if line.strip()]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible and visible.replace(",", "").isdigit():
+        rows = [rows[int(i)] for i in visible.split(",") if int(i) < len(rows)]
+    return [r[0] for r in rows], cuda, (rows[0][1] if rows and len(rows[0]) > 1 else None)
+
+
+def environment() -> dict[str, Any]:
+    """The header of a record: versions, machine and hardware folder of the machine this runs on."""
+    gpus, cuda, driver = _gpus()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    machine = f"{_cpu_name()} x {cpus}"
+    if gpus:
+        machine += f", {len(gpus)}x {gpus[0]}"
+    return {
+        "hardware": hardware_name(gpus[0] if gpus else None),
+        "kbench": {"version": _version("kbench"), "commit": commit()},
+        "versions": {
+            "python": platform.python_version(),
+            "torch": _version("torch"),
+            "triton": _version("triton"),
+            "cuda": cuda if gpus else None,
+            "driver": driver,
+        },
+        "machine": machine,
+    }
+
+
+def hardware_name(gpu: str | None) -> str:
+    """The results folder of a machine: `cpu` without a GPU, else the GPU's model (`NVIDIA H200` -> h200)."""
+    if not gpu:
+        return "cpu"
+    name = re.sub(r"^(NVIDIA|AMD)\s+", "", gpu.strip(), flags=re.I)
+    name = re.sub(r"\s+\d+\s*GB$", "", name)
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def command_line() -> str:
+    """How this script was started, as a user would type it from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        shown = str(script.relative_to(ROOT))
+    except ValueError:
+        shown = script.name
+    return " ".join(["python", shown, *sys.argv[1:]])
+
+
+def add_record_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record",
+        type=Path,
+        nargs="?",
+        const=RESULTS,
+        default=None,
+        metavar="RESULTS",
+        help="also append this run's record to RESULTS/<hardware>/<benchmark>.jsonl and regenerate its "
+        "Markdown table (default RESULTS: benchmarks/results)",
+    )
+
+
+def new_record(
+    benchmark: str,
+    *,
+    title: str | None = None,
+    body: list[dict[str, Any]] | None = None,
+    metrics: dict[str, Any] | None = None,
+    command: str | None = None,
+    env: dict[str, Any] | None = None,
+    date: str | None = None,
+) -> dict[str, Any]:
+    env = env or environment()
+    return {
+        "benchmark": benchmark,
+        "hardware": env["hardware"],
+        "date": date or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "title": title,
+        "kbench": env["kbench"],
+        "versions": env["versions"],
+        "machine": env["machine"],
+        "command": command or command_line(),
+        "body": body or [],
+        "metrics": metrics or {},
+        "artifacts": [],
+    }
+
+
+def append_record(
+    record: dict[str, Any], results: Path = RESULTS, artifacts: list[Path] | None = None
+) -> Path:
+    """Append `record` to RESULTS/<hardware>/<benchmark>.jsonl, copying `artifacts` beside it; render .md."""
+    import tables  # the renderer; imported here so that tables.py may import this module
+
+    folder = results / record["hardware"]
+    if artifacts:
+        stamp = record["date"][:19].replace(":", "").replace("T", "-")
+        dest = folder / record["benchmark"] / stamp
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in artifacts:
+            shutil.copy2(path, dest / path.name)
+            record["artifacts"].append((dest / path.name).relative_to(folder).as_posix())
+    return tables.append(folder / f"{record['benchmark']}.jsonl", record)
+
+
+def record_markdown(
+    results: Path | None,
+    benchmark: str,
+    markdown: str,
+    *,
+    metrics: dict[str, Any] | None = None,
+    artifacts: list[Path] | None = None,
+) -> Path | None:
+    """File a script's Markdown output as a record (its title, paragraphs and tables), when asked to."""
+    if results is None:
+        return None
+    import tables
+
+    title, body = tables.parse_markdown(markdown)
+    record = new_record(benchmark, title=title, body=body, metrics=metrics)
+    path = append_record(record, results, artifacts)
+    print(f"recorded in {path}", file=sys.stderr)
+    return path

@@ -1,0 +1,288 @@
+"""Results filed by hardware and benchmark: the JSON-lines records and the Markdown tables made from them.
+
+    python benchmarks/tables.py                      # regenerate every results/<hw>/<benchmark>.md
+    python benchmarks/tables.py --check              # exit 1 if a committed .md differs from its .jsonl
+    python benchmarks/tables.py ingest --hardware cpu --benchmark chaos OUT/chaos.md [--artifact F ...]
+    python benchmarks/tables.py ingest --hardware h200 --benchmark selftest-gpu --raw --date D OUT/log.txt
+    python benchmarks/tables.py merge OUT/results    # records filed elsewhere with --record RESULTS
+
+One record is one run of a measurement, one line of `<hardware>/<benchmark>.jsonl`, with the keys of
+RECORD_KEYS. `body` keeps the run's report in order: `{"text": ...}` (a Markdown paragraph),
+`{"heading": ...}` and `{"table": {"columns": [...], "rows": [[...], ...]}}`; `metrics` holds headline
+numbers by name; `artifacts` are raw files (logs, per-verdict JSON lines) under `<hardware>/<benchmark>/`,
+relative to the hardware folder. The .md files are generated: edit the records, never the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from common import RESULTS
+
+RECORD_KEYS = (
+    "benchmark",  # the measurement's name, as in run.py
+    "hardware",  # the results folder: cpu, h200, ...
+    "date",  # ISO 8601, UTC
+    "title",  # one line: what was measured
+    "kbench",  # {"version", "commit"}
+    "versions",  # {"python", "torch", "triton", "cuda", "driver"}
+    "machine",  # CPU model x cores, GPUs
+    "command",  # how it was run, from the repository root
+    "body",  # the report: paragraphs, headings and tables, in order
+    "metrics",  # headline numbers by name
+    "artifacts",  # raw files beside the table, relative to the hardware folder
+)
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append(path: Path, record: dict[str, Any]) -> Path:
+    """Append one record to a .jsonl file and regenerate the .md beside it; returns the .md's path."""
+    missing = [key for key in RECORD_KEYS if key not in record]
+    if missing:
+        raise ValueError(f"record lacks {', '.join(missing)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(json.dumps({key: record[key] for key in RECORD_KEYS}, ensure_ascii=False) + "\n")
+    md = path.with_suffix(".md")
+    md.write_text(render(path))
+    return md
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def _table(table: dict[str, Any]) -> list[str]:
+    columns = table["columns"]
+    lines = ["| " + " | ".join(map(_cell, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in table["rows"]]
+    return lines
+
+
+def _header(record: dict[str, Any]) -> str:
+    kb = record.get("kbench") or {}
+    parts = [f"kbench {kb.get('version') or '?'}" + (f" ({kb['commit']})" if kb.get("commit") else "")]
+    names = {"python": "Python", "torch": "torch", "triton": "Triton", "cuda": "CUDA", "driver": "driver"}
+    versions = record.get("versions") or {}
+    parts += [f"{names.get(k, k)} {v}" for k, v in versions.items() if v]
+    return ", ".join(parts) + (f"; {record['machine']}" if record.get("machine") else "")
+
+
+def render_record(record: dict[str, Any]) -> list[str]:
+    date = record["date"].replace("T", " ").removesuffix("+00:00")
+    lines = [f"## {date}" + (f": {record['title']}" if record.get("title") else ""), "", _header(record), ""]
+    if record.get("command"):
+        lines += [f"Command: `{record['command']}`", ""]
+    for block in record.get("body", []):
+        if "heading" in block:
+            lines += [f"### {block['heading']}", ""]
+        elif "table" in block:
+            if block["table"].get("title"):
+                lines += [f"{block['table']['title']}:", ""]
+            lines += [*_table(block["table"]), ""]
+        else:
+            lines += [block["text"], ""]
+    if record.get("metrics"):
+        metrics = {"columns": ["metric", "value"], "rows": [[k, v] for k, v in record["metrics"].items()]}
+        lines += [*_table(metrics), ""]
+    if record.get("artifacts"):
+        links = ", ".join(f"[{Path(a).name}]({a})" for a in record["artifacts"])
+        lines += [f"Raw files: {links}", ""]
+    return lines
+
+
+def render(path: Path) -> str:
+    """The Markdown of a .jsonl file: its records, newest day first, the later of a day's records first."""
+    records = read(path)
+    benchmark, hardware = path.stem, path.parent.name
+    lines = [
+        f"# {benchmark} on {hardware}",
+        "",
+        f"Generated by `python benchmarks/tables.py` from [{path.name}]({path.name}), one section per run, "
+        "newest first. Edit the records, not this file.",
+        "",
+    ]
+    for record in sorted(reversed(records), key=lambda r: r["date"][:10], reverse=True):
+        lines += render_record(record)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def all_jsonl(results: Path = RESULTS) -> list[Path]:
+    return sorted(results.glob("*/*.jsonl"))
+
+
+def parse_markdown(text: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """A script's Markdown report as (title, body): `# ` title, `## ` headings, tables, other paragraphs."""
+    title = None
+    body: list[dict[str, Any]] = []
+    paragraph: list[str] = []
+    lines = text.splitlines()
+    i = 0
+
+    def flush() -> None:
+        if paragraph:
+            body.append({"text": "\n".join(paragraph)})
+            paragraph.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):  # a fenced block stays one paragraph, as written
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), len(lines) - 1)
+            flush()
+            body.append({"text": "\n".join(lines[i : end + 1])})
+            i = end + 1
+            continue
+        if line.startswith("# ") and title is None and not body and not paragraph:
+            title = re.sub(r"\s*\(\d{4}-\d\d-\d\d[^)]*\)$", "", line[2:].strip())  # the date is a field
+        elif line.startswith("#"):
+            flush()
+            body.append({"heading": line.lstrip("#").strip()})
+        elif (
+            line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|[\s:|-]+\|$", lines[i + 1].strip())
+        ):
+            flush()
+            rows = []
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                rows.append(_cells(lines[j]))
+                j += 1
+            body.append({"table": {"columns": _cells(line), "rows": rows}})
+            i = j
+            continue
+        elif not line.strip():
+            flush()
+        else:
+            paragraph.append(line)
+        i += 1
+    flush()
+    return title, body
+
+
+def _cells(line: str) -> list[Any]:
+    cells: list[Any] = [c.strip() for c in line.strip().strip("|").split(" | ")]
+    for k, cell in enumerate(cells):
+        if re.fullmatch(r"-?\d+", cell):
+            cells[k] = int(cell)
+        elif re.fullmatch(r"-?\d+\.\d+", cell) and not cell.endswith("0"):  # 1.50 stays "1.50"
+            cells[k] = float(cell)
+    return cells
+
+
+def _guess(text: str, pattern: str) -> str | None:
+    found = re.search(pattern, text, flags=re.I)
+    return found.group(1).rstrip(",;.") if found else None
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """File a script's Markdown output (as today's scripts write it) as a record."""
+    import common
+
+    text = args.file.read_text()
+    title, body = (None, [{"text": f"```\n{text.rstrip()}\n```"}]) if args.raw else parse_markdown(text)
+    env = json.loads(args.env.read_text()) if args.env else {}
+    date = args.date or _guess(text, r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+\-]\d\d:\d\d)")
+    date = date or _guess(text, r"(\d{4}-\d\d-\d\d)")
+    if not date:
+        raise SystemExit(f"{args.file}: no date found; give --date")
+    if len(date) == 10:
+        date += "T00:00:00+00:00"
+    header = {
+        "hardware": args.hardware,
+        "kbench": {
+            "version": env.get("kbench") or _guess(text, r"kbench (\d[\w.+]*)"),
+            "commit": args.commit or _guess(text, r"commit ([0-9a-f]{7,40})"),
+        },
+        "versions": {
+            "python": env.get("python") or _guess(text, r"python (\d[\w.]*)"),
+            "torch": env.get("torch") or _guess(text, r"torch (\d[\w.+]*)"),
+            "triton": env.get("triton") or _guess(text, r"triton (\d[\w.]*)"),
+            "cuda": env.get("cuda") or _guess(text, r"CUDA (\d[\w.]*)"),
+            "driver": env.get("driver") or _guess(text, r"driver (\d[\w.]*)"),
+        },
+        "machine": args.machine or _machine(env) or "",
+    }
+    command = args.command or _guess(text, r"`(python benchmarks/[^`]*)`") or ""
+    record = common.new_record(args.benchmark, title=args.title or title, body=body, env=header, date=date)
+    record["command"] = command
+    record["metrics"] = json.loads(args.metrics) if args.metrics else {}
+    md = common.append_record(record, args.results, [Path(a) for a in args.artifact])
+    print(md)
+    return 0
+
+
+def _machine(env: dict[str, Any]) -> str | None:
+    if not env:
+        return None
+    machine = f"{env.get('cpu')} x {env.get('cpu_count')}"
+    return machine + (f", {env.get('gpu_count')}x {env['gpu']}" if env.get("gpu") else "")
+
+
+def merge(args: argparse.Namespace) -> int:
+    """Append the records of another results tree (and copy their raw files), skipping ones already here."""
+    for src in all_jsonl(args.source):
+        dest = args.results / src.parent.name / src.name
+        have = {json.dumps(r, sort_keys=True) for r in read(dest)} if dest.exists() else set()
+        for record in read(src):
+            if json.dumps(record, sort_keys=True) in have:
+                continue
+            for artifact in record.get("artifacts", []):
+                target = dest.parent / artifact
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src.parent / artifact, target)
+            print(append(dest, record))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
+    sub = ap.add_subparsers(dest="cmd")
+    ing = sub.add_parser("ingest", help="file a script's Markdown output as a record")
+    ing.add_argument("file", type=Path)
+    ing.add_argument("--hardware", required=True)
+    ing.add_argument("--benchmark", required=True)
+    ing.add_argument("--artifact", action="append", default=[], help="a raw file kept beside the record")
+    ing.add_argument("--env", type=Path, help="`kbench env --format json` of the machine it ran on")
+    ing.add_argument("--date", help="ISO 8601, when the file does not say")
+    ing.add_argument("--commit")
+    ing.add_argument("--machine")
+    ing.add_argument("--command")
+    ing.add_argument("--title")
+    ing.add_argument("--metrics", help="headline numbers as a JSON object")
+    ing.add_argument("--raw", action="store_true", help="FILE is a plain log: keep it verbatim as the body")
+    mer = sub.add_parser("merge", help="append records filed elsewhere with --record SOURCE")
+    mer.add_argument("source", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "ingest":
+        return ingest(args)
+    if args.cmd == "merge":
+        return merge(args)
+    stale = []
+    for path in all_jsonl(args.results):
+        md, text = path.with_suffix(".md"), render(path)
+        if md.exists() and md.read_text() == text:
+            continue
+        stale.append(md)
+        if not args.check:
+            md.write_text(text)
+    for md in stale:
+        print(f"{'differs' if args.check else 'wrote'}: {md}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

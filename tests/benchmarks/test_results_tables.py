@@ -1,0 +1,105 @@
+"""benchmarks/results: every committed Markdown table is what benchmarks/tables.py makes from its records."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import common  # noqa: E402
+import tables  # noqa: E402
+
+JSONL = tables.all_jsonl(BENCHMARKS / "results")
+
+
+def test_results_are_filed_by_hardware_and_benchmark() -> None:
+    assert JSONL, "no records under benchmarks/results"
+    loose = [p for p in (BENCHMARKS / "results").iterdir() if p.is_file()]
+    assert not loose, f"results belong in <hardware>/<benchmark>.jsonl: {loose}"
+    unfiled = [md for md in (BENCHMARKS / "results").glob("*/*.md") if not md.with_suffix(".jsonl").exists()]
+    assert not unfiled, (
+        f"a table without records: file it with `python benchmarks/tables.py ingest`: {unfiled}"
+    )
+
+
+@pytest.mark.parametrize("path", JSONL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_markdown_is_generated_from_the_records(path: Path) -> None:
+    md = path.with_suffix(".md")
+    assert md.exists(), f"{md} missing: run python benchmarks/tables.py"
+    assert md.read_text() == tables.render(path), (
+        f"{md} differs from its records: run python benchmarks/tables.py"
+    )
+
+
+@pytest.mark.parametrize("path", JSONL, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_record_has_the_schema_and_its_raw_files(path: Path) -> None:
+    for record in tables.read(path):
+        assert tuple(record) == tables.RECORD_KEYS
+        assert (record["hardware"], record["benchmark"]) == (path.parent.name, path.stem)
+        for artifact in record["artifacts"]:
+            assert artifact.startswith(f"{record['benchmark']}/"), artifact
+            assert (path.parent / artifact).is_file(), artifact
+
+
+def test_a_script_report_is_filed_and_rendered(tmp_path: Path) -> None:
+    report = "\n".join(
+        [
+            "# Chaos: SIGKILL at a random moment (2026-12-01T10:00:00+00:00)",
+            "",
+            "kbench 0.1.0, torch 2.13.0+cpu, python 3.11.7",
+            "",
+            "| cycle | killed at s | lost |",
+            "|---|---|---|",
+            "| 0 | 12.5 | 0 |",
+        ]
+    )
+    raw = tmp_path / "chaos.log"
+    raw.write_text("cycle 0\n")
+    md = common.record_markdown(tmp_path / "results", "chaos", report, metrics={"lost": 0}, artifacts=[raw])
+    assert md is not None
+    jsonl = md.with_suffix(".jsonl")
+    (record,) = tables.read(jsonl)
+    assert record["benchmark"] == "chaos" and record["title"].startswith("Chaos")
+    assert record["body"][-1] == {
+        "table": {"columns": ["cycle", "killed at s", "lost"], "rows": [[0, 12.5, 0]]}
+    }
+    assert (jsonl.parent / record["artifacts"][0]).read_text() == "cycle 0\n"
+    assert md.read_text() == tables.render(jsonl)
+    assert "| 0 | 12.5 | 0 |" in md.read_text()
+
+
+def test_ingest_files_a_markdown_output_and_merge_skips_what_is_there(tmp_path: Path) -> None:
+    src = tmp_path / "kill-hang.md"
+    src.write_text(
+        "# Kill during a hang (2026-12-01T05:33:36+00:00)\n\nkbench 0.1.0, torch 2.11.0+cu130, python 3.12.3\n\n"
+        "`python benchmarks/kill_hang.py`: a hang.\n\n| command | exit |\n|---|---|\n| `kbench eval` | 130 |\n"
+    )
+    other = tmp_path / "other"
+    argv = ["--results", str(other), "ingest", str(src), "--hardware", "h200", "--benchmark", "kill-hang"]
+    assert tables.main(argv) == 0
+    (record,) = tables.read(other / "h200" / "kill-hang.jsonl")
+    assert (
+        record["date"] == "2026-12-01T05:33:36+00:00"
+        and record["command"] == "python benchmarks/kill_hang.py"
+    )
+    assert record["versions"]["torch"] == "2.11.0+cu130"
+    here = tmp_path / "here"
+    for _ in range(2):
+        assert tables.main(["--results", str(here), "merge", str(other)]) == 0
+    assert len(tables.read(here / "h200" / "kill-hang.jsonl")) == 1
+    assert tables.main(["--results", str(here), "--check"]) == 0
+    (here / "h200" / "kill-hang.md").write_text("edited by hand\n")
+    assert tables.main(["--results", str(here), "--check"]) == 1
+
+
+def test_the_hardware_folder_is_named_after_the_gpu() -> None:
+    assert common.hardware_name(None) == "cpu"
+    assert common.hardware_name("NVIDIA H200") == "h200"
+    assert common.hardware_name("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    env = json.loads(json.dumps(common.environment()))
+    assert set(env) == {"hardware", "kbench", "versions", "machine"} and env["versions"]["python"]
