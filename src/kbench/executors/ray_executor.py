@@ -3,12 +3,12 @@
 Works against a local Ray (started here when none is running) or a cluster (`--ray-address`). Every GPU
 of the cluster gets one lane: an actor holding that GPU (`num_gpus=1`) for the whole run, with `slots`
 evaluations in flight whose GPU phases take turns on the device lease, exactly as a GPU's lanes of the
-local executor. An actor, unlike a task, keeps one process and one `CUDA_VISIBLE_DEVICES` for its life:
-Ray hides every GPU (`CUDA_VISIBLE_DEVICES=""`) from a process while it runs a CPU-only task, so an
-evaluation must never run in a worker that a build ran in, and a GPU task's worker is started afresh
-for every call (torch and kbench imported again). Builds run as CPU tasks (`num_cpus=1`) and reach the
-lanes in completion order. Without GPUs (or `gpus_per_job=0`) the lanes evaluate on the CPU, one job at a
-time each, half as many lanes as the cluster has CPUs. Results come back to the host, which alone writes
+local executor. An actor, unlike a task, keeps one process, its GPU (`CUDA_VISIBLE_DEVICES` set by Ray for
+the actor's life) and its warm state (starter, reference outputs) from job to job: Ray ends the worker
+process of a GPU task after every call (`max_calls=1` is its default for tasks with GPUs), so evaluations
+as tasks would import torch and kbench and start a warm starter afresh for every verdict. Builds run as
+CPU tasks (`num_cpus=1`) and reach the lanes in completion order. Without GPUs (or `gpus_per_job=0`) the
+lanes evaluate on the CPU, one job at a time each, half as many lanes as the cluster has CPUs. Results come back to the host, which alone writes
 the store; the lanes are ended when the run ends, and their evaluation workers with them.
 """
 
@@ -46,6 +46,8 @@ class Lane:
 
 
 class RayExecutor:
+    lane_class: type[Lane] = Lane  # what each lane actor runs
+
     def __init__(
         self,
         address: str | None = None,
@@ -85,11 +87,11 @@ class RayExecutor:
                 raise ConfigError(
                     f"the Ray cluster has {resources.get('GPU', 0)} GPUs; a job asks for {gpus}"
                 )
-            actor = ray.remote(num_gpus=gpus, num_cpus=0, max_concurrency=self.slots)(Lane)
+            actor = ray.remote(num_gpus=gpus, num_cpus=0, max_concurrency=self.slots)(self.lane_class)
             device, slots = "cuda", self.slots
         else:  # the CPU is what is timed: one job at a time per lane, half the CPUs left for builds
             count = max(1, int(resources.get("CPU", 1)) // 2)
-            actor = ray.remote(num_cpus=0, max_concurrency=1)(Lane)
+            actor = ray.remote(num_cpus=0, max_concurrency=1)(self.lane_class)
             device, slots = "cpu", 1
         return [actor.remote(gpus > 0) for _ in range(max(1, min(count, jobs)))], device, slots
 
