@@ -32,12 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch  # noqa: E402
 
-from kbench import correctness  # noqa: E402
+from kbench.evaluate import compare as correctness  # noqa: E402
+from kbench.evaluate.judge import WorkerOutcome as Outcome  # noqa: E402
+from kbench.evaluate.judge import check_samples
 from kbench.hardware import environment  # noqa: E402
-from kbench.sandbox.outcome import Outcome, check_samples  # noqa: E402
 from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result  # noqa: E402
-from kbench.sandbox.sampling import sample_outputs  # noqa: E402
 from kbench.types import Status  # noqa: E402
+from kbench.worker.sampling import sample_outputs  # noqa: E402
 
 KEY = b"k" * 32
 ROOT = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())

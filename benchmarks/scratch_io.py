@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import torch  # noqa: E402
 
 from kbench.config import RunConfig  # noqa: E402
-from kbench.correctness import compare  # noqa: E402
+from kbench.evaluate.compare import compare  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.sandbox.protocol import (  # noqa: E402
     WorkerResult,  # noqa: E402

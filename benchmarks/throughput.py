@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kbench.build import prebuild
 from kbench.config import RunConfig
+from kbench.evaluate.prebuild import prebuild
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor, usable_cpus
 from kbench.hardware import environment

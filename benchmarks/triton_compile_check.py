@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
 from kbench.solutions import reference_candidate, solution_paths
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from kbench.hardware import device_name
 from kbench.problems import get_problem, select
 from kbench.problems.trivial import ANSWERS, SweepSettings, TrivialResult, sweep
-from kbench.verify import resolve_device
+from kbench.verify import checked_device as resolve_device
 
 HERE = Path(__file__).resolve().parent
 

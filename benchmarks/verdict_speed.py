@@ -120,9 +120,9 @@ def cold(
 
 def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
     from kbench.config import resolve
-    from kbench.evaluate import evaluate
+    from kbench.evaluate.flow import evaluate
+    from kbench.evaluate.reference_pool import ReferencePool
     from kbench.problems import get_problem
-    from kbench.reference_pool import ReferencePool
     from kbench.types import Candidate
 
     pool = ReferencePool()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from evalfixtures import cpu_config, fixture_source
 
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status, Verdict
 

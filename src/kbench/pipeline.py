@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbench.build import prebuild
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate import evaluate, resolve_device
+from kbench.evaluate.flow import evaluate, evaluation_device
+from kbench.evaluate.prebuild import prebuild
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.events import Activity, Monitor
 from kbench.executors import Job, get_executor
-from kbench.reference_pool import ReferencePool
 from kbench.sandbox.host import Interrupted
 from kbench.solutions import reference_candidate
 from kbench.store import RequestRecord, Store, VerdictKey, reuse
@@ -83,7 +83,7 @@ class PrebuildJob:
         backend = job.candidate.backend
         cfg = self.cfg.model_copy(update={"backend": backend})
         with self.activity.track("builds"):
-            return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend), self.batch)
+            return prebuild(job.candidate, cfg, evaluation_device(cfg.device, backend), self.batch)
 
 
 def solution_backends(gpu: bool, backend_flag: str | None) -> list[str]:

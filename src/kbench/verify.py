@@ -50,7 +50,7 @@ class VerifyResult:
         return data
 
 
-def resolve_device(device: str) -> str:
+def checked_device(device: str) -> str:
     """`auto` -> cuda when available, else cpu; an explicit cuda device without CUDA is our error."""
     import torch
 
@@ -90,7 +90,7 @@ def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
     without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
     import torch
 
-    from kbench.correctness import generate_inputs
+    from kbench.problems.inputs import generate_inputs
 
     made = generate_inputs(loaded.get_inputs, seed, device)
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]
@@ -213,7 +213,7 @@ def verify_problems(
     device: str = "auto",
     on_result: Callable[[VerifyResult], None] | None = None,
 ) -> VerifyRun:
-    device = resolve_device(device)
+    device = checked_device(device)
     run = VerifyRun()
     for problem in problems:
         result = verify_problem(problem, preset, device)

@@ -13,7 +13,7 @@ import pytest
 from evalfixtures import cpu_config
 
 from kbench.backends.tritoncheck import _decode, _encode
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
 from kbench.solutions import reference_candidate
 from kbench.types import Status

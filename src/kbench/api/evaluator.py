@@ -125,7 +125,7 @@ class Evaluator:
             )
         self.options = options or EvaluatorOptions()
         prewarm(self.config)
-        from kbench.reference_pool import ReferencePool
+        from kbench.evaluate.reference_pool import ReferencePool
 
         self.session = Session(self.config, self.options.record)
         share = self.options.share_references
@@ -299,9 +299,9 @@ class Evaluator:
         spec = self._devices.get(backend)
         if spec is None:
             from kbench.backends import get_backend
-            from kbench.evaluate import resolve_device
+            from kbench.evaluate.flow import evaluation_device
 
-            spec = resolve_device(self.config.device, backend)
+            spec = evaluation_device(self.config.device, backend)
             get_backend(backend).check_environment(spec)  # ConfigError that says how to fix it
             self._devices[backend] = spec
         return spec

@@ -36,15 +36,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from kbench.correctness import (
-    TORCH_DTYPES,
-    compare,
-    flatten_outputs,
-    ieee_numerics,
-    make_inputs,
-    needed_tol,
-)
 from kbench.errors import ConfigError
+from kbench.evaluate.compare import compare, needed_tol
+from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
 from kbench.problems.loader import LoadedProblem, build_model, load
 from kbench.types import Problem
 
@@ -367,7 +361,7 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
 def evaluator_seeds() -> tuple[int, ...]:
     """The fixed correctness seeds `kbench eval` uses with the default config (evaluate.make_plan)."""
     from kbench.config import RunConfig
-    from kbench.evaluate import FIXED_SEED_BASE
+    from kbench.evaluate.flow import FIXED_SEED_BASE
 
     return tuple(FIXED_SEED_BASE + i for i in range(RunConfig().seeds))
 

@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
 KEY_BYTES = 32
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
+SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
 
 
 def read_key() -> bytes:
@@ -128,7 +130,7 @@ class WorkerResult(BaseModel):
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)
 
 
-DIGEST_CHUNK = 64 << 20
+DIGEST_CHUNK_BYTES = 64 << 20
 
 
 def digest(data: Any) -> str:
@@ -137,7 +139,7 @@ def digest(data: Any) -> str:
     from concurrent.futures import ThreadPoolExecutor
 
     view = memoryview(data).cast("B")
-    chunks = [view[i : i + DIGEST_CHUNK] for i in range(0, len(view), DIGEST_CHUNK)] or [view]
+    chunks = [view[i : i + DIGEST_CHUNK_BYTES] for i in range(0, len(view), DIGEST_CHUNK_BYTES)] or [view]
     if len(chunks) == 1:
         parts = [hashlib.sha256(chunks[0]).digest()]
     else:
@@ -229,10 +231,19 @@ def _raw_layout(path: Path, f: TensorFile) -> tuple[Any, int]:
     return dtype, nbytes
 
 
+@dataclass
+class Subsample:
+    """Elements of one output at random flat positions, drawn after the call returned it."""
+
+    values: Any
+    index: Any
+    shape: tuple[int, ...]
+    device: str
+
+
 def save_tensors(jobdir: Path, tag: str, values: list[Any]) -> list[TensorFile]:
     """Write `values` (plain tensors, or `Subsample`s) as raw `TAG_i.bin` files; returns their names,
     digests, dtypes, shapes (a subsample's positions go to `TAG_i.index.bin`)."""
-    from kbench.sandbox.sampling import Subsample
 
     files = []
     for i, value in enumerate(values):
@@ -251,7 +262,7 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
 
     t = value.detach()
     sha = None
-    if t.device.type == "cuda" and t.numel() * t.element_size() > DIGEST_CHUNK:
+    if t.device.type == "cuda" and t.numel() * t.element_size() > DIGEST_CHUNK_BYTES:
         try:
             t = t.contiguous()
             sha = _stream_to_file(t.reshape(-1).view(torch.uint8), jobdir / name)
@@ -280,19 +291,19 @@ def _stream_to_file(flat: Any, path: Path) -> str:
 
     n = flat.numel()
     cuda = flat.device.type == "cuda"
-    starts = list(range(0, n, DIGEST_CHUNK))
+    starts = list(range(0, n, DIGEST_CHUNK_BYTES))
     parts = []
     with (
         torch.cuda.device(flat.device) if cuda else contextlib.nullcontext(),
         ThreadPoolExecutor(max_workers=1) as pool,
         path.open("wb") as fh,
     ):
-        bufs = [torch.empty(DIGEST_CHUNK, dtype=torch.uint8, pin_memory=cuda) for _ in range(2)]
+        bufs = [torch.empty(DIGEST_CHUNK_BYTES, dtype=torch.uint8, pin_memory=cuda) for _ in range(2)]
         done = [torch.cuda.Event() for _ in range(2)] if cuda else []
 
         def issue(i: int) -> None:
             s = starts[i]
-            e = min(n, s + DIGEST_CHUNK)
+            e = min(n, s + DIGEST_CHUNK_BYTES)
             bufs[i % 2][: e - s].copy_(flat[s:e], non_blocking=cuda)
             if cuda:
                 done[i % 2].record()  # on the current stream of the tensor's device, after the copy
@@ -302,7 +313,7 @@ def _stream_to_file(flat: Any, path: Path) -> str:
         for i, s in enumerate(starts):
             if cuda:
                 done[i % 2].synchronize()
-            size = min(n, s + DIGEST_CHUNK) - s
+            size = min(n, s + DIGEST_CHUNK_BYTES) - s
             view = memoryview(bufs[i % 2].numpy()).cast("B")[:size]  # type: ignore[arg-type]
             hashed = pool.submit(lambda v: hashlib.sha256(v).digest(), view)
             fh.write(view)

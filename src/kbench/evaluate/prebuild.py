@@ -12,8 +12,8 @@ from pathlib import Path
 
 from kbench.backends import get_backend
 from kbench.config import RunConfig
+from kbench.evaluate.judge import read_worker
 from kbench.sandbox.host import run_worker
-from kbench.sandbox.outcome import read_worker
 from kbench.sandbox.protocol import JobSpec
 from kbench.types import BuildResult, Candidate, Status
 
@@ -88,7 +88,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         )
         env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
         budgets = cfg.budgets("build")
-        exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+        exit_ = run_worker("kbench.worker.candidate", jobdir, spec, budgets, env=env, start=cfg.worker_start)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
     failed = outcome.status is Status.BUILD_ERROR or result is None

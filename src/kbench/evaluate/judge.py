@@ -8,23 +8,30 @@ with each other (consistency.py) > outputs sampled during timing > timer vs wall
 from __future__ import annotations
 
 import signal
-from collections.abc import Collection
+import statistics
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.correctness import Comparison, compare, output_scale, seed_label, summarize
 from kbench.errors import WorkerError
+from kbench.evaluate.compare import Comparison, compare, output_scale, seed_label, summarize_correctness
 from kbench.sandbox.host import WorkerExit
-from kbench.sandbox.protocol import ForgedResult, TensorFile, WorkerResult, load_tensors, read_result
-from kbench.sandbox.sampling import SAMPLE_ELEMENTS
+from kbench.sandbox.protocol import (
+    SAMPLE_ELEMENTS,
+    ForgedResult,
+    TensorFile,
+    WorkerResult,
+    load_tensors,
+    read_result,
+)
 from kbench.types import Correctness, Status
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
 
 
 @dataclass
-class Outcome:
+class WorkerOutcome:
     status: Status
     message: str = ""
     rule: str = ""
@@ -55,7 +62,7 @@ BUDGET_SETTINGS = {
 }
 
 
-def read_worker(exit_: WorkerExit, jobdir: Path) -> Outcome:
+def read_worker(exit_: WorkerExit, jobdir: Path) -> WorkerOutcome:
     """The first verdict layer: did the worker finish and sign a result? A worker that ran out of time
     before its job's own phases began, or that reports kbench's own failure, raises WorkerError."""
     if exit_.timed_out:
@@ -65,7 +72,7 @@ def read_worker(exit_: WorkerExit, jobdir: Path) -> Outcome:
                 f"a worker spent {exit_.seconds:.0f} s in its {exit_.phase} phase (limit {exit_.budget_s:.0f} s) "
                 f"before running anything of the job; log tail:\n{exit_.log_tail}"
             )
-        return Outcome(
+        return WorkerOutcome(
             Status.TIMEOUT,
             f"{exit_.phase} ran past its budget of {exit_.budget_s:.0f} s ({setting}); its session was killed",
             exit_.phase,
@@ -73,16 +80,16 @@ def read_worker(exit_: WorkerExit, jobdir: Path) -> Outcome:
     try:
         result = read_result(jobdir, exit_.key)
     except ForgedResult as exc:
-        return Outcome(Status.CHEAT, f"result file rejected: {exc}", "result-forged")
+        return WorkerOutcome(Status.CHEAT, f"result file rejected: {exc}", "result-forged")
     if result is not None and result.error:
         raise WorkerError(result.error)
     if result is None:
         if any(m in exit_.log_tail for m in _OOM_MARKERS):
-            return Outcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
-        return Outcome(Status.CRASHED, _crash_message(exit_.returncode))
+            return WorkerOutcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
+        return WorkerOutcome(Status.CRASHED, _crash_message(exit_.returncode))
     if result.status != Status.OK.value:
-        return Outcome(Status(result.status), result.message, result.rule, result)
-    return Outcome(Status.OK, result=result)
+        return WorkerOutcome(Status(result.status), result.message, result.rule, result)
+    return WorkerOutcome(Status.OK, result=result)
 
 
 def _compare_seed(
@@ -102,16 +109,16 @@ def _compare_seed(
 
 
 def check_outputs(
-    outcome: Outcome,
+    outcome: WorkerOutcome,
     jobdir: Path,
     ref: Any,
     seeds: list[int],
     device: str,
     tol: float,
     secret: Collection[int] = (),
-) -> Outcome:
+) -> WorkerOutcome:
     """Compare the candidate's outputs (and input checksums) with the reference for each seed; messages
-    name the seeds in `secret` only as "a secret seed" (correctness.summarize says why)."""
+    name the seeds in `secret` only as "a secret seed" (correctness.summarize_correctness says why)."""
     result = outcome.result
     assert result is not None
     per: list[tuple[int, Comparison]] = []
@@ -119,10 +126,10 @@ def check_outputs(
         label = seed_label(seed, secret)
         files = result.outputs.get(str(seed))
         if files is None:
-            return Outcome(Status.CRASHED, f"no output for {label}", result=result)
+            return WorkerOutcome(Status.CRASHED, f"no output for {label}", result=result)
         if result.input_checksums.get(str(seed)) != ref.checksums.get(seed):
             msg = f"inputs for {label} differ from the reference's (random state or inputs tampered)"
-            return Outcome(Status.CHEAT, msg, "inputs-mutated", result)
+            return WorkerOutcome(Status.CHEAT, msg, "inputs-mutated", result)
         comps = _compare_seed(
             str(seed), load_tensors(jobdir, files), ref.outputs[seed], [f.device for f in files], device, tol
         )
@@ -130,14 +137,18 @@ def check_outputs(
         structural = next((c for c in comps if c.rule), None)
         if structural is not None:
             msg = f"{label}: {structural.report}"
-            return Outcome(Status.MISMATCH, msg, structural.rule, result, summarize(per, secret))
-    correctness = summarize(per, secret)
+            return WorkerOutcome(
+                Status.MISMATCH, msg, structural.rule, result, summarize_correctness(per, secret)
+            )
+    correctness = summarize_correctness(per, secret)
     if not correctness.passed:
-        return Outcome(Status.MISMATCH, correctness.report, "", result, correctness)
-    return Outcome(Status.OK, result=result, correctness=correctness)
+        return WorkerOutcome(Status.MISMATCH, correctness.report, "", result, correctness)
+    return WorkerOutcome(Status.OK, result=result, correctness=correctness)
 
 
-def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[int], tol: float) -> Outcome:
+def check_samples(
+    outcome: WorkerOutcome, jobdir: Path, ref: Any, timing_seeds: list[int], tol: float
+) -> WorkerOutcome:
     """Outputs produced while being timed must match the reference for the input set they came from."""
     result = outcome.result
     assert result is not None
@@ -153,7 +164,7 @@ def check_samples(outcome: Outcome, jobdir: Path, ref: Any, timing_seeds: list[i
         )
         if bad:
             msg = f"output of timed call {call} (input set {k}) does not match the reference"
-            return Outcome(Status.CHEAT, msg, "timing-output-mismatch", result, outcome.correctness)
+            return WorkerOutcome(Status.CHEAT, msg, "timing-output-mismatch", result, outcome.correctness)
     return outcome
 
 
@@ -181,9 +192,7 @@ def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: fl
     return compare(out, torch.take(ref, index), tol, scale=scale).passed
 
 
-def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:
-    from kbench.timing import wallclock_disagrees
-
+def check_timing(outcome: WorkerOutcome, sol_ms: float | None) -> WorkerOutcome:
     result = outcome.result
     assert result is not None and result.timing is not None
     spin_ms = float(dict(result.timing.get("extra", [])).get("spin_ms", 0.0))
@@ -191,11 +200,29 @@ def check_timing(outcome: Outcome, sol_ms: float | None) -> Outcome:
         med_t = sorted(result.times_ms)[len(result.times_ms) // 2]
         med_w = sorted(result.wall_ms)[len(result.wall_ms) // 2]
         msg = f"timer median {med_t:.4f} ms but wall clock median {med_w:.4f} ms per call"
-        return Outcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
+        return WorkerOutcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
     if sol_ms is not None and result.timing["min_ms"] < sol_ms:
         msg = (
             f"fastest call {result.timing['min_ms']:.4g} ms is below the speed-of-light floor {sol_ms:.4g} ms"
             " (every output byte written once at peak bandwidth, or half the compute at peak rate)"
         )
-        return Outcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
+        return WorkerOutcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
     return outcome
+
+
+def wallclock_disagrees(
+    times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float, spin_ms: float = 0.0
+) -> bool:
+    """True when the timer saw much less work than the host clock (minus the empty-call overhead).
+
+    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200, plus the spin
+    when launches are hidden behind one). A side stream or a forged timer gives timer << wall. We flag when
+    the median gap exceeds both half the wall time and the overhead plus twice its synchronize part (the
+    overhead less the spin) + 50 us, so launch jitter on tiny kernels never fires; with no spin that is
+    3x the overhead + 50 us.
+    """
+    if not times_ms or not wall_ms:
+        return False
+    gap = statistics.median(w - t for w, t in zip(wall_ms, times_ms, strict=False))
+    wall = statistics.median(wall_ms)
+    return gap > 0.5 * wall and gap > overhead_ms + 2 * max(overhead_ms - spin_ms, 0.0) + 0.05

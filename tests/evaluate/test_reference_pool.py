@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from kbench.config import RunConfig
-from kbench.evaluate import Plan
+from kbench.evaluate.flow import Plan
+from kbench.evaluate.reference_cache import ReferenceData
+from kbench.evaluate.reference_pool import DEFAULT_MAX_BYTES, ReferencePool, pool_key
 from kbench.problems import get_problem
-from kbench.reference import ReferenceData
-from kbench.reference_pool import DEFAULT_MAX_BYTES, ReferencePool, pool_key
 
 
 def _data(nbytes: int = 400) -> ReferenceData:
@@ -86,7 +86,7 @@ def test_memory_bound_evicts_least_recently_used() -> None:
 
 def test_default_bound_follows_available_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A quarter of the host's available memory, never below the old fixed 8 GiB."""
-    from kbench import reference_pool
+    from kbench.evaluate import reference_pool
 
     monkeypatch.setattr(reference_pool, "mem_available", lambda: 256 << 30)
     assert ReferencePool().max_bytes == 64 << 30

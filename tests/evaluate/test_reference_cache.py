@@ -10,9 +10,9 @@ import pytest
 import torch
 from evalfixtures import cpu_config
 
-from kbench.evaluate import make_plan, run_reference
+from kbench.evaluate.flow import get_reference, make_plan
+from kbench.evaluate.reference_cache import cache_key, read_cache, wait_for_cache, write_cache
 from kbench.problems import build_model, get_problem, load
-from kbench.reference import cache_key, read_cache, wait_for_cache, write_cache
 from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, save_tensors
 
 
@@ -20,7 +20,7 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
     problem = get_problem("kbench:2/1")
     cfg = cpu_config(tmp_path, measure=True, timing_budget_s=0.2)
     plan = make_plan(cfg, "cpu")
-    first = run_reference(problem, cfg, plan, tmp_path / "a")
+    first = get_reference(problem, cfg, plan, tmp_path / "a")
     assert not first.cache_hit and set(first.outputs) == set(plan.fixed + plan.secret + plan.timing)
     assert "eager" in first.timings and first.timings["eager"]["n"] >= 20
 
@@ -31,7 +31,7 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
     assert torch.equal(first.outputs[plan.fixed[0]][0], model(x))
 
     plan2 = make_plan(cfg, "cpu")
-    second = run_reference(problem, cfg, plan2, tmp_path / "b")
+    second = get_reference(problem, cfg, plan2, tmp_path / "b")
     assert second.cache_hit and plan2.secret[0] in second.outputs
     assert torch.equal(second.outputs[plan.fixed[0]][0], first.outputs[plan.fixed[0]][0])
     assert second.timings == first.timings
@@ -78,7 +78,7 @@ def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
     result = _one_output(jobdir)
     (tmp_path / "not-a-dir").write_text("")
     folder = tmp_path / "not-a-dir" / "key"  # its parent cannot be made
-    with caplog.at_level(logging.WARNING, logger="kbench.reference"):
+    with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_cache"):
         write_cache(folder, jobdir, result, [1000])
         wait_for_cache()
     assert read_cache(folder) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kbench.consistency import Consistency
+from kbench.worker.consistency import Consistency
 
 
 def _loop(outputs_for: object, calls: int = 300, sets: int = 3) -> Consistency:

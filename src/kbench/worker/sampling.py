@@ -4,21 +4,11 @@ elements above it (`sample_outputs`, `stash`); written by protocol.save_tensors,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
-SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
+from kbench.sandbox.protocol import SAMPLE_ELEMENTS, Subsample
+
 _urandom = os.urandom  # bound when the worker imports this module, before the candidate is imported
-
-
-@dataclass
-class Subsample:
-    """Elements of one output at random flat positions, drawn after the call returned it."""
-
-    values: Any
-    index: Any
-    shape: tuple[int, ...]
-    device: str
 
 
 def sample_outputs(values: list[Any], whole_bytes: int) -> list[Any]:

@@ -1,11 +1,11 @@
-"""Comparison against the reference: tolerance, NaN/inf, structure rules, report, seeded inputs."""
+"""The host's comparison of outputs against the reference (evaluate/compare.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kbench.correctness import checksum, compare, make_inputs, shares_storage, summarize
+from kbench.evaluate.compare import compare, summarize_correctness
 
 
 @pytest.mark.parametrize("shape", [(6, 42, 5), (1,), (7, 3)])
@@ -79,111 +79,32 @@ def test_structure_rules() -> None:
     assert compare(torch.zeros(2, 3, dtype=torch.float16), ref, 1e-4).rule == "output-dtype"
 
 
-def test_seeded_inputs_are_reproducible_and_cast() -> None:
-    def get_inputs() -> list[object]:
-        return [torch.randn(4, 5), torch.arange(3), 7]
-
-    a = make_inputs(get_inputs, 11, torch.device("cpu"), "bf16")
-    b = make_inputs(get_inputs, 11, torch.device("cpu"), "bf16")
-    c = make_inputs(get_inputs, 12, torch.device("cpu"), "bf16")
-    assert a[0].dtype == torch.bfloat16 and a[1].dtype == torch.int64 and a[2] == 7
-    assert checksum(a) == checksum(b) and checksum(a) != checksum(c)
-
-
-def test_checksum_sees_one_changed_element() -> None:
-    x = torch.randn(100)
-    before = checksum([x])
-    x[57] += 1
-    assert checksum([x]) != before
-
-
-def test_shares_storage() -> None:
-    x = torch.randn(10)
-    assert shares_storage(x[2:5], x)
-    assert not shares_storage(x.clone(), x)
-
-
 def test_summarize_keeps_first_failure() -> None:
     ok = compare(torch.zeros(2), torch.zeros(2), 1e-4)
     bad = compare(torch.ones(2), torch.zeros(2), 1e-4)
-    s = summarize([(1, ok), (2, bad), (3, ok)])
+    s = summarize_correctness([(1, ok), (2, bad), (3, ok)])
     assert not s.passed and s.seeds == (1, 2, 3) and s.report.startswith("seed 2:")
 
 
-def test_ieee_numerics_turns_tf32_off() -> None:
-    import torch
-
-    from kbench.correctness import ieee_numerics
-
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.set_float32_matmul_precision("medium")
-    try:
-        ieee_numerics()
-        assert torch.backends.cudnn.allow_tf32 is False
-        assert torch.backends.cuda.matmul.allow_tf32 is False
-        assert torch.get_float32_matmul_precision() == "highest"
-    finally:
-        torch.set_float32_matmul_precision("highest")
-
-
-def test_device_digest_detects_writes_and_permutations() -> None:
-    from kbench.correctness import device_digest
-
-    x = torch.randn(1000, 37)
-    base = device_digest(x)
-    assert device_digest(x.clone()) == base and len(base) == 32
-    swapped = x.clone()
-    swapped[0, 0], swapped[5, 3] = x[5, 3].item(), x[0, 0].item()
-    assert device_digest(swapped) != base  # same multiset of values, other positions
-    flipped = x.clone()
-    flipped.view(torch.int32)[123, 7] ^= 1  # one bit
-    assert device_digest(flipped) != base
-    assert device_digest(torch.sort(x.reshape(-1)).values.reshape(x.shape)) != base
-    assert device_digest(x.reshape(-1)[:-1]) != device_digest(x.reshape(-1)[:-2])  # padding is not ignored
-    assert device_digest(torch.empty(0)) == device_digest(torch.empty(0, 3))
-
-
-def test_device_digest_does_not_depend_on_chunking(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kbench.correctness as c
-
-    x = torch.randint(-(2**31), 2**31 - 1, (4099,), dtype=torch.int64)
-    whole = c.device_digest(x)
-    monkeypatch.setattr(c, "DIGEST_CHUNK", 100)
-    assert c.device_digest(x) == whole
-    assert c.device_digest(x.flip(0).flip(0)) == whole  # another tensor, equal bytes
-
-
-@pytest.mark.gpu
-def test_gpu_inputs_and_checksums_are_made_on_the_device() -> None:
-    import kbench.correctness as c
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    made = c.make_inputs(lambda: [torch.randn(1000, 100), 3], 5, torch.device("cuda:0"), "fp32")
-    again = c.make_inputs(lambda: [torch.randn(1000, 100), 3], 5, torch.device("cuda:0"), "fp32")
-    assert made[0].is_cuda and made[1] == 3 and torch.equal(made[0], again[0])
-    x = torch.randn(64, 64, device="cuda")
-    assert c.checksum([x]) == c.checksum([x.clone()]) and c.checksum([x]) != c.checksum([x.cpu()])
-
-
 def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:
-    from kbench.correctness import summarize
+    from kbench.evaluate.compare import summarize_correctness
 
     ref = torch.zeros(3, 4)
     out = ref.clone()
     out[1, 2] = 7.0
     good, bad = compare(ref, ref, 1e-4), compare(out, ref, 1e-4)
     secret = 8123456789
-    hidden = summarize([(1000, good), (secret, bad)], secret=[secret])
+    hidden = summarize_correctness([(1000, good), (secret, bad)], secret=[secret])
     assert not hidden.passed and "secret seed" in hidden.report and "1 of 12 elements" in hidden.report
     assert str(secret) not in hidden.report and "7" not in hidden.report and "(1, 2)" not in hidden.report
-    public = summarize([(1000, bad)], secret=[secret])  # a fixed seed's report keeps positions and values
+    public = summarize_correctness(
+        [(1000, bad)], secret=[secret]
+    )  # a fixed seed's report keeps positions and values
     assert "seed 1000" in public.report and "(1, 2)" in public.report and "got 7" in public.report
 
 
 def test_chunked_comparison_reports_what_the_whole_tensor_shows(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kbench.correctness as correctness
+    import kbench.evaluate.compare as correctness
 
     ref = torch.randn(4, 5, 6)
     out = ref.clone()
@@ -208,7 +129,7 @@ def test_chunked_comparison_reports_what_the_whole_tensor_shows(monkeypatch: pyt
 def test_fp32_first_pass_never_changes_the_float64_verdict() -> None:
     """Elements just inside and just outside the threshold (within fp32 rounding of it) are judged as the
     float64 rule judges them: the fp32 pass only accepts chunks with room to spare."""
-    from kbench.correctness import compare
+    from kbench.evaluate.compare import compare
 
     gen = torch.Generator().manual_seed(3)
     tol = 1e-4

@@ -20,16 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from kbench.backends import get_backend
-from kbench.build import prebuild, threads_env, worker_env
+from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
+from kbench.evaluate.judge import WorkerOutcome, check_outputs, check_samples, check_timing, read_worker
+from kbench.evaluate.phases import Account
+from kbench.evaluate.prebuild import prebuild, threads_env, worker_env
+from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
+from kbench.evaluate.reference_pool import ReferencePool, pool_key
+from kbench.evaluate.verdict import make_verdict, sol_ms
 from kbench.hardware import device_name
-from kbench.phases import Account
 from kbench.problems.loader import preset_overrides
-from kbench.reference import ReferenceData, cache_key, read_cache, write_cache
-from kbench.reference_pool import ReferencePool, pool_key
 from kbench.sandbox.host import run_worker
-from kbench.sandbox.outcome import Outcome, check_outputs, check_samples, check_timing, read_worker
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
@@ -40,9 +42,16 @@ from kbench.sandbox.protocol import (
     read_result,
 )
 from kbench.store.reuse import reusable
-from kbench.timing import TimingSettings
-from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
-from kbench.verdict import make_verdict, sol_ms
+from kbench.types import (
+    BuildResult,
+    Candidate,
+    CheckReport,
+    Problem,
+    Status,
+    TimingSettings,
+    TimingStats,
+    Verdict,
+)
 
 FIXED_SEED_BASE = 1000
 REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
@@ -58,7 +67,7 @@ class Plan:
     settings: dict[str, object] = field(default_factory=dict)
 
 
-def resolve_device(device: str, backend: str) -> str:
+def evaluation_device(device: str, backend: str) -> str:
     if device != "auto":
         return device
     if backend == "cpp":
@@ -112,7 +121,7 @@ def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
     )
 
 
-def run_reference(
+def get_reference(
     problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path, skip: Collection[str] = ()
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
@@ -120,7 +129,7 @@ def run_reference(
     import torch
 
     on_gpu = plan.device.startswith("cuda")
-    baselines = [b for b in cfg.baselines if (on_gpu or b != "compile-max-autotune") and b not in skip]
+    baselines = [b for b in modes_for(cfg.baselines, on_gpu) if b not in skip]
     fixed_spec = _job(
         problem,
         cfg,
@@ -142,7 +151,7 @@ def run_reference(
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     budgets = cfg.budgets("reference")
-    exit_ = run_worker("kbench.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+    exit_ = run_worker("kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start)
     t0 = time.perf_counter()
     result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
     if result is not None and result.error:
@@ -182,7 +191,7 @@ def _static(candidate: Candidate, cfg: RunConfig) -> CheckReport:
     return run_checks(candidate.source, candidate.backend, cfg.dtype)
 
 
-def _static_outcome(checks: CheckReport) -> Outcome | None:
+def _static_outcome(checks: CheckReport) -> WorkerOutcome | None:
     """A rejecting finding ends the evaluation; a source that does not parse is a `load_error`."""
     from kbench.checks import SYNTAX_RULE
 
@@ -190,8 +199,8 @@ def _static_outcome(checks: CheckReport) -> Outcome | None:
     if first is None:
         return None
     if first.rule == SYNTAX_RULE:
-        return Outcome(Status.LOAD_ERROR, f"line {first.line}: {first.message}")
-    return Outcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
+        return WorkerOutcome(Status.LOAD_ERROR, f"line {first.line}: {first.message}")
+    return WorkerOutcome(Status.STATIC_REJECT, first.message, f"static:{first.rule}")
 
 
 def run_candidate(
@@ -201,7 +210,7 @@ def run_candidate(
     plan: Plan,
     workdir: Path,
     cancel: threading.Event | None = None,
-) -> Outcome:
+) -> WorkerOutcome:
     backend = get_backend(candidate.backend)
     jobdir = workdir / "candidate"
     jobdir.mkdir(parents=True)
@@ -224,7 +233,7 @@ def run_candidate(
     env = worker_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
     start = cfg.worker_start
-    exit_ = run_worker("kbench.sandbox.worker", jobdir, spec, budgets, env=env, start=start, cancel=cancel)
+    exit_ = run_worker("kbench.worker.candidate", jobdir, spec, budgets, env=env, start=start, cancel=cancel)
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
@@ -232,7 +241,7 @@ def run_candidate(
         outcome.result.phases["spawn"] = round(exit_.spawn_s, 3)
         outcome.result.phases["read"] = round(time.perf_counter() - t0, 3)
     if exit_.leftover and outcome.status is Status.OK:
-        outcome = Outcome(
+        outcome = WorkerOutcome(
             Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
         )
     outcome.log_tail = exit_.log_tail
@@ -240,7 +249,7 @@ def run_candidate(
 
 
 def _judge(
-    outcome: Outcome,
+    outcome: WorkerOutcome,
     problem: Problem,
     cfg: RunConfig,
     plan: Plan,
@@ -248,7 +257,7 @@ def _judge(
     workdir: Path,
     acct: Account,
     floor: Future[float | None] | None = None,
-) -> Outcome:
+) -> WorkerOutcome:
     jobdir = workdir / "candidate"
     tol = problem.tol(cfg.dtype)
     if outcome.status is not Status.OK and outcome.rule != "child-process":
@@ -260,11 +269,15 @@ def _judge(
         return (
             checked
             if checked.status is not Status.OK
-            else Outcome(outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness)
+            else WorkerOutcome(
+                outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness
+            )
         )
     if checked.result is not None and checked.result.inconsistent:
         rule = "timing-output-inconsistent"
-        return Outcome(Status.CHEAT, checked.result.inconsistent, rule, checked.result, checked.correctness)
+        return WorkerOutcome(
+            Status.CHEAT, checked.result.inconsistent, rule, checked.result, checked.correctness
+        )
     t0 = time.perf_counter()
     checked = check_samples(checked, jobdir, ref, plan.timing, tol)
     acct.nested["judge:samples"] = time.perf_counter() - t0
@@ -297,7 +310,7 @@ def evaluate(
     `before_s`: the caller's own seconds before this call, counted in the verdict (`cli`, phases.py)."""
     acct = Account(before_s)
     with acct.part("checks"):
-        device = resolve_device(cfg.device, candidate.backend)
+        device = evaluation_device(cfg.device, candidate.backend)
         plan = make_plan(cfg, device)
         preset_overrides(problem, cfg.preset)  # ProblemError for an unknown preset, before any worker
         checks = _static(candidate, cfg)
@@ -329,17 +342,17 @@ def evaluate(
         with acct.part("ref"):
             try:
                 if references is None:
-                    ref = run_reference(problem, cfg, plan, workdir, skip=reused.keys())
+                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys())
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
                     plan, ref, _ = references.get(
-                        key, lambda: (plan, run_reference(problem, cfg, plan, workdir, skip=reused.keys()))
+                        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys()))
                     )
             except BaseException as exc:
                 cancel.set()  # no verdict without a reference: the early candidate's worker ends now
                 if isinstance(exc, ForgedResult) and early is not None:
                     # Only the candidate ran beside the reference: it rewrote the reference's files.
-                    tampered = Outcome(
+                    tampered = WorkerOutcome(
                         Status.CHEAT, f"the reference's files changed: {exc}", "evaluator-files"
                     )
                     return make_verdict(problem, candidate, cfg, plan, tampered, checks, None, acct)
@@ -351,7 +364,7 @@ def evaluate(
             built = building.result() if building is not None else built
         if built is not None and not built.ok:
             status = Status(built.status or Status.BUILD_ERROR.value)
-            judged = Outcome(status, built.message, "build" if status is Status.TIMEOUT else built.rule)
+            judged = WorkerOutcome(status, built.message, "build" if status is Status.TIMEOUT else built.rule)
             judged.log_tail = built.log[-4000:]
         else:
             with acct.part("cand"):

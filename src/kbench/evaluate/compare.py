@@ -1,142 +1,19 @@
-"""Seeded inputs, checksums, and the comparison of outputs against the reference.
+"""The comparison of a candidate's outputs against the reference (host side).
 
-Inputs are generated on the evaluation device under `torch.manual_seed(seed)` (factory calls in
-`get_inputs` run inside a `torch.device` context; the reference and the candidate worker run the same
-code on the same device, so they get bit-identical inputs), then cast to the problem dtype. On a GPU this
-takes milliseconds where the CPU's generator took seconds for the `full` presets' largest inputs.
-Checksums of CPU tensors are SHA-256 over their bytes; those of GPU tensors are a position-weighted
-digest computed on the device (a permutation or a write changes it), so nothing large crosses to the
-host. The comparison runs on the host, on CPU copies, in float64: |out - ref| <= tol + tol * |ref|, with
+The comparison runs on the host, on CPU copies, in float64: |out - ref| <= tol + tol * |ref|, with
 NaN and inf required at the same positions with the same sign.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from kbench.types import Correctness
 
-TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 REPORT_POSITIONS = 5  # differing positions listed in a mismatch report
-
-
-def ieee_numerics() -> None:
-    """Compute float32 as float32 in both workers, before any snapshot or candidate import.
-
-    torch's defaults let cuDNN convolutions use TF32 (`cudnn.allow_tf32 = True`), about 1e-3 relative
-    error: an honest fp32 kernel then "mismatches" the reference (seen on an H200: 19 % of a conv2d's
-    outputs beyond 1e-4), and a TF32 kernel looks correct. The reference is the fp32 result, so TF32 is off
-    everywhere; a candidate that turns it back on trips the `global-state` rule. Changing this changes
-    reference outputs: bump reference.NUMERICS so cached ones are not reused.
-    """
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-
-
-def generate_inputs(get_inputs: Any, seed: int, device: torch.device | str) -> list[Any]:
-    """`get_inputs()` under `seed`, its factory calls made on `device` (as returned: not moved or cast).
-    Changing where inputs are made changes their values: bump reference.NUMERICS with it."""
-    device = torch.device(device)
-    torch.manual_seed(seed)
-    if device.type == "cpu":
-        return list(get_inputs())
-    with torch.device(device):
-        return list(get_inputs())
-
-
-def make_inputs(get_inputs: Any, seed: int, device: torch.device, dtype: str) -> list[Any]:
-    """`get_inputs()` under `seed`, generated on `device` (CPU-made tensors are moved), cast to `dtype`."""
-    return [_place(x, device, dtype) for x in generate_inputs(get_inputs, seed, device)]
-
-
-def _place(x: Any, device: torch.device, dtype: str) -> Any:
-    if not isinstance(x, torch.Tensor):
-        return x
-    x = x.to(device)
-    return x.to(TORCH_DTYPES[dtype]) if x.is_floating_point() else x
-
-
-def checksum(values: Sequence[Any]) -> list[str]:
-    """A SHA-256 prefix per input of its bytes (CPU tensors), device digest (GPU tensors) or repr."""
-    out = []
-    for x in values:
-        h = hashlib.sha256()
-        if isinstance(x, torch.Tensor):
-            t = x.detach()
-            h.update(f"{t.dtype}{tuple(t.shape)}{t.device.type}".encode())
-            if t.device.type == "cpu":
-                h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-            else:
-                h.update(device_digest(t))
-        else:
-            h.update(repr(x).encode())
-        out.append(h.hexdigest()[:24])
-    return out
-
-
-DIGEST_CHUNK = 1 << 25  # 64-bit words per step: bounds the digest's scratch memory to ~1 GiB
-_MIX = 0x9E3779B97F4A7C15 - (1 << 64)  # odd 64-bit constant (as a signed int64)
-
-
-def device_digest(x: torch.Tensor) -> bytes:
-    """A digest of a tensor's bytes computed where the tensor lives, 32 bytes returned to the host.
-
-    The bytes are read as 64-bit words w_i (zero-padded); two sums wrap modulo 2**64: sum(w_i * (2i+1))
-    and sum(f(w_i) * (2i+1)) with f a multiply-xorshift mix, plus the xor of all words. Integer sums are
-    order-independent, so the digest is the same on every run; moving, permuting or rewriting any word
-    changes it (short of a deliberately constructed collision). It detects writes into inputs and inputs
-    that differ between the reference and the candidate, at memory bandwidth instead of a copy to the host
-    and a SHA-256 over gigabytes.
-    """
-    flat = x.detach().contiguous().reshape(-1).view(torch.uint8)
-    pad = (-flat.numel()) % 8
-    if pad:
-        flat = torch.cat([flat, flat.new_zeros(pad)])
-    words = flat.view(torch.int64)
-    acc = torch.zeros(3, dtype=torch.int64, device=words.device)
-    for start in range(0, words.numel(), DIGEST_CHUNK):
-        w = words[start : start + DIGEST_CHUNK]
-        weight = torch.arange(start, start + w.numel(), dtype=torch.int64, device=w.device) * 2 + 1
-        mixed = (w ^ (w >> 31)) * _MIX
-        mixed = mixed ^ (mixed >> 29)
-        acc[0] += (w * weight).sum()
-        acc[1] += (mixed * weight).sum()
-        acc[2] ^= _xor_all(w)
-    return acc.cpu().numpy().tobytes() + words.numel().to_bytes(8, "little")
-
-
-def _xor_all(w: torch.Tensor) -> torch.Tensor:
-    """XOR of all words, by halving (torch has no xor reduction)."""
-    while w.numel() > 1:
-        if w.numel() % 2:
-            w = torch.cat([w, w.new_zeros(1)])
-        half = w.numel() // 2
-        w = w[:half] ^ w[half:]
-    return w.reshape(-1)[0] if w.numel() else torch.zeros((), dtype=torch.int64, device=w.device)
-
-
-def flatten_outputs(out: Any) -> list[Any]:
-    """A forward's result as a list: one tensor, or the items of a tuple/list."""
-    if isinstance(out, tuple | list):
-        return list(out)
-    return [out]
-
-
-def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when the byte ranges of the two tensors' storages overlap."""
-    if a.device != b.device:
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    if sa.nbytes() == 0 or sb.nbytes() == 0:
-        return False
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
 
 
 @dataclass(frozen=True)
@@ -300,7 +177,7 @@ def _fp64_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, start: int, acc: _
 
 
 def _report(out: torch.Tensor, o: torch.Tensor, r: torch.Tensor, acc: _Acc, tol: float) -> str:
-    # the floor stays out of the first line: for a secret seed that line is all a report shows (summarize)
+    # the floor stays out of the first line: for a secret seed that line is all a report shows (summarize_correctness)
     rule = f"tol={tol:g}: |out-ref| <= tol*(min(1, rms(ref))+|ref|)"
     lines = [f"{acc.wrong_n} of {o.numel()} elements differ beyond {rule}; first positions:"]
     for flat in acc.first:
@@ -322,7 +199,7 @@ def seed_label(seed: int, secret: Collection[int] = ()) -> str:
     return "a secret seed" if seed in secret else f"seed {seed}"
 
 
-def summarize(results: list[tuple[int, Comparison]], secret: Collection[int] = ()) -> Correctness:
+def summarize_correctness(results: list[tuple[int, Comparison]], secret: Collection[int] = ()) -> Correctness:
     """Fold per-(seed, output) comparisons into one Correctness; the first failure's report wins.
 
     A failure on a secret seed is reported without its seed, positions and values: the report reaches

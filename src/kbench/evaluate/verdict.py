@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from kbench.baselines.modes import TIMED_MODES
 from kbench.config import RunConfig
+from kbench.evaluate.judge import WorkerOutcome
+from kbench.evaluate.phases import Account
+from kbench.evaluate.reference_cache import ReferenceData
 from kbench.hardware import device_name
-from kbench.phases import Account
-from kbench.reference import COMPILE_MODES, ReferenceData
-from kbench.sandbox.outcome import Outcome
 from kbench.store.reuse import measured
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
 
 if TYPE_CHECKING:
-    from kbench.evaluate import Plan
+    from kbench.evaluate.flow import Plan
 
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 
@@ -69,7 +70,7 @@ def make_verdict(
     candidate: Candidate,
     cfg: RunConfig,
     plan: Plan,
-    outcome: Outcome,
+    outcome: WorkerOutcome,
     checks: CheckReport,
     ref: ReferenceData | None,
     acct: Account,
@@ -106,7 +107,7 @@ def make_verdict(
         build=build,
         correctness=outcome.correctness,
         timing=timing if outcome.status is Status.OK else None,
-        baselines=tuple((m, baselines[m]) for m in COMPILE_MODES if m in baselines),
+        baselines=tuple((m, baselines[m]) for m in TIMED_MODES if m in baselines),
         kernel_share=result.kernel_share if result is not None else None,
         warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
         seconds=round(acct.seconds(), 3),

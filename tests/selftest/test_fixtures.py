@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbench.selftest import Fixture, discover, run_fixture
+from kbench.selftest.runner import Fixture, discover, run_fixture
 
 FIXTURES = discover(gpu=True)
 

@@ -11,10 +11,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kbench.baselines.modes import check_modes
 from kbench.config import RunConfig, job_prefix, resolve, scratch_root
-from kbench.errors import ConfigError
-from kbench.evaluate import make_plan, resolve_device, run_reference
-from kbench.reference import COMPILE_MODES
+from kbench.evaluate.flow import evaluation_device, get_reference, make_plan
 from kbench.store.reuse import measured
 from kbench.types import Problem, TimingStats
 
@@ -25,15 +24,13 @@ def time_baselines(
     """Time the reference in `modes` (eager, compile, compile-max-autotune) in the trusted reference worker,
     with the same timing function candidates get; `kbench baseline` stores the result. Without `cfg`, the
     defaults and KBENCH_* environment `kbench run` also resolves, so the timing settings agree."""
-    unknown = [m for m in modes if m not in COMPILE_MODES]
-    if unknown:
-        raise ConfigError(f"unknown baseline mode(s) {unknown}; choose from {', '.join(COMPILE_MODES)}")
+    check_modes(modes, timed=True)
     cfg = (cfg or resolve()).model_copy(
         update={"preset": preset, "dtype": dtype, "baselines": list(modes), "measure": True}
     )
-    plan = make_plan(cfg, resolve_device(cfg.device, "cuda"))
+    plan = make_plan(cfg, evaluation_device(cfg.device, "cuda"))
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
-        ref = run_reference(problem, cfg, plan, Path(tmp))
+        ref = get_reference(problem, cfg, plan, Path(tmp))
     stats = measured(ref.timings, plan.settings, ref.cache_hit)
     return {m: s for m, s in stats.items() if m in modes}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from evalfixtures import cpu_config, fixture_source
 
-from kbench.build import cuda_arch_list, prebuild
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.prebuild import cuda_arch_list, prebuild
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status
 
@@ -46,7 +46,7 @@ def test_arch_list_falls_back_to_config(monkeypatch) -> None:  # type: ignore[no
 
 def test_worker_env_carries_the_build_recipes(tmp_path: Path) -> None:
     from kbench.backends import fastbuild
-    from kbench.build import worker_env
+    from kbench.evaluate.prebuild import worker_env
 
     cfg = cpu_config(tmp_path)
     env = worker_env("cuda", cfg, "cuda:0")
@@ -66,7 +66,7 @@ def test_build_jobs_run_at_lower_priority(tmp_path: Path) -> None:
     children) runs at BUILD_NICE above the host's niceness."""
     import os
 
-    from kbench.sandbox.worker import BUILD_NICE
+    from kbench.worker.candidate import BUILD_NICE
 
     seen = tmp_path / "nice.txt"
     source = f"import os\nopen({str(seen)!r}, 'w').write(str(os.nice(0)))\n"

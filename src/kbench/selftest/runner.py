@@ -1,6 +1,6 @@
 """The anti-cheat fixture suite: candidates that must get a known verdict, run against the evaluator.
 
-Fixtures live in the package (`kbench/selftest_fixtures/<problem>/{correct,wrong}/<name>.<backend>.py`)
+Fixtures live in the package (`kbench/selftest/fixtures/<problem>/{correct,wrong}/<name>.<backend>.py`)
 next to a self-contained `problem.py` per folder. Each fixture starts with header comments:
 
     # expect: STATUS [RULE] [| STATUS [RULE] ...]   the verdicts that count as caught (alternatives: |)
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
-from kbench.reference_pool import ReferencePool
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.types import Candidate, Problem, Verdict
 
 _KEYS = ("expect", "static", "timeout", "requires", "warns")
@@ -65,7 +65,7 @@ class Fixture:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class FixtureOutcome:
     fixture: Fixture
     status: str
     rule: str
@@ -79,7 +79,7 @@ class Outcome:
 
 
 def fixture_root() -> Path:
-    return Path(str(resources.files("kbench") / "selftest_fixtures"))
+    return Path(str(resources.files("kbench.selftest") / "fixtures"))
 
 
 def parse_header(text: str, where: str) -> dict[str, str]:
@@ -173,8 +173,8 @@ def run_fixture(
     gpu: bool = False,
     base: RunConfig | None = None,
     references: ReferencePool | None = None,
-) -> Outcome:
-    from kbench.evaluate import evaluate  # the evaluator under test
+) -> FixtureOutcome:
+    from kbench.evaluate.flow import evaluate  # the evaluator under test
 
     cfg = fixture_config(fixture, gpu, base)
     problem = fixture_problem(fixture)
@@ -182,14 +182,14 @@ def run_fixture(
     start = time.perf_counter()
     verdict = evaluate(problem, candidate, cfg, references=references)
     seconds = time.perf_counter() - start
-    return Outcome(
+    return FixtureOutcome(
         fixture, verdict.status.value, verdict.rule, judge(fixture, verdict), seconds, verdict.message
     )
 
 
 def run_suite(
     backends: Iterable[str] | None = None, gpu: bool = False, select: str = "", base: RunConfig | None = None
-) -> list[Outcome]:
+) -> list[FixtureOutcome]:
     fixtures = [f for f in discover(backends=backends, gpu=gpu) if select in f.id]
     references = ReferencePool()  # the fixtures of one problem share its reference run
     return [run_fixture(f, gpu, base, references) for f in fixtures]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbench.errors import ConfigError
-from kbench.selftest import discover, fixture_config, fixture_root, judge, load_fixture
+from kbench.selftest.runner import discover, fixture_config, fixture_root, judge, load_fixture
 from kbench.types import CheckReport, Finding, Severity, Status, Verdict
 
 

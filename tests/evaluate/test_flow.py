@@ -15,7 +15,7 @@ import pytest
 from evalfixtures import FIXTURES, cpu_config, fixture_source
 from typer.testing import CliRunner
 
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status
 
@@ -87,7 +87,7 @@ def test_honest_outputs_sampled_at_random_elements_pass(cache_dir: Path) -> None
 
 
 def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kbench.evaluate.sol_ms", lambda *a: 1e6)
+    monkeypatch.setattr("kbench.evaluate.flow.sol_ms", lambda *a: 1e6)
     v = run("cpp_honest.py", cache_dir)
     assert (v.status, v.rule) == (Status.CHEAT, "beyond-speed-of-light")
 
@@ -166,7 +166,7 @@ def test_syntax_error_is_load_error_with_line(cache_dir: Path) -> None:
 
 @pytest.mark.parametrize(("dtype", "warned"), [("fp32", True), ("fp16", False), ("bf16", False)])
 def test_static_checks_see_the_problem_dtype(cache_dir: Path, dtype: str, warned: bool) -> None:
-    from kbench.evaluate import _static
+    from kbench.evaluate.flow import _static
 
     source = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.half()\n"
     cfg = cpu_config(cache_dir, static_checks=True, dtype=dtype)
@@ -175,7 +175,7 @@ def test_static_checks_see_the_problem_dtype(cache_dir: Path, dtype: str, warned
 
 
 def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
-    from kbench.reference_pool import ReferencePool
+    from kbench.evaluate.reference_pool import ReferencePool
     from kbench.store.reuse import source_of
 
     problem = get_problem(PROBLEM)

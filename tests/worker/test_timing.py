@@ -8,11 +8,12 @@ import time
 import pytest
 import torch
 
-from kbench.timing import TimingSettings, summarize, time_callable, wallclock_disagrees
+from kbench.evaluate.judge import wallclock_disagrees
+from kbench.worker.timing import TimingSettings, summarize_times, time_callable
 
 
 def test_summarize_statistics() -> None:
-    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0], "cpu", "perf_counter")
+    s = summarize_times([1.0, 2.0, 3.0, 4.0, 100.0], "cpu", "perf_counter")
     assert s.median_ms == 3.0 and s.min_ms == 1.0 and s.n == 5
     assert s.mean_ms == pytest.approx(22.0)
     assert s.rse == pytest.approx(s.std_ms / 5**0.5 / s.mean_ms)
@@ -97,7 +98,7 @@ def test_time_spent_keeping_samples_is_not_charged_to_the_budget() -> None:
 
 
 def test_stash_copies_what_later_calls_could_change() -> None:
-    from kbench.sandbox.sampling import stash
+    from kbench.worker.sampling import stash
 
     out = torch.arange(4.0)
     kept = stash([out, 3])
@@ -181,7 +182,7 @@ def test_wallclock_disagreement() -> None:
 
 
 def test_threads_are_pinned_and_recorded() -> None:
-    from kbench.timing import pin_threads
+    from kbench.worker.timing import pin_threads
 
     before = torch.get_num_threads()
     try:
@@ -196,7 +197,7 @@ def test_threads_are_pinned_and_recorded() -> None:
 
 def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from kbench.config import RunConfig
-    from kbench.evaluate import timing_settings
+    from kbench.evaluate.flow import timing_settings
 
     cfg = RunConfig(timing_budget_s=5.0, cpu_threads=2, cpu_timing_budget_s=1.0, cache_dir=tmp_path)
     cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")
@@ -209,7 +210,7 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
 
 
 def test_only_like_input_sets_trade_values() -> None:
-    from kbench.sandbox.worker import _swappable
+    from kbench.worker.candidate import _swappable
 
     t = torch.zeros(2, 3)
     assert _swappable([t, 4, "mean"], [torch.ones(2, 3), 4, "mean"])
@@ -240,7 +241,7 @@ def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
 
 def test_a_reservoir_samples_every_call_of_the_loop_alike() -> None:
     """The kept calls are a uniform sample of the whole loop, the last calls as likely as the first."""
-    from kbench.timing import Reservoir
+    from kbench.worker.timing import Reservoir
 
     n, k, trials = 200, 8, 2000
     late = 0
@@ -257,7 +258,7 @@ def test_a_reservoir_samples_every_call_of_the_loop_alike() -> None:
 
 
 def test_the_loop_keeps_one_output_per_reservoir_slot() -> None:
-    from kbench.timing import Reservoir
+    from kbench.worker.timing import Reservoir
 
     settings = TimingSettings(budget_s=0.3, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.0)
     kept: dict[int, int] = {}
@@ -271,10 +272,10 @@ def test_the_loop_keeps_one_output_per_reservoir_slot() -> None:
 
 
 def test_running_rse_matches_summarize() -> None:
-    """The loop's O(1) stopping statistic is the same number `summarize` reports."""
+    """The loop's O(1) stopping statistic is the same number `summarize_times` reports."""
     import random
 
-    from kbench.timing import Running, summarize
+    from kbench.worker.timing import Running, summarize_times
 
     rng = random.Random(3)
     xs = [0.1 + rng.random() * 0.01 for _ in range(2000)] + [5.0, 0.0001]
@@ -282,4 +283,4 @@ def test_running_rse_matches_summarize() -> None:
     for i, x in enumerate(xs):
         running.add(x)
         if i in (1, 10, 500, len(xs) - 1):
-            assert running.rse == pytest.approx(summarize(xs[: i + 1], "", "").rse, rel=1e-9)
+            assert running.rse == pytest.approx(summarize_times(xs[: i + 1], "", "").rse, rel=1e-9)

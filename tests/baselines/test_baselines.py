@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench import baselines as b
+from kbench.baselines import storage as b
 from kbench.errors import ConfigError
 from kbench.store import Store
 from kbench.types import Problem, TimingStats

@@ -38,29 +38,13 @@ from typing import Any
 
 import torch
 
-from kbench.gpu_clock import ClockLog
-from kbench.types import TimingStats
+from kbench.types import TimingSettings, TimingStats
+from kbench.worker.gpu_clock import ClockLog
 
 _perf_counter_ns = time.perf_counter_ns
 _cuda_event = torch.cuda.Event
 _cuda_synchronize = torch.cuda.synchronize
 _cuda_sleep = getattr(torch.cuda, "_sleep", None)
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    budget_s: float = 5.0  # the adaptive loop stops here even if the target is not reached
-    target_rse: float = 0.005
-    warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
-    min_warmup: int = 5
-    min_runs: int = 20
-    min_time_s: float = 0.2  # of timed calls: a short run samples one moment of the clock's wander
-    max_runs: int = 10_000
-    batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
-    graph: bool = False  # replay a captured CUDA graph instead of calling eagerly
-    flush_l2: bool = True
-    hide_launch: bool = True  # CUDA: queue each call behind a spin kernel (module doc)
-    threads: int = 0  # torch/OpenMP threads the worker pins before anything runs (0: leave as is)
 
 
 def pin_threads(settings: TimingSettings) -> None:
@@ -82,7 +66,7 @@ class TimingResult:
     overhead_ms: float = 0.0  # host-clock cost of an empty timed call (events + synchronize)
 
 
-def summarize(
+def summarize_times(
     samples_ms: Sequence[float], device: str, method: str, meaningful: bool = True, **extra: Any
 ) -> TimingStats:
     """Median, IQR, mean, std, min, n and relative standard error of the mean."""
@@ -110,7 +94,7 @@ def summarize(
 class Running:
     """Mean and relative standard error of a growing sample in O(1) per value (Welford's update).
 
-    The loop's stopping test ran `summarize` over every time so far after each call: 1.2 ms at 1,500
+    The loop's stopping test ran `summarize_times` over every time so far after each call: 1.2 ms at 1,500
     calls and 3.7 ms at 5,000 on one core, which for a 0.13 ms kernel was most of the loop's wall time."""
 
     def __init__(self) -> None:
@@ -357,26 +341,8 @@ def time_callable(
         extras["launch_ms"] = round(statistics.median(clock.launch_ms[-len(times) :]), 4)
     wall_s = round((_perf_counter_ns() - t0) / 1e9, 3)
     extras["threads"] = torch.get_num_threads()
-    stats = summarize(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)
+    stats = summarize_times(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)
     return TimingResult(stats=stats, times_ms=times, wall_ms=walls, overhead_ms=overhead)
-
-
-def wallclock_disagrees(
-    times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float, spin_ms: float = 0.0
-) -> bool:
-    """True when the timer saw much less work than the host clock (minus the empty-call overhead).
-
-    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200, plus the spin
-    when launches are hidden behind one). A side stream or a forged timer gives timer << wall. We flag when
-    the median gap exceeds both half the wall time and the overhead plus twice its synchronize part (the
-    overhead less the spin) + 50 us, so launch jitter on tiny kernels never fires; with no spin that is
-    3x the overhead + 50 us.
-    """
-    if not times_ms or not wall_ms:
-        return False
-    gap = statistics.median(w - t for w, t in zip(wall_ms, times_ms, strict=False))
-    wall = statistics.median(wall_ms)
-    return gap > 0.5 * wall and gap > overhead_ms + 2 * max(overhead_ms - spin_ms, 0.0) + 0.05
 
 
 def with_budget(settings: TimingSettings, budget_s: float) -> TimingSettings:

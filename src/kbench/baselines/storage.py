@@ -16,18 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbench.baselines.modes import MODES, check_modes
 from kbench.errors import ConfigError
 from kbench.store import Store
 from kbench.types import Problem, TimingStats
 
-# kbench mode -> upstream file name. Upstream times torch.compile per inductor mode in separate files.
-UPSTREAM_FILES = {
-    "eager": "baseline_time_torch.json",
-    "compile": "baseline_time_torch_compile_inductor_default.json",
-    "compile-max-autotune": "baseline_time_torch_compile_inductor_max-autotune.json",
-    "compile-max-autotune-no-cudagraphs": "baseline_time_torch_compile_inductor_max-autotune-no-cudagraphs.json",
-    "compile-reduce-overhead": "baseline_time_torch_compile_inductor_reduce-overhead.json",
-}
+UPSTREAM_FILES = {name: m.upstream_file for name, m in MODES.items()}  # kbench mode -> upstream file name
 _LEVEL_RE = re.compile(r"^level_?(\d+)$")
 _FILE_RE = re.compile(r"^(\d+)_(.+?)(?:\.py)?$")
 
@@ -53,15 +47,6 @@ class BaselineOutcome:
     reused: bool
 
 
-def check_modes(modes: Sequence[str]) -> list[str]:
-    unknown = [m for m in modes if m not in UPSTREAM_FILES]
-    if unknown or not modes:
-        raise ConfigError(
-            f"unknown baseline mode(s) {', '.join(unknown) or '(none)'}; known: {', '.join(UPSTREAM_FILES)}"
-        )
-    return list(modes)
-
-
 def stored_baselines(
     store: Store, problem_key: str, modes: Sequence[str], where: Where
 ) -> dict[str, TimingStats]:
@@ -85,7 +70,7 @@ def measure(
     force: bool = False,
 ) -> list[BaselineOutcome]:
     """Time each problem's reference in every mode without a stored baseline (all modes with `force`)."""
-    modes = check_modes(modes)
+    modes = check_modes(modes, timed=True)
     out: list[BaselineOutcome] = []
     for p in problems:
         have = {} if force else stored_baselines(store, p.key, modes, where)

@@ -1,6 +1,6 @@
-"""The candidate worker: `python -m kbench.sandbox.worker JOBDIR` — the only entry that runs candidate code.
+"""The candidate worker: `python -m kbench.worker.candidate JOBDIR` — the only entry that runs candidate code.
 
-Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.timing),
+Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.worker.timing),
 the load_inline cache and call recorders are installed and the global-state/timer/reference snapshots
 are taken, all *before* the candidate is imported. Then: build `ModelNew` under the reference's init
 seed, run one forward per seed on fresh inputs (checksummed before/after; outputs checked for type,
@@ -34,7 +34,7 @@ from kbench.sandbox.protocol import (
     save_tensors,
     write_result,
 )
-from kbench.sandbox.sampling import sample_outputs
+from kbench.worker.sampling import sample_outputs
 
 BUILD_NICE = 10  # a build job's niceness (main)
 
@@ -77,10 +77,10 @@ class CandidateJob:
     def __init__(self, spec: JobSpec, jobdir: Path) -> None:
         import torch
 
-        from kbench import consistency, timing  # noqa: F401  (bind clocks and reductions before the candidate)
         from kbench.backends import KernelRecorder, get_backend
-        from kbench.correctness import ieee_numerics
-        from kbench.sandbox.guards import Guards
+        from kbench.problems.inputs import ieee_numerics
+        from kbench.worker import consistency, timing  # noqa: F401  (bind clocks and reductions before the candidate)
+        from kbench.worker.guards import Guards
 
         ieee_numerics()
         torch.set_grad_enabled(False)
@@ -135,7 +135,7 @@ class CandidateJob:
     def build_model(self, loaded: Any) -> None:
         import torch
 
-        from kbench.correctness import TORCH_DTYPES
+        from kbench.problems.inputs import TORCH_DTYPES
 
         cls = getattr(self.module, "ModelNew", None)
         if not isinstance(cls, type):
@@ -155,7 +155,7 @@ class CandidateJob:
     def forward(self, inputs: list[Any]) -> list[Any]:
         import torch
 
-        from kbench.correctness import flatten_outputs
+        from kbench.problems.inputs import flatten_outputs
 
         try:
             out = self.model(*inputs)
@@ -168,7 +168,7 @@ class CandidateJob:
     def check_outputs(self, outs: list[Any], inputs: list[Any], before: list[str]) -> None:
         import torch
 
-        from kbench.correctness import checksum, shares_storage
+        from kbench.worker.checksums import checksum, shares_storage
 
         for i, out in enumerate(outs):
             if type(out) is not torch.Tensor:
@@ -184,7 +184,8 @@ class CandidateJob:
             raise Stop("cheat", f"forward modified input(s) {changed}", "inputs-mutated")
 
     def correctness(self, loaded: Any) -> None:
-        from kbench.correctness import checksum, make_inputs
+        from kbench.problems.inputs import make_inputs
+        from kbench.worker.checksums import checksum
 
         for seed in self.spec.seeds:
             inputs = make_inputs(loaded.get_inputs, seed, self.device, self.spec.dtype)
@@ -197,7 +198,7 @@ class CandidateJob:
 
     def kernel_use(self, loaded: Any) -> None:
         from kbench.backends.profile import cpu_calls, gpu_kernels
-        from kbench.correctness import make_inputs
+        from kbench.problems.inputs import make_inputs
 
         inputs = make_inputs(loaded.get_inputs, self.spec.seeds[0], self.device, self.spec.dtype)
         names = set(self.spec.kernel_names) | self.recorder.defined
@@ -230,9 +231,9 @@ class CandidateJob:
     def measure(self, loaded: Any) -> None:
         import torch
 
-        from kbench.consistency import Consistency
-        from kbench.correctness import flatten_outputs, make_inputs
-        from kbench.timing import Reservoir, TimingSettings, time_callable
+        from kbench.problems.inputs import flatten_outputs, make_inputs
+        from kbench.worker.consistency import Consistency
+        from kbench.worker.timing import Reservoir, TimingSettings, time_callable
 
         sets = [
             make_inputs(loaded.get_inputs, s, self.device, self.spec.dtype) for s in self.spec.timing_seeds
