@@ -30,7 +30,7 @@ from kbench.hardware import environment
 from kbench.problems.sources import load_source, make_problem
 from kbench.prompts.builder import EXAMPLES
 from kbench.selftest.runner import discover, fixture_config, fixture_problem, judge
-from kbench.solutions import reference_candidate
+from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
 

@@ -42,7 +42,7 @@ from kbench.executors.local import LocalExecutor, usable_cpus
 from kbench.hardware import environment
 from kbench.pipeline import EvaluateJob, PrebuildJob
 from kbench.problems.sources import load_source
-from kbench.solutions import reference_candidate
+from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
 _NAME = re.compile(r"""(load_inline\(\s*name\s*=\s*)(["'])(\w+)\2""")

@@ -51,7 +51,7 @@ from kbench.evaluate.judge import check_outputs  # noqa: E402
 from kbench.evaluate.prebuild import prebuild, worker_env  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.problems import select  # noqa: E402
-from kbench.solutions import reference_candidate  # noqa: E402
+from kbench.solutions import shipped_candidate as reference_candidate  # noqa: E402
 from kbench.types import Candidate, Problem, Status  # noqa: E402
 
 PROFILE_WORKER = Path(__file__).resolve().parent / "timing_fidelity_profile.py"

@@ -96,3 +96,16 @@ def test_bad_upstream_files_are_clear_errors(tmp_path: Path) -> None:
         b.import_upstream(store, bad, WHERE)
     with pytest.raises(ConfigError, match="pass --mode"):
         b.mode_of(tmp_path / "times.json")
+
+
+def test_one_registry_of_modes_for_timing_and_upstream_files(tmp_path: Path) -> None:
+    from kbench.baselines.modes import MODES, TIMED_MODES, check_modes, modes_for
+
+    assert set(b.UPSTREAM_FILES) == set(MODES) and set(TIMED_MODES) < set(MODES)
+    assert check_modes(["compile-reduce-overhead"]) == ["compile-reduce-overhead"]  # imported and exported
+    with pytest.raises(ConfigError, match="unknown timed baseline mode.*compile-reduce-overhead"):
+        check_modes(["compile-reduce-overhead"], timed=True)  # the worker cannot time it: refused up front
+    with pytest.raises(ConfigError, match="unknown timed baseline"):
+        b.measure(Store(tmp_path / "k.db"), PROBLEMS, ["compile-reduce-overhead"], FakeTimer(), WHERE)
+    assert modes_for(["eager", "compile-max-autotune"], on_gpu=False) == ["eager"]
+    assert modes_for(["eager", "compile-max-autotune"], on_gpu=True) == ["eager", "compile-max-autotune"]

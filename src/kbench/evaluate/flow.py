@@ -25,7 +25,7 @@ from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
 from kbench.evaluate.judge import WorkerOutcome, check_outputs, check_samples, check_timing, read_worker
 from kbench.evaluate.phases import Account
-from kbench.evaluate.prebuild import prebuild, threads_env, worker_env
+from kbench.evaluate.prebuild import base_env, prebuild, worker_env
 from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
 from kbench.evaluate.reference_pool import ReferencePool, pool_key
 from kbench.evaluate.verdict import make_verdict, sol_ms
@@ -117,6 +117,7 @@ def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
         memory_limit_gb=cfg.memory_limit_gb,
         cache_dir=str(cfg.cache_dir),
         lease_wait_s=cfg.lease_wait_s,
+        compile_arch=cfg.compile_arch,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -145,7 +146,7 @@ def get_reference(
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
     jobdir = workdir / "reference"
-    env = threads_env(cfg, plan.device)
+    env = base_env(cfg, plan.device)
     if not plan.device.startswith("cuda"):
         # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.

@@ -38,15 +38,19 @@ def cuda_arch_list(cfg: RunConfig, device: str) -> str:
     return cfg.cuda_arch
 
 
-def threads_env(cfg: RunConfig, device: str) -> dict[str, str]:
-    """OpenMP's thread count for CPU workers (reference and candidate alike), set before it starts."""
-    return {} if device.startswith("cuda") else {"OMP_NUM_THREADS": str(cfg.cpu_threads)}
+def base_env(cfg: RunConfig, device: str) -> dict[str, str]:
+    """What every worker's environment carries: OpenMP's thread count for CPU workers (reference and
+    candidate alike), set before it starts; the GPU lease folder when the config names one."""
+    from kbench.sandbox import lease
+
+    env = {} if device.startswith("cuda") else {"OMP_NUM_THREADS": str(cfg.cpu_threads)}
+    return env | ({lease.DIR_ENV: str(cfg.lease_dir)} if cfg.lease_dir is not None else {})
 
 
 def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
     from kbench.backends import fastbuild
 
-    env = get_backend(backend_name).worker_env(device) | threads_env(cfg, device)
+    env = get_backend(backend_name).worker_env(device) | base_env(cfg, device)
     pch = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
     return env | {
         "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),

@@ -42,10 +42,7 @@ def default_max_bytes() -> int:
 
 
 # The configuration fields a reference run depends on (the rest concern the candidate or the run).
-REFERENCE_FIELDS = (
-    "preset", "dtype", "seeds", "timing_budget_s", "baselines", "measure", "timing_batch", "timing_graph",
-    "init_seed", "cpu_threads", "cpu_timing_budget_s", "cache_dir",
-)  # fmt: skip
+REFERENCE_FIELDS = RunConfig.reference_fields()
 
 
 def pool_key(problem: Problem, cfg: RunConfig, device: str, skip: Collection[str]) -> str:

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
+from kbench.config import RunConfig
 from kbench.errors import require
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
@@ -28,9 +29,14 @@ def _eval_remote(evaluate: EvalFn, job: Job, device: str, built: BuildResult | N
 
 class RayExecutor:
     def __init__(
-        self, address: str | None = None, gpus_per_job: float | None = None, num_cpus: int | None = None
+        self,
+        address: str | None = None,
+        gpus_per_job: float | None = None,
+        num_cpus: int | None = None,
+        tmp_dir: str | None = None,
     ):
         self.address = address
+        self.tmp_dir = tmp_dir
         self.gpus_per_job = gpus_per_job
         self.num_cpus = num_cpus
 
@@ -43,9 +49,7 @@ class RayExecutor:
                 kwargs["address"] = self.address
             else:
                 kwargs["num_cpus"] = self.num_cpus
-                kwargs["_temp_dir"] = os.environ.get("KBENCH_RAY_TMP") or tempfile.mkdtemp(
-                    prefix="kbench-ray-"
-                )
+                kwargs["_temp_dir"] = self.tmp_dir or tempfile.mkdtemp(prefix="kbench-ray-")
             ray.init(**kwargs)
         return ray
 
@@ -71,7 +75,11 @@ class RayExecutor:
                 on_result(job, ray.get(ref))
 
 
-@register_executor("ray")
+def _ray_options(cfg: RunConfig) -> dict[str, object]:
+    return {"address": cfg.ray_address, "tmp_dir": str(cfg.ray_tmp) if cfg.ray_tmp else None}
+
+
+@register_executor("ray", _ray_options)
 def _make_ray(**options: object) -> RayExecutor:
-    allowed = {k: v for k, v in options.items() if k in ("address", "gpus_per_job", "num_cpus")}
+    allowed = {k: v for k, v in options.items() if k in ("address", "gpus_per_job", "num_cpus", "tmp_dir")}
     return RayExecutor(**allowed)  # type: ignore[arg-type]

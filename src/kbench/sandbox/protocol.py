@@ -88,6 +88,9 @@ class JobSpec(BaseModel):
     memory_limit_gb: float = 0.0
     cache_dir: str = ""
     lease_wait_s: float = 600.0  # a GPU worker's longest wait for the device lease (sandbox/lease.py)
+    compile_arch: str = (
+        "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
+    )
 
 
 class TensorFile(BaseModel):

@@ -220,13 +220,13 @@ class CandidateJob:
             return
         from kbench.backends.tritoncheck import compile_in_clean_process
 
-        arch = os.environ.get("KBENCH_COMPILE_ARCH", "sm_90")
+        arch = self.spec.compile_arch
         check = compile_in_clean_process(
             launches, self.spec.candidate_file, self.jobdir, self.spec.cache_dir, arch
         )
         self.result.build_log = (self.result.build_log + "\n" + check.log).strip()
         if not check.ok:
-            raise Stop("build_error", f"Triton kernel does not compile for sm_90:\n{check.log}"[-4000:])
+            raise Stop("build_error", f"Triton kernel does not compile for {arch}:\n{check.log}"[-4000:])
 
     def measure(self, loaded: Any) -> None:
         import torch
