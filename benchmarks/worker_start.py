@@ -25,7 +25,8 @@ from kbench.evaluate.flow import evaluate
 from kbench.hardware import environment
 from kbench.problems import get_problem
 from kbench.sandbox.host import run_worker
-from kbench.sandbox.protocol import JobSpec, ProblemSpec
+from kbench.sandbox.protocol import JobSpec
+from kbench.types import Problem as ProblemSpec
 from kbench.types import Candidate
 
 HERE = Path(__file__).resolve().parent

@@ -28,7 +28,7 @@ from kbench.evaluate.reference_cache import ReferenceData
 from kbench.problems.hidden import HIDDEN, Hidden, draw, with_preset
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import read_result
-from kbench.types import Candidate, Problem, Status
+from kbench.types import Candidate, Problem, Status, TimingSettings
 
 
 def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -> ReferenceData:
@@ -67,7 +67,7 @@ def run_hidden(
     candidate: Candidate,
     cfg: RunConfig,
     device: str,
-    settings: dict[str, object],
+    settings: TimingSettings,
     workdir: Path,
 ) -> tuple[Hidden, WorkerOutcome]:
     """Draw hidden sizes and judge the candidate at them. Raises ProblemError/WorkerError for our failures."""

@@ -13,7 +13,8 @@ from evalfixtures import cpu_config
 from kbench.evaluate.flow import get_reference, make_plan
 from kbench.evaluate.reference_cache import cache_key, read_cache, wait_for_cache, write_cache
 from kbench.problems import build_model, get_problem, load
-from kbench.sandbox.protocol import JobSpec, ProblemSpec, WorkerResult, load_tensors, save_tensors
+from kbench.sandbox.protocol import JobSpec, WorkerResult, load_tensors, save_tensors
+from kbench.types import Problem, TimingStats
 
 
 def test_reference_outputs_and_cache(tmp_path: Path) -> None:
@@ -22,7 +23,7 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
     plan = make_plan(cfg, "cpu")
     first = get_reference(problem, cfg, plan, tmp_path / "a")
     assert not first.cache_hit and set(first.outputs) == set(plan.fixed + plan.secret + plan.timing)
-    assert "eager" in first.timings and first.timings["eager"]["n"] >= 20
+    assert "eager" in first.timings and first.timings["eager"].n >= 20
 
     loaded = load(problem, "small")
     model = build_model(loaded, cfg.init_seed)
@@ -40,7 +41,7 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
 def test_cache_key_depends_on_dtype_and_device() -> None:
     spec = JobSpec(
         role="reference",
-        problem=ProblemSpec(source="s", level=1, number=1, name="n", code="x"),
+        problem=Problem(source="s", level=1, number=1, name="n", code="x"),
         preset="full",
         dtype="fp32",
         device="cpu",
@@ -54,7 +55,7 @@ def test_cache_key_depends_on_dtype_and_device() -> None:
 
 def _one_output(jobdir: Path) -> WorkerResult:
     jobdir.mkdir()
-    result = WorkerResult(timings={"eager": {"median_ms": 1.0}})
+    result = WorkerResult(timings={"eager": TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 1, 0.0)})
     result.outputs["1000"] = save_tensors(jobdir, "out_1000", [torch.arange(1000.0)])
     result.input_checksums["1000"] = ["abc"]
     return result

@@ -15,16 +15,16 @@ from kbench.sandbox.procs import members
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
-    ProblemSpec,
     WorkerResult,
     read_result,
     write_result,
 )
+from kbench.types import Problem
 from kbench.worker.guards import changed
 
 SPEC = JobSpec(
     role="candidate",
-    problem=ProblemSpec(source="t", level=0, number=0, name="t", code=""),
+    problem=Problem(source="t", level=0, number=0, name="t", code=""),
     preset="full",
     dtype="fp32",
     device="cpu",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from kbench.baselines.modes import check_modes
@@ -32,5 +33,5 @@ def time_baselines(
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         ref = get_reference(problem, cfg, plan, Path(tmp))
-    stats = measured(ref.timings, plan.settings, ref.cache_hit)
+    stats = measured(ref.timings, asdict(plan.settings), ref.cache_hit)
     return {m: s for m, s in stats.items() if m in modes}

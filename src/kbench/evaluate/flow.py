@@ -35,7 +35,6 @@ from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
-    ProblemSpec,
     WorkerResult,
     load_tensors,
     load_verified,
@@ -64,7 +63,7 @@ class Plan:
     fixed: list[int]
     secret: list[int]
     timing: list[int]  # the candidate's timing input sets (secret)
-    settings: dict[str, object] = field(default_factory=dict)
+    settings: TimingSettings = field(default_factory=TimingSettings)
 
 
 def evaluation_device(device: str, backend: str) -> str:
@@ -101,14 +100,13 @@ def make_plan(cfg: RunConfig, device: str) -> Plan:
         fixed=[FIXED_SEED_BASE + i for i in range(cfg.seeds)],
         secret=[secret],
         timing=[secret + 1, secret + 2, secret + 3],
-        settings=asdict(settings),
+        settings=settings,
     )
 
 
 def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
-    fields = ("source", "level", "number", "name", "code", "path")
     return JobSpec(
-        problem=ProblemSpec(**{k: getattr(problem, k) for k in fields}),
+        problem=problem,
         preset=cfg.preset,
         dtype=cfg.dtype,
         device=plan.device,
@@ -339,7 +337,9 @@ def evaluate(
         early, cancel = None, threading.Event()
         if device.startswith("cuda") and references is None and building is None and (not built or built.ok):
             early = pool.submit(run_candidate, problem, candidate, cfg, plan, workdir, cancel)
-        reused = reusable(baselines or {}, cfg.baselines, plan.settings, device) if cfg.measure else {}
+        reused = (
+            reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
+        )
         with acct.part("ref"):
             try:
                 if references is None:

@@ -87,8 +87,8 @@ def read_worker(exit_: WorkerExit, jobdir: Path) -> WorkerOutcome:
         if any(m in exit_.log_tail for m in _OOM_MARKERS):
             return WorkerOutcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
         return WorkerOutcome(Status.CRASHED, _crash_message(exit_.returncode))
-    if result.status != Status.OK.value:
-        return WorkerOutcome(Status(result.status), result.message, result.rule, result)
+    if result.status is not Status.OK:
+        return WorkerOutcome(result.status, result.message, result.rule, result)
     return WorkerOutcome(Status.OK, result=result)
 
 
@@ -195,15 +195,15 @@ def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: fl
 def check_timing(outcome: WorkerOutcome, sol_ms: float | None) -> WorkerOutcome:
     result = outcome.result
     assert result is not None and result.timing is not None
-    spin_ms = float(dict(result.timing.get("extra", [])).get("spin_ms", 0.0))
+    spin_ms = float(dict(result.timing.extra).get("spin_ms", 0.0))
     if wallclock_disagrees(result.times_ms, result.wall_ms, result.overhead_ms, spin_ms):
         med_t = sorted(result.times_ms)[len(result.times_ms) // 2]
         med_w = sorted(result.wall_ms)[len(result.wall_ms) // 2]
         msg = f"timer median {med_t:.4f} ms but wall clock median {med_w:.4f} ms per call"
         return WorkerOutcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
-    if sol_ms is not None and result.timing["min_ms"] < sol_ms:
+    if sol_ms is not None and result.timing.min_ms < sol_ms:
         msg = (
-            f"fastest call {result.timing['min_ms']:.4g} ms is below the speed-of-light floor {sol_ms:.4g} ms"
+            f"fastest call {result.timing.min_ms:.4g} ms is below the speed-of-light floor {sol_ms:.4g} ms"
             " (every output byte written once at peak bandwidth, or half the compute at peak rate)"
         )
         return WorkerOutcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)

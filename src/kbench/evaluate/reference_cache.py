@@ -18,11 +18,12 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbench.sandbox.protocol import JobSpec, WorkerResult
+from kbench.types import TimingStats
 
 CACHE_FILE = "reference.json"
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
@@ -32,7 +33,7 @@ NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs gener
 class ReferenceData:
     outputs: dict[int, list[Any]] = field(default_factory=dict)  # seed -> CPU tensors
     checksums: dict[int, list[str]] = field(default_factory=dict)
-    timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # mode -> TimingStats fields
+    timings: dict[str, TimingStats] = field(default_factory=dict)  # by mode
     cache_hit: bool = False
     shared: bool = False  # reused from an earlier evaluation of this run (reference_pool)
     phases: dict[str, float] = field(default_factory=dict)  # the reference worker's, plus its wall time
@@ -48,7 +49,7 @@ def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
         "device": device_name,
         "seeds": spec.seeds,
         "timing_seeds": spec.timing_seeds,
-        "timing": spec.timing,
+        "timing": asdict(spec.timing),
         "baselines": spec.baselines,
         "init_seed": spec.init_seed,
         "measure": spec.measure,

@@ -4,6 +4,7 @@ and the speed-of-light floor the timing is checked against."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from kbench.baselines.modes import TIMED_MODES
@@ -33,14 +34,6 @@ def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     if gpu is None:
         return None
     return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).floor_ms
-
-
-def _stats(data: dict[str, object] | None) -> TimingStats | None:
-    if data is None:
-        return None
-    fields = dict(data)
-    fields["extra"] = tuple(tuple(x) for x in fields.get("extra", ()))  # type: ignore[attr-defined]
-    return TimingStats(**fields)  # type: ignore[arg-type]
 
 
 def _warnings(
@@ -89,8 +82,8 @@ def make_verdict(
             log=result.build_log,
             kernels=tuple(result.kernels_ran),
         )
-    timing = _stats(result.timing) if result is not None else None
-    timed = measured(ref.timings, plan.settings, ref.cache_hit, ref.shared) if ref else {}
+    timing = result.timing if result is not None else None
+    timed = measured(ref.timings, asdict(plan.settings), ref.cache_hit, ref.shared) if ref else {}
     baselines = timed | dict(reused or {})
     return Verdict(
         status=outcome.status,

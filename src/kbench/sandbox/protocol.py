@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kbench.types import Problem, Status, TimingSettings, TimingStats
+
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
@@ -57,20 +59,11 @@ def announce(jobdir: Path, phase: str) -> None:
     tmp.replace(jobdir / PHASE_FILE)
 
 
-class ProblemSpec(BaseModel):
-    source: str
-    level: int
-    number: int
-    name: str
-    code: str
-    path: str | None = None
-
-
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: str  # candidate | reference | build
-    problem: ProblemSpec | None = None  # None for role build (the candidate is only imported)
+    problem: Problem | None = None  # None for role build (the candidate is only imported)
     preset: str
     dtype: str
     device: str
@@ -82,7 +75,7 @@ class JobSpec(BaseModel):
     timing_seeds: list[int] = Field(default_factory=list)
     sample_count: int = 0  # timed calls whose outputs come back, drawn over the whole loop (timing.Reservoir)
     sample_whole_bytes: int = 32 << 20  # a sampled output above this comes back at random elements only
-    timing: dict[str, Any] = Field(default_factory=dict)  # TimingSettings fields
+    timing: TimingSettings = Field(default_factory=TimingSettings)
     measure: bool = True
     baselines: list[str] = Field(default_factory=list)  # reference only: eager, compile, ...
     memory_limit_gb: float = 0.0
@@ -108,15 +101,15 @@ class TensorFile(BaseModel):
 class WorkerResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    status: str = "ok"  # a types.Status value, decided by the worker for its own stage
+    status: Status = Status.OK  # decided by the worker for its own stage
     error: str = ""  # kbench's own failure before the candidate ran (e.g. the GPU lease never came free)
     rule: str = ""
     message: str = ""
     outputs: dict[str, list[TensorFile]] = Field(default_factory=dict)  # seed -> outputs
     input_checksums: dict[str, list[str]] = Field(default_factory=dict)  # seed -> per input
     samples: list[tuple[int, int, list[TensorFile]]] = Field(default_factory=list)  # (call, set, outs)
-    timing: dict[str, Any] | None = None
-    timings: dict[str, dict[str, Any]] = Field(default_factory=dict)  # reference: mode -> stats
+    timing: TimingStats | None = None
+    timings: dict[str, TimingStats] = Field(default_factory=dict)  # reference: mode -> stats
     times_ms: list[float] = Field(default_factory=list)  # per timed call, the timer's reading
     wall_ms: list[float] = Field(default_factory=list)
     overhead_ms: float = 0.0

@@ -20,7 +20,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from kbench.sandbox.protocol import (
     save_tensors,
     write_result,
 )
+from kbench.types import Status
 from kbench.worker.sampling import sample_outputs
 
 BUILD_NICE = 10  # a build job's niceness (main)
@@ -42,16 +42,16 @@ BUILD_NICE = 10  # a build job's niceness (main)
 class Stop(Exception):
     """Ends the job early with this status (a candidate failure, reported as data)."""
 
-    def __init__(self, status: str, message: str, rule: str = "") -> None:
+    def __init__(self, status: Status, message: str, rule: str = "") -> None:
         super().__init__(message)
         self.status, self.message, self.rule = status, message, rule
 
 
-def _failure(exc: BaseException, default: str) -> Stop:
+def _failure(exc: BaseException, default: Status) -> Stop:
     import torch
 
     if isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return Stop("oom", f"{type(exc).__name__}: {exc}"[:2000])
+        return Stop(Status.OOM, f"{type(exc).__name__}: {exc}"[:2000])
     tb = "".join(traceback.format_exception(exc)[-8:])
     return Stop(default, f"{type(exc).__name__}: {exc}\n{tb}"[-4000:])
 
@@ -84,7 +84,7 @@ class CandidateJob:
 
         ieee_numerics()
         torch.set_grad_enabled(False)
-        timing.pin_threads(timing.TimingSettings(**spec.timing))
+        timing.pin_threads(spec.timing)
         self.spec, self.jobdir = spec, jobdir
         self.device = torch.device(spec.device)
         self.result = WorkerResult()
@@ -110,7 +110,7 @@ class CandidateJob:
             return
         hit = self.guards.violation(when)
         if hit is not None:
-            raise Stop("cheat", hit[1], rule=hit[0])
+            raise Stop(Status.CHEAT, hit[1], rule=hit[0])
 
     def import_candidate(self) -> None:
         import importlib.util
@@ -123,7 +123,9 @@ class CandidateJob:
         try:
             spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:
-            raise _failure(exc, "build_error" if self.recorder.build_failed else "load_error") from None
+            raise _failure(
+                exc, Status.BUILD_ERROR if self.recorder.build_failed else Status.LOAD_ERROR
+            ) from None
         finally:
             self.result.build_seconds = round(self.recorder.build_seconds, 3)
             self.result.build_cache_hit = self.recorder.cache_hit
@@ -139,7 +141,7 @@ class CandidateJob:
 
         cls = getattr(self.module, "ModelNew", None)
         if not isinstance(cls, type):
-            raise Stop("load_error", "the candidate defines no class ModelNew")
+            raise Stop(Status.LOAD_ERROR, "the candidate defines no class ModelNew")
         try:
             torch.manual_seed(self.spec.init_seed)
             init = loaded.get_init_inputs()
@@ -148,7 +150,9 @@ class CandidateJob:
             if self.spec.dtype != "fp32":
                 model = model.to(TORCH_DTYPES[self.spec.dtype])
         except (Exception, SystemExit) as exc:
-            raise _failure(exc, "build_error" if self.recorder.build_failed else "load_error") from None
+            raise _failure(
+                exc, Status.BUILD_ERROR if self.recorder.build_failed else Status.LOAD_ERROR
+            ) from None
         self.model = model
         self.guard("construction")
 
@@ -162,7 +166,7 @@ class CandidateJob:
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
         except (Exception, SystemExit) as exc:
-            raise _failure(exc, "runtime_error") from None
+            raise _failure(exc, Status.RUNTIME_ERROR) from None
         return flatten_outputs(out)
 
     def check_outputs(self, outs: list[Any], inputs: list[Any], before: list[str]) -> None:
@@ -173,15 +177,19 @@ class CandidateJob:
         for i, out in enumerate(outs):
             if type(out) is not torch.Tensor:
                 raise Stop(
-                    "cheat", f"output {i} is a {type(out).__qualname__}, not torch.Tensor", "tensor-subclass"
+                    Status.CHEAT,
+                    f"output {i} is a {type(out).__qualname__}, not torch.Tensor",
+                    "tensor-subclass",
                 )
             for j, x in enumerate(inputs):
                 if isinstance(x, torch.Tensor) and shares_storage(out, x):
-                    raise Stop("cheat", f"output {i} shares storage with input {j}", "output-aliases-input")
+                    raise Stop(
+                        Status.CHEAT, f"output {i} shares storage with input {j}", "output-aliases-input"
+                    )
         after = checksum(inputs)
         changed = [j for j, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         if changed:
-            raise Stop("cheat", f"forward modified input(s) {changed}", "inputs-mutated")
+            raise Stop(Status.CHEAT, f"forward modified input(s) {changed}", "inputs-mutated")
 
     def correctness(self, loaded: Any) -> None:
         from kbench.problems.inputs import make_inputs
@@ -211,7 +219,9 @@ class CandidateJob:
         if not use.ran:
             seen = f"; device kernels that ran: {', '.join(use.library)}" if use.library else ""
             raise Stop(
-                "cheat", f"none of the candidate's own kernels ran during forward{seen}", "no-custom-kernel"
+                Status.CHEAT,
+                f"none of the candidate's own kernels ran during forward{seen}",
+                "no-custom-kernel",
             )
 
     def compile_check(self) -> None:
@@ -226,14 +236,14 @@ class CandidateJob:
         )
         self.result.build_log = (self.result.build_log + "\n" + check.log).strip()
         if not check.ok:
-            raise Stop("build_error", f"Triton kernel does not compile for {arch}:\n{check.log}"[-4000:])
+            raise Stop(Status.BUILD_ERROR, f"Triton kernel does not compile for {arch}:\n{check.log}"[-4000:])
 
     def measure(self, loaded: Any) -> None:
         import torch
 
         from kbench.problems.inputs import flatten_outputs, make_inputs
         from kbench.worker.consistency import Consistency
-        from kbench.worker.timing import Reservoir, TimingSettings, time_callable
+        from kbench.worker.timing import Reservoir, time_callable
 
         sets = [
             make_inputs(loaded.get_inputs, s, self.device, self.spec.dtype) for s in self.spec.timing_seeds
@@ -257,7 +267,9 @@ class CandidateJob:
                 if type(value) is not torch.Tensor:
                     what = type(value).__qualname__
                     raise Stop(
-                        "cheat", f"a timed call's output {i} is a {what}, not torch.Tensor", "tensor-subclass"
+                        Status.CHEAT,
+                        f"a timed call's output {i} is a {what}, not torch.Tensor",
+                        "tensor-subclass",
                     )
             consistent.add(call, k, values)
 
@@ -282,7 +294,7 @@ class CandidateJob:
             res = time_callable(
                 self.model,
                 sets,
-                TimingSettings(**self.spec.timing),
+                self.spec.timing,
                 self.device,
                 keep,
                 Reservoir(self.spec.sample_count),
@@ -295,9 +307,9 @@ class CandidateJob:
         except Stop:
             raise
         except (Exception, SystemExit) as exc:
-            raise _failure(exc, "runtime_error") from None
+            raise _failure(exc, Status.RUNTIME_ERROR) from None
         self.result.inconsistent = consistent.check() or ""
-        self.result.timing = asdict(res.stats)
+        self.result.timing = res.stats
         self.result.times_ms = [round(t, 6) for t in res.times_ms]
         self.result.wall_ms = [round(w, 6) for w in res.wall_ms]
         self.result.overhead_ms = res.overhead_ms
@@ -313,7 +325,6 @@ class CandidateJob:
     def run(self) -> WorkerResult:
         from kbench.problems import load
         from kbench.sandbox import lease
-        from kbench.types import Problem
 
         say = lambda phase: announce(self.jobdir, phase)  # noqa: E731  (the host's budget per phase)
         try:
@@ -326,7 +337,7 @@ class CandidateJob:
             self.phase("import", self.import_candidate)
             if self.spec.role == "build" or self.spec.problem is None:
                 return self.result
-            loaded = load(Problem(**self.spec.problem.model_dump()), self.spec.preset)
+            loaded = load(self.spec.problem, self.spec.preset)
             self.phase("construct", lambda: self.build_model(loaded))
             say("correctness")
             self.phase("correctness", lambda: self.correctness(loaded))

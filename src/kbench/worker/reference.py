@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +27,14 @@ from kbench.sandbox.protocol import (
     save_tensors,
     write_result,
 )
+from kbench.types import TimingStats
 
 
-def _timed_modes(
-    spec: JobSpec, model: Any, loaded: Any, phases: dict[str, float]
-) -> dict[str, dict[str, Any]]:
+def _timed_modes(spec: JobSpec, model: Any, loaded: Any, phases: dict[str, float]) -> dict[str, TimingStats]:
     import torch
 
     from kbench.problems.inputs import make_inputs
-    from kbench.worker.timing import TimingSettings, time_callable
+    from kbench.worker.timing import time_callable
 
     device = torch.device(spec.device)
     sets = [make_inputs(loaded.get_inputs, s, device, spec.dtype) for s in spec.timing_seeds]
@@ -45,8 +43,7 @@ def _timed_modes(
         compile_mode = get_mode(mode).compile_mode
         fn = model if compile_mode is None else torch.compile(model, mode=compile_mode)
         t0 = time.perf_counter()
-        stats = time_callable(fn, sets, TimingSettings(**spec.timing), device).stats
-        out[mode] = asdict(stats)
+        out[mode] = time_callable(fn, sets, spec.timing, device).stats
         phases[f"time_{mode}"] = round(time.perf_counter() - t0, 3)  # incl. torch.compile's own compile
     return out
 
@@ -57,13 +54,12 @@ def compute_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     from kbench.problems import build_model, load
     from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
     from kbench.sandbox import lease
-    from kbench.types import Problem
     from kbench.worker import timing
     from kbench.worker.checksums import checksum
 
     ieee_numerics()
     torch.set_grad_enabled(False)
-    timing.pin_threads(timing.TimingSettings(**spec.timing))
+    timing.pin_threads(spec.timing)
     device = torch.device(spec.device)
     assert spec.problem is not None
     result = WorkerResult()
@@ -71,7 +67,7 @@ def compute_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     # model on the CPU (as before, under the init seed) need no device.
     t0 = time.perf_counter()
     announce(jobdir, "load")
-    loaded = load(Problem(**spec.problem.model_dump()), spec.preset)
+    loaded = load(spec.problem, spec.preset)
     model = build_model(loaded, spec.init_seed)
     result.phases["construct"] = round(time.perf_counter() - t0, 3)
     leased = lease.required(spec.role, spec.device)
