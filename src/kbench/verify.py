@@ -1,7 +1,7 @@
 """`kbench verify`: build and run each reference problem, time it, measure its memory, and lint it.
 
 The timer here is deliberately simple (warm-up, then the median of repeats with a device sync): it is for
-sizing problems, not for judging candidates (timing.py does that).
+sizing problems, not for judging candidates (worker/timing.py does that).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def time_eager(fn: Callable[[], Any], device: str, budget_s: float = 0.5, max_re
 
 
 def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
-    """`get_inputs()` under a seed, generated on `device` as the evaluator does (correctness.make_inputs
+    """`get_inputs()` under a seed, generated on `device` as the evaluator does (problems/inputs.make_inputs
     without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
     import torch
 

@@ -2,7 +2,7 @@
 
 Order of precedence: timeout > forged result > crash (no result) > the worker's own failure status >
 structural/value mismatch on the correctness seeds > child process left behind > timed calls that disagree
-with each other (consistency.py) > outputs sampled during timing > timer vs wall clock > speed of light.
+with each other (worker/consistency.py) > outputs sampled during timing > timer vs wall clock > speed of light.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def check_outputs(
     secret: Collection[int] = (),
 ) -> WorkerOutcome:
     """Compare the candidate's outputs (and input checksums) with the reference for each seed; messages
-    name the seeds in `secret` only as "a secret seed" (correctness.summarize_correctness says why)."""
+    name the seeds in `secret` only as "a secret seed" (compare.summarize_correctness says why)."""
     result = outcome.result
     assert result is not None
     per: list[tuple[int, Comparison]] = []

@@ -120,7 +120,7 @@ class WorkerResult(BaseModel):
     build_recipe: str = ""  # cache | light-headers[+pch] | pch | standard [(fast recipe failed)]
     build_log: str = ""
     warnings: list[str] = Field(default_factory=list)
-    # a timed call whose outputs disagreed with the other calls on the same inputs (consistency.py); the
+    # a timed call whose outputs disagreed with the other calls on the same inputs (worker/consistency.py); the
     # host judges it once the outputs are known to be correct (a wrong candidate is a mismatch first)
     inconsistent: str = ""
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)

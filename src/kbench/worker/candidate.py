@@ -1,8 +1,8 @@
 """The candidate worker: `python -m kbench.worker.candidate JOBDIR` — the only entry that runs candidate code.
 
-Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound (kbench.worker.timing),
-the load_inline cache and call recorders are installed and the global-state/timer/reference snapshots
-are taken, all *before* the candidate is imported. Then: build `ModelNew` under the reference's init
+Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound
+(kbench.worker.timing), the load_inline cache and call recorders are installed and the
+global-state/timer/reference snapshots are taken, all *before* the candidate is imported. Then: build `ModelNew` under the reference's init
 seed, run one forward per seed on fresh inputs (checksummed before/after; outputs checked for type,
 aliasing), profile one forward for the candidate's own kernels, and time it while sampling outputs.
 Outputs go to JOBDIR as tensor files; the expected outputs never enter this process. The result is
@@ -261,7 +261,7 @@ class CandidateJob:
         def plain(call: int, k: int, out: Any) -> None:
             """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass
             returned only once timing starts would be timed doing nothing and computed when sampled.
-            Each call's outputs are fingerprinted for the consistency check (consistency.py)."""
+            Each call's outputs are fingerprinted for the consistency check (worker/consistency.py)."""
             values = flatten_outputs(out)
             for i, value in enumerate(values):
                 if type(value) is not torch.Tensor:
