@@ -8,6 +8,9 @@ next to a self-contained `problem.py` per folder. Each fixture starts with heade
     # timeout: SECONDS                              the worker's wall-clock limit for this fixture
     # requires: gpu                                 needs a CUDA device (cuda fixtures always do)
     # warns: RULE                                   a warning finding the verdict must carry
+    # include: FILE                                 completed with FILE's text first (a shared source)
+
+The evaluator's own test fixtures (tests/fixtures/eval/) use the same header, read by `parse_header`.
 
 Alternatives exist where two checks legitimately race to catch one trick (e.g. memoisation by pointer is
 caught by correctness when the allocator reuses an address, by the timing re-check otherwise).
@@ -26,7 +29,7 @@ from kbench.errors import ConfigError
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.types import Candidate, Problem, Verdict
 
-_KEYS = ("expect", "static", "timeout", "requires", "warns")
+_KEYS = ("expect", "static", "timeout", "requires", "warns", "include")
 _GROUPS = ("correct", "wrong")
 # CPU runs use the `small` preset and a short timing budget: the suite checks verdicts, not speed.
 _CPU_TIMING_BUDGET_S = 1.0
@@ -96,7 +99,8 @@ def parse_header(text: str, where: str) -> dict[str, str]:
     return found
 
 
-def _expectations(spec: str) -> tuple[Expectation, ...]:
+def expectations(spec: str) -> tuple[Expectation, ...]:
+    """An `# expect:` header's alternatives (`STATUS [RULE] | ...`)."""
     out = []
     for alt in spec.split("|"):
         parts = alt.split()
@@ -113,7 +117,7 @@ def load_fixture(path: Path) -> Fixture:
         group=path.parent.name,
         name=stem,
         backend=backend,
-        expect=_expectations(head["expect"]),
+        expect=expectations(head["expect"]),
         static=head.get("static", "on") != "off",
         timeout_s=float(head["timeout"]) if "timeout" in head else None,
         requires_gpu=backend == "cuda" or head.get("requires") == "gpu",
