@@ -69,7 +69,7 @@ class Plan:
 def evaluation_device(device: str, backend: str) -> str:
     if device != "auto":
         return device
-    if backend == "cpp":
+    if not get_backend(backend).gpu_kernels:  # C++ kernels run on the CPU
         return "cpu"
     import torch
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from kbench.backends import get_backend
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
 from kbench.evaluate.reference_pool import ReferencePool
@@ -120,7 +121,7 @@ def load_fixture(path: Path) -> Fixture:
         expect=expectations(head["expect"]),
         static=head.get("static", "on") != "off",
         timeout_s=float(head["timeout"]) if "timeout" in head else None,
-        requires_gpu=backend == "cuda" or head.get("requires") == "gpu",
+        requires_gpu=get_backend(backend).needs_gpu or head.get("requires") == "gpu",
         warns=tuple(head["warns"].split()) if "warns" in head else (),
     )
 
@@ -149,7 +150,7 @@ def fixture_problem(fixture: Fixture) -> Problem:
 def fixture_config(fixture: Fixture, gpu: bool, base: RunConfig | None = None) -> RunConfig:
     """The run config for one fixture: cpp always on the CPU; GPU runs use the full preset."""
     base = base or RunConfig()
-    on_gpu = gpu and fixture.backend != "cpp"
+    on_gpu = gpu and get_backend(fixture.backend).gpu_kernels
     update = {
         "backend": fixture.backend,
         "device": "cuda" if on_gpu else "cpu",
