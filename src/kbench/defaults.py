@@ -67,7 +67,9 @@ def solution_backends(gpu: bool, backend: str | None) -> list[str]:
 
 def check_shipped_set(solutions: str) -> None:
     if solutions not in SHIPPED_SETS:
-        raise ConfigError(f"--solutions {solutions!r}: the only shipped set is 'reference'")
+        raise ConfigError(
+            f"--solutions {solutions!r}: the shipped set is 'shipped' (or its old name, 'reference')"
+        )
 
 
 def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
