@@ -27,6 +27,7 @@ def run(name: str, cache_dir: Path, **kw: object) -> Verdict:
     return evaluate(problem, Candidate(problem.key, "cpp", fixture_source(name)), cfg)
 
 
+@pytest.mark.slow
 def test_an_honest_kernel_generalizes(cache_dir: Path) -> None:
     v = run("cpp_honest.py", cache_dir, hidden_shapes=True)
     assert v.status is Status.OK and v.generalizes is True, (v.message, v.hidden)

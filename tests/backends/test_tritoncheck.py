@@ -19,6 +19,7 @@ from kbench.solutions import shipped_candidate
 from kbench.types import Status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [1, 23, 25])  # GEMM epilogue, elementwise (tl.sigmoid), row norm
 def test_triton_solutions_compile_for_sm90(tmp_path: Path, number: int) -> None:
     problem = get_problem(f"kbench:2/{number}")

@@ -33,6 +33,7 @@ def run(name: str, cache_dir: Path, backend: str = "cpp", **kw: object):  # type
     return evaluate(problem, Candidate(problem.key, backend, fixture_source(name)), cfg)
 
 
+@pytest.mark.slow
 def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
     v = run("cpp_honest.py", cache_dir)
     assert v.status is Status.OK, v.message + v.log_tail
@@ -126,6 +127,7 @@ def test_build_budget_is_its_own(cache_dir: Path) -> None:
     assert not any(name.startswith("cand") for name, _ in v.phases)  # no candidate worker ran
 
 
+@pytest.mark.slow
 def test_build_error(cache_dir: Path) -> None:
     v = run("cpp_build_error.py", cache_dir, measure=False)
     assert v.status is Status.BUILD_ERROR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from evalfixtures import cpu_config, fixture_source
 
 from kbench.evaluate.flow import evaluate
@@ -12,6 +13,7 @@ from kbench.problems import get_problem
 from kbench.types import Candidate, Status
 
 
+@pytest.mark.slow
 def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
     problem = get_problem("kbench:2/1")
     candidate = Candidate(problem.key, "cpp", fixture_source("cpp_honest.py"))
@@ -24,6 +26,7 @@ def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
     assert verdict.build is not None and verdict.build.cache_hit
 
 
+@pytest.mark.slow
 def test_prebuild_reports_a_build_error(tmp_path: Path) -> None:
     candidate = Candidate("kbench:2/1", "cpp", fixture_source("cpp_build_error.py"))
     built = prebuild(candidate, cpu_config(tmp_path), "cpu")
