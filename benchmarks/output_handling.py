@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from kbench.evaluate import compare as correctness  # noqa: E402
 from kbench.evaluate.judge import WorkerOutcome as Outcome  # noqa: E402
-from kbench.evaluate.judge import check_samples
+from kbench.evaluate.judge import check_samples  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result  # noqa: E402
 from kbench.types import Status  # noqa: E402

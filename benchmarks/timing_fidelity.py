@@ -45,8 +45,8 @@ from timing_fidelity_report import build_table, markdown, read_rows, summarize  
 from kbench.config import RunConfig, job_prefix, scratch_root  # noqa: E402
 from kbench.errors import KbenchError  # noqa: E402
 from kbench.evaluate.flow import evaluation_device as resolve_device  # noqa: E402
-from kbench.evaluate.flow import get_reference as run_reference
-from kbench.evaluate.flow import make_plan, run_candidate
+from kbench.evaluate.flow import get_reference as run_reference  # noqa: E402
+from kbench.evaluate.flow import make_plan, run_candidate  # noqa: E402
 from kbench.evaluate.judge import check_outputs  # noqa: E402
 from kbench.evaluate.prebuild import prebuild, worker_env  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
