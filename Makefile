@@ -22,12 +22,13 @@ run: install
 	$(BIN)/kbench run --solutions reference
 
 test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 lint: install
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy src
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) kbench-runs

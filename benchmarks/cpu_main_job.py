@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kbench.evaluate as ev
+import kbench.evaluate.flow as ev
 from kbench.config import RunConfig
 from kbench.pipeline import solution_jobs
 from kbench.problems import select

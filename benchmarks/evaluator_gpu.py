@@ -18,10 +18,10 @@ from typing import Any
 from common import BENCHMARKS
 
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.hardware import environment
 from kbench.problems import get_problem
-from kbench.reference_pool import ReferencePool
 from kbench.types import Candidate, Verdict
 
 CANDIDATES = BENCHMARKS / "candidates"

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from kbench.config import RunConfig  # noqa: E402
-from kbench.correctness import compare  # noqa: E402
+from kbench.evaluate.compare import compare  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.sandbox.protocol import (  # noqa: E402
     WorkerResult,  # noqa: E402

@@ -20,17 +20,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kbench.build import prebuild
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.prebuild import prebuild
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
 from kbench.problems.sources import load_source, make_problem
 from kbench.prompts.builder import EXAMPLES
-from kbench.reference_pool import ReferencePool
-from kbench.selftest import discover, fixture_config, fixture_problem, judge
-from kbench.solutions import reference_candidate
+from kbench.selftest.runner import discover, fixture_config, fixture_problem, judge
+from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
 

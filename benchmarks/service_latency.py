@@ -43,7 +43,7 @@ def _solutions(
     """(problem key -> solution source, problem key -> output MiB, notes about skipped problems)."""
     from kbench.analysis.roofline import problem_flops
     from kbench.problems import get_problem
-    from kbench.solutions import reference_candidate
+    from kbench.solutions import shipped_candidate as reference_candidate
 
     sources, sizes, notes = {}, {}, []
     for address in problems:

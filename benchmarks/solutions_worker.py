@@ -100,7 +100,7 @@ def _release(device: str) -> None:
 def _time(args: argparse.Namespace, fn: Any, inputs: list[Any]) -> dict[str, Any]:
     import torch
 
-    from kbench.timing import TimingSettings, time_callable
+    from kbench.worker.timing import TimingSettings, time_callable
 
     # >= 50 calls, then stop at the budget: a per-problem cap keeps the whole run within minutes.
     settings = TimingSettings(budget_s=args.budget_s, min_runs=50, target_rse=0.0, max_runs=400)
@@ -219,7 +219,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
     args = ap.parse_args()
-    from kbench.correctness import ieee_numerics
+    from kbench.problems.inputs import ieee_numerics
 
     ieee_numerics()  # fp32 as fp32 (TF32 off for cuDNN too), as the evaluator's workers run
     if args.warm:

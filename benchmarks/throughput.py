@@ -35,14 +35,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kbench.build import prebuild
 from kbench.config import RunConfig
+from kbench.evaluate.prebuild import prebuild
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor, usable_cpus
 from kbench.hardware import environment
 from kbench.pipeline import EvaluateJob, PrebuildJob
 from kbench.problems.sources import load_source
-from kbench.solutions import reference_candidate
+from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
 _NAME = re.compile(r"""(load_inline\(\s*name\s*=\s*)(["'])(\w+)\2""")

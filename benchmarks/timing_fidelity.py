@@ -40,14 +40,16 @@ from typing import Any
 
 from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
 
-from kbench.build import prebuild, worker_env  # noqa: E402
 from kbench.config import RunConfig, job_prefix, scratch_root  # noqa: E402
 from kbench.errors import KbenchError  # noqa: E402
-from kbench.evaluate import make_plan, resolve_device, run_candidate, run_reference  # noqa: E402
+from kbench.evaluate.flow import evaluation_device as resolve_device  # noqa: E402
+from kbench.evaluate.flow import get_reference as run_reference  # noqa: E402
+from kbench.evaluate.flow import make_plan, run_candidate  # noqa: E402
+from kbench.evaluate.judge import check_outputs  # noqa: E402
+from kbench.evaluate.prebuild import prebuild, worker_env  # noqa: E402
 from kbench.hardware import environment  # noqa: E402
 from kbench.problems import select  # noqa: E402
-from kbench.sandbox.outcome import check_outputs  # noqa: E402
-from kbench.solutions import reference_candidate  # noqa: E402
+from kbench.solutions import shipped_candidate as reference_candidate  # noqa: E402
 from kbench.types import Candidate, Problem, Status  # noqa: E402
 
 PROFILE_WORKER = Path(__file__).resolve().parent / "timing_fidelity_profile.py"

@@ -34,8 +34,8 @@ TIMING_SEEDS = [2000, 2001, 2002]  # kbench.evaluate.REFERENCE_TIMING_SEEDS: sam
 
 
 def load_model(item: dict[str, Any], req: dict[str, Any], index: int) -> tuple[Any, list[list[Any]]]:
-    from kbench.correctness import TORCH_DTYPES, make_inputs
     from kbench.problems import get_problem, load
+    from kbench.problems.inputs import TORCH_DTYPES, make_inputs
 
     device = torch.device(req["device"])
     loaded = load(get_problem(item["problem"]), req["preset"])
@@ -185,7 +185,7 @@ def parse_ncu_csv(text: str) -> list[float]:
 
 def main(argv: list[str]) -> int:
     from kbench.backends import KernelRecorder, get_backend
-    from kbench.correctness import ieee_numerics
+    from kbench.problems.inputs import ieee_numerics
 
     req = json.loads(Path(argv[1]).read_text())
     ieee_numerics()  # the evaluation workers' numerics (TF32 off): the same cuBLAS kernels run

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
-from kbench.solutions import reference_candidate, solution_paths
+from kbench.solutions import shipped_candidate as reference_candidate, solution_paths
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import common
 from kbench.hardware import device_name
 from kbench.problems import get_problem, select
 from kbench.problems.trivial import ANSWERS, SweepSettings, TrivialResult, sweep
-from kbench.verify import resolve_device
+from kbench.verify import checked_device as resolve_device
 
 
 def _cell(value: float | None) -> str:

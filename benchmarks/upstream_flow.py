@@ -56,8 +56,8 @@ def child_build(cand: Path) -> dict[str, Any]:
 def child_eval(problem_key: str, preset: str, cand: Path, device_name: str) -> dict[str, Any]:
     import torch
 
-    from kbench.correctness import flatten_outputs
     from kbench.problems import build_model, get_problem, load
+    from kbench.problems.inputs import flatten_outputs
 
     device = torch.device(device_name)
     loaded = load(get_problem(problem_key), preset)

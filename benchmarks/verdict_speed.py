@@ -43,7 +43,7 @@ TOP = ("cli", "checks", "ref", "build", "cand", "judge", "other")
 
 def _solution(problem: str, backend: str, folder: Path) -> Path:
     from kbench.problems import get_problem
-    from kbench.solutions import reference_candidate
+    from kbench.solutions import shipped_candidate as reference_candidate
 
     cand = reference_candidate(get_problem(problem), backend)
     if cand is None:
@@ -122,9 +122,9 @@ def cold(
 
 def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
     from kbench.config import resolve
-    from kbench.evaluate import evaluate
+    from kbench.evaluate.flow import evaluate
+    from kbench.evaluate.reference_pool import ReferencePool
     from kbench.problems import get_problem
-    from kbench.reference_pool import ReferencePool
     from kbench.types import Candidate
 
     pool = ReferencePool()

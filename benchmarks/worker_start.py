@@ -23,15 +23,16 @@ from pathlib import Path
 from common import ROOT
 
 from kbench.config import RunConfig
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.hardware import environment
 from kbench.problems import get_problem
 from kbench.sandbox.host import run_worker
-from kbench.sandbox.protocol import JobSpec, ProblemSpec
+from kbench.sandbox.protocol import JobSpec
+from kbench.types import Problem as ProblemSpec
 from kbench.types import Candidate
 
 BARE = (
-    "import torch\nimport kbench.sandbox.worker\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
+    "import torch\nimport kbench.worker.candidate\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
 )
 CANDIDATES = {"cpu": ("cpp", "tests/fixtures/eval/cpp_honest.py"), "cuda": ("triton", "benchmarks/candidates/triton_gemm_relu.py")}  # fmt: skip
 

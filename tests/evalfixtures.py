@@ -1,20 +1,25 @@
-"""Helpers shared by the evaluator's tests: fixture sources and a CPU run config."""
+"""Helpers shared by the evaluator's tests: fixture sources and a CPU run config.
+
+The fixtures in fixtures/eval/ carry the anti-cheat fixtures' header (`# expect: STATUS [RULE]`,
+`# include: FILE`; kbench.selftest.runner.parse_header reads both sets).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from kbench.config import RunConfig
+from kbench.selftest.runner import parse_header
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eval"
 
 
 def fixture_source(name: str) -> str:
-    """The fixture's text, with a first line `# include: FILE` replaced by that file's text."""
+    """The fixture's text, after the text of the file its `# include: FILE` header names."""
     text = (FIXTURES / name).read_text()
-    first = text.splitlines()[0]
-    if first.startswith("# include:"):
-        text = (FIXTURES / first.split(":", 1)[1].strip()).read_text() + "\n" + text
+    include = parse_header(text, name).get("include")
+    if include:
+        text = (FIXTURES / include).read_text() + "\n" + text
     return text
 
 

@@ -123,3 +123,33 @@ def test_resume_restores_and_lists_every_difference() -> None:
     assert set(differences(stored, resolve(flags={"model": "openai/x"}, environ={}))) == {
         "model 'openai/x' (stored 'openai/m')"
     }
+
+
+def test_an_unknown_kbench_variable_is_an_error_naming_close_matches() -> None:
+    with pytest.raises(
+        ConfigError, match="KBENCH_SAMPLSE is not a kbench setting: did you mean KBENCH_SAMPLES"
+    ):
+        resolve(environ={"KBENCH_SAMPLSE": "3"})
+    with pytest.raises(ConfigError, match="KBENCH_ZZZ is not a kbench setting"):
+        resolve(environ={"KBENCH_ZZZ": "1"})
+    internal = {
+        "KBENCH_OWNER": "1:2",
+        "KBENCH_KEY_FIFO": "/x",
+        "KBENCH_TEST_MARK": "m",
+        "KBENCH_BUILD_PCH": "off",
+    }
+    assert resolve(environ=internal) == RunConfig()
+
+
+def test_settings_read_by_other_modules_are_fields_and_set_by_the_environment() -> None:
+    env = {"KBENCH_COMPILE_ARCH": "sm_80", "KBENCH_LEASE_DIR": "/tmp/leases", "KBENCH_HF_DATASET": "me/kb"}
+    cfg = resolve(environ=env)
+    assert (cfg.compile_arch, str(cfg.lease_dir), cfg.hf_dataset) == ("sm_80", "/tmp/leases", "me/kb")
+    assert "compile_arch" in cfg.model_dump() and "lease_dir" in cfg.model_dump()  # stored with the run
+
+
+def test_reference_fields_come_from_the_model() -> None:
+    from kbench.evaluate.reference_pool import REFERENCE_FIELDS
+
+    assert "timing_hide_launch" in REFERENCE_FIELDS and "preset" in REFERENCE_FIELDS
+    assert "timeout_s" not in REFERENCE_FIELDS and "model" not in REFERENCE_FIELDS

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from evalfixtures import cpu_config, fixture_source
 
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status, Verdict
 
@@ -27,6 +27,7 @@ def run(name: str, cache_dir: Path, **kw: object) -> Verdict:
     return evaluate(problem, Candidate(problem.key, "cpp", fixture_source(name)), cfg)
 
 
+@pytest.mark.slow
 def test_an_honest_kernel_generalizes(cache_dir: Path) -> None:
     v = run("cpp_honest.py", cache_dir, hidden_shapes=True)
     assert v.status is Status.OK and v.generalizes is True, (v.message, v.hidden)

@@ -5,7 +5,7 @@ from typer.testing import CliRunner
 
 from kbench.cli import app
 from kbench.errors import ConfigError
-from kbench.verify import resolve_device, time_eager
+from kbench.verify import checked_device, time_eager
 
 runner = CliRunner()
 
@@ -37,7 +37,7 @@ def test_cuda_without_gpu_is_a_config_error() -> None:
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(ConfigError, match="--device cpu"):
-        resolve_device("cuda")
+        checked_device("cuda")
 
 
 def test_timer_takes_the_median() -> None:

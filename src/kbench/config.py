@@ -5,6 +5,7 @@ The resolved config is stored with every run record, so a result always says how
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -14,10 +15,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticUndefined
 
 from kbench.errors import ConfigError
 
 ENV_PREFIX = "KBENCH_"
+# KBENCH_* variables that are not settings: kbench sets them for its own child processes, or they hold a
+# secret that must not be stored with a run, or the test suite marks the processes it starts. Any other
+# KBENCH_* variable must name a RunConfig field (`env_overrides`).
+INTERNAL_ENV = frozenset(
+    {
+        "KBENCH_OWNER",  # sandbox/procs.py: the kbench process that owns a worker
+        "KBENCH_PARENT",  # sandbox/procs.py: a spawned worker's parent
+        "KBENCH_KEY_FIFO",  # sandbox/protocol.py: a forked worker's HMAC key
+        "KBENCH_BUILD_RECIPE",  # backends/fastbuild.py: the build recipe the host chose for a build worker
+        "KBENCH_BUILD_PCH",
+        "KBENCH_BUILD_OP_HEADERS",
+        "KBENCH_SERVE_TOKEN",  # serve/server.py: a secret, never stored with a run
+        "KBENCH_TEST_MARK",  # tests and benchmarks: marks on the processes they start
+        "KBENCH_TEST_TAG",
+    }
+)
 LEASE_GRACE_S = 30.0  # a GPU worker gives up its lease wait first, with a clear message; the host after this
 # With several samples and no temperature given: one that makes samples differ. At 0 a server answers
 # the same prompt with the same text, and pass@k over k identical samples is pass@1 counted k times.
@@ -26,6 +44,14 @@ SAMPLING_TEMPERATURE = 0.7
 # callable in two fresh processes differ by up to ~1 % (README, Timing), more than a timing's own
 # interval says.
 NOISE_FLOOR = 0.01
+
+
+_REF: dict[str, Any] = {"reference": True}
+
+
+def _ref(default: Any = PydanticUndefined, **kw: Any) -> Any:
+    """A RunConfig field a reference run depends on (RunConfig.reference_fields, reference_pool.py)."""
+    return Field(default, json_schema_extra=_REF, **kw)
 
 
 def default_cache_dir() -> Path:
@@ -114,8 +140,8 @@ class RunConfig(BaseModel):
     problems: list[str] = Field(default_factory=list)  # addresses; empty = all of the level/source
     tags: list[str] = Field(default_factory=list)
     limit: int | None = None  # the first N selected problems
-    preset: str = "full"
-    dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    preset: str = _ref("full")
+    dtype: Literal["fp32", "fp16", "bf16"] = _ref("fp32")
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 
     # candidates
@@ -143,7 +169,7 @@ class RunConfig(BaseModel):
     solution_backends: list[str] = Field(default_factory=list)  # `run --solutions`: the shipped sets run
 
     # evaluation
-    seeds: int = 3  # fixed seeds; one more per-run secret seed is added
+    seeds: int = _ref(3)  # fixed seeds; one more per-run secret seed is added
     # Budgets, in seconds, of each phase of a worker (sandbox/host.py kills it past one, naming the phase)
     timeout_s: float = 60.0  # each phase of a candidate: load, correctness, timing (unless set below)
     load_timeout_s: float | None = None  # importing the (prebuilt) candidate and constructing ModelNew
@@ -153,22 +179,23 @@ class RunConfig(BaseModel):
     reference_timeout_s: float = 900.0  # the trusted reference worker: outputs, baseline compiles and timing
     lease_wait_s: float = 600.0  # longest wait for a GPU another evaluation's worker holds, then an error
     memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
-    timing_budget_s: float = 5.0
-    baselines: list[str] = Field(default_factory=lambda: ["eager", "compile"])
+    timing_budget_s: float = _ref(5.0)
+    baselines: list[str] = _ref(default_factory=lambda: ["eager", "compile"])
     reuse_baselines: bool = True  # use stored baselines of this GPU/torch/timing settings (store/reuse.py)
-    measure: bool = True  # time the candidate and the baselines (False: correctness and protocol only)
-    timing_batch: int = 1  # launches between one pair of CUDA events (>1 for calls of a few us)
-    timing_graph: bool = False  # time CUDA-graph replays instead of eager calls
+    measure: bool = _ref(True)  # time the candidate and the baselines (False: correctness and protocol only)
+    timing_batch: int = _ref(1)  # launches between one pair of CUDA events (>1 for calls of a few us)
+    timing_graph: bool = _ref(False)  # time CUDA-graph replays instead of eager calls
     sample_whole_mib: int = 32  # a sampled timed output above this is checked at 2**20 random elements
-    timing_hide_launch: bool = True  # CUDA: queue each timed call behind a spin kernel (timing.py)
+    timing_hide_launch: bool = _ref(True)  # CUDA: queue each timed call behind a spin kernel (timing)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
-    init_seed: int = 42  # seed for Model/ModelNew construction (KernelBench's semantics)
+    init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (
         False  # an ok candidate is checked again at sizes drawn per evaluation (generalize.py)
     )
     cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)
-    cpu_threads: int = 1  # torch/OpenMP threads of CPU workers, the same for reference and candidate
-    cpu_timing_budget_s: float = 1.0  # cap of the per-callable timing budget on the CPU
+    compile_arch: str = "sm_90"  # the GPU arch Triton candidates are compile-checked for (candidate worker)
+    cpu_threads: int = _ref(1)  # torch/OpenMP threads of CPU workers, the same for reference and candidate
+    cpu_timing_budget_s: float = _ref(1.0)  # cap of the per-callable timing budget on the CPU
     executor: str = "local"
     builders: int = 0  # CPU build workers; 0 = half the cores less two per GPU (executors/local.py)
     gpu_slots: int = 3  # evaluations in flight per GPU; their GPU phases take turns (sandbox/lease.py)
@@ -177,12 +204,20 @@ class RunConfig(BaseModel):
     op_headers: bool = True  # nvcc sees only the ATen operators a CUDA source names (with fast_builds)
     worker_start: Literal["auto", "fork", "spawn"] = "auto"  # fork: from a warm starter (sandbox/starter.py)
     ray_address: str | None = None
+    ray_tmp: Path | None = None  # a local Ray cluster's temp folder (None: a new temp folder)
+    lease_dir: Path | None = None  # the GPU lease files (sandbox/lease.py); None: TMPDIR/kbench-gpu-leases
+    hf_dataset: str = "ScalingIntelligence/KernelBench"  # the dataset of source `hf` (problems/sources.py)
 
     # storage
     store: Path = Path("kbench-runs/kbench.db")
-    cache_dir: Path = Field(default_factory=default_cache_dir)
+    cache_dir: Path = _ref(default_factory=default_cache_dir)
     scratch_dir: str = "auto"  # job folders: "auto" (memory file system if roomy), "cache", or a path
     run_id: str | None = None
+
+    @classmethod
+    def reference_fields(cls) -> tuple[str, ...]:
+        """The fields a reference run depends on (marked `_REF`); the rest concern the candidate or the run."""
+        return tuple(n for n, f in cls.model_fields.items() if (f.json_schema_extra or {}) == _REF)
 
     @property
     def sampling_temperature(self) -> float:
@@ -216,15 +251,25 @@ def _coerce_env(name: str, raw: str) -> Any:
 
 
 def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The settings given as KBENCH_<FIELD> variables; any other KBENCH_* variable (not in INTERNAL_ENV) is
+    an error naming the close matches, so a misspelt setting never silently does nothing."""
     environ = dict(os.environ if environ is None else environ)
     out: dict[str, Any] = {}
     for key, raw in environ.items():
-        if not key.startswith(ENV_PREFIX):
+        if not key.startswith(ENV_PREFIX) or key in INTERNAL_ENV:
             continue
         name = key[len(ENV_PREFIX) :].lower()
-        if name in RunConfig.model_fields:
-            out[name] = _coerce_env(name, raw)
+        if name not in RunConfig.model_fields:
+            raise ConfigError(_unknown_env(key))
+        out[name] = _coerce_env(name, raw)
     return out
+
+
+def _unknown_env(key: str) -> str:
+    known = [ENV_PREFIX + name.upper() for name in RunConfig.model_fields]
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else "a setting is KBENCH_ + a RunConfig field name"
+    return f"environment variable {key} is not a kbench setting: {hint} (unset it to go on)"
 
 
 def read_file(path: Path) -> dict[str, Any]:

@@ -19,16 +19,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from kbench.build import threads_env
 from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate import Plan, _absorb, _job, run_candidate
+from kbench.evaluate.flow import Plan, _absorb, _job, run_candidate
+from kbench.evaluate.judge import WorkerOutcome, check_outputs
+from kbench.evaluate.prebuild import base_env
+from kbench.evaluate.reference_cache import ReferenceData
 from kbench.problems.hidden import HIDDEN, Hidden, draw, with_preset
-from kbench.reference import ReferenceData
 from kbench.sandbox.host import run_worker
-from kbench.sandbox.outcome import Outcome, check_outputs
 from kbench.sandbox.protocol import read_result
-from kbench.types import Candidate, Problem, Status
+from kbench.types import Candidate, Problem, Status, TimingSettings
 
 
 def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -> ReferenceData:
@@ -36,9 +36,9 @@ def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path
     evaluation's own), no timing."""
     spec = _job(problem, cfg, plan, role="reference", seeds=plan.secret, baselines=[], measure=False)
     jobdir = workdir / "reference"
-    env = threads_env(cfg, plan.device)
+    env = base_env(cfg, plan.device)
     exit_ = run_worker(
-        "kbench.reference", jobdir, spec, cfg.budgets("reference"), env=env, start=cfg.worker_start
+        "kbench.worker.reference", jobdir, spec, cfg.budgets("reference"), env=env, start=cfg.worker_start
     )
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None or result.error:
@@ -53,7 +53,9 @@ def _sizes(hidden: Hidden) -> str:
     return ", ".join(f"{k}={v}" for k, v in hidden.sizes)
 
 
-def _judged(outcome: Outcome, ref: ReferenceData, plan: Plan, jobdir: Path, tol: float) -> Outcome:
+def _judged(
+    outcome: WorkerOutcome, ref: ReferenceData, plan: Plan, jobdir: Path, tol: float
+) -> WorkerOutcome:
     if outcome.status is not Status.OK and outcome.rule != "child-process":
         return outcome
     checked = check_outputs(outcome, jobdir, ref, plan.secret, plan.device, tol, plan.secret)
@@ -65,13 +67,13 @@ def run_hidden(
     candidate: Candidate,
     cfg: RunConfig,
     device: str,
-    settings: dict[str, object],
+    settings: TimingSettings,
     workdir: Path,
-) -> tuple[Hidden, Outcome]:
+) -> tuple[Hidden, WorkerOutcome]:
     """Draw hidden sizes and judge the candidate at them. Raises ProblemError/WorkerError for our failures."""
     hidden = draw(problem, cfg.preset)
     if not hidden.available:
-        return hidden, Outcome(Status.OK)
+        return hidden, WorkerOutcome(Status.OK)
     variant = with_preset(problem, dict(hidden.overrides))
     hcfg = cfg.model_copy(update={"preset": HIDDEN, "measure": False})
     plan = Plan(device=device, fixed=[], secret=[secrets.randbelow(2**62)], timing=[], settings=settings)
@@ -82,8 +84,8 @@ def run_hidden(
 
 
 def check_hidden(
-    judged: Outcome, problem: Problem, candidate: Candidate, cfg: RunConfig, plan: Plan, workdir: Path
-) -> Outcome:
+    judged: WorkerOutcome, problem: Problem, candidate: Candidate, cfg: RunConfig, plan: Plan, workdir: Path
+) -> WorkerOutcome:
     """`judged` with `generalizes` and `hidden` set (when `cfg.hidden_shapes` and `judged` is ok)."""
     if not cfg.hidden_shapes or judged.status is not Status.OK:
         return judged

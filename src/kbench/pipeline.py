@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbench.build import prebuild
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate import evaluate, resolve_device
+from kbench.evaluate.flow import evaluate, evaluation_device
+from kbench.evaluate.prebuild import prebuild
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.events import Activity, Monitor
-from kbench.executors import Job, get_executor
-from kbench.reference_pool import ReferencePool
+from kbench.executors import Job, executor_options, get_executor
 from kbench.sandbox.host import Interrupted
-from kbench.solutions import reference_candidate
+from kbench.solutions import shipped_candidate
 from kbench.store import RequestRecord, Store, VerdictKey, reuse
 from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kbench.llm.client import LLMClient
     from kbench.llm.journal import Attempt
 
-REFERENCE_MODEL = "reference"
+SHIPPED_MODEL = "reference"
 OnVerdict = Callable[[VerdictKey, Verdict], None]
 
 
@@ -83,13 +83,7 @@ class PrebuildJob:
         backend = job.candidate.backend
         cfg = self.cfg.model_copy(update={"backend": backend})
         with self.activity.track("builds"):
-            return prebuild(job.candidate, cfg, resolve_device(cfg.device, backend), self.batch)
-
-
-def solution_backends(gpu: bool, backend_flag: str | None) -> list[str]:
-    if backend_flag:
-        return [backend_flag]
-    return ["cuda", "triton"] if gpu else ["cpp"]
+            return prebuild(job.candidate, cfg, evaluation_device(cfg.device, backend), self.batch)
 
 
 def solution_jobs(problems: Sequence[Problem], backends: Sequence[str]) -> list[Job]:
@@ -97,9 +91,9 @@ def solution_jobs(problems: Sequence[Problem], backends: Sequence[str]) -> list[
     jobs = []
     for backend in backends:
         for problem in problems:
-            candidate = reference_candidate(problem, backend)
+            candidate = shipped_candidate(problem, backend)
             if candidate is not None:
-                key = VerdictKey(problem.key, 0, 0, backend, f"{REFERENCE_MODEL}/{backend}")
+                key = VerdictKey(problem.key, 0, 0, backend, f"{SHIPPED_MODEL}/{backend}")
                 jobs.append(Job(problem, candidate, tag=key))
     return jobs
 
@@ -159,14 +153,6 @@ def store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
         store.put_baseline(
             problem.key, verdict.preset, verdict.dtype, mode, fingerprint(), torch.__version__, stats
         )
-
-
-def executor_options(cfg: RunConfig) -> dict[str, object]:
-    if cfg.executor == "ray":
-        return {"address": cfg.ray_address, "slots": cfg.gpu_slots}
-    if cfg.executor == "local":
-        return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots}
-    return {}
 
 
 def run_solutions(

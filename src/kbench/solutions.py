@@ -1,4 +1,4 @@
-"""The shipped hand-fused solutions as candidates (`kbench run --solutions reference`).
+"""The shipped hand-fused solutions as candidates (`kbench run --solutions shipped`; old name: reference).
 
 They live as package data under suite/solutions/<backend>/level<L>/<ID>_<Name>.py, one file per
 problem of the embedded suite, and are evaluated like any model's candidate: same sandbox, same rules.
@@ -32,7 +32,7 @@ def solution_paths(backend: str) -> dict[tuple[int, int], Path]:
     return found
 
 
-def reference_candidate(problem: Problem, backend: str) -> Candidate | None:
+def shipped_candidate(problem: Problem, backend: str) -> Candidate | None:
     if problem.source != "kbench":
         return None
     path = solution_paths(backend).get((problem.level, problem.number))

@@ -141,6 +141,24 @@ class Status(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class TimingSettings:
+    """How worker/timing.py times one callable; the same for the reference and the candidate."""
+
+    budget_s: float = 5.0  # the adaptive loop stops here even if the target is not reached
+    target_rse: float = 0.005
+    warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
+    min_warmup: int = 5
+    min_runs: int = 20
+    min_time_s: float = 0.2  # of timed calls: a short run samples one moment of the clock's wander
+    max_runs: int = 10_000
+    batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
+    graph: bool = False  # replay a captured CUDA graph instead of calling eagerly
+    flush_l2: bool = True
+    hide_launch: bool = True  # CUDA: queue each call behind a spin kernel (module doc)
+    threads: int = 0  # torch/OpenMP threads the worker pins before anything runs (0: leave as is)
+
+
+@dataclass(frozen=True)
 class TimingStats:
     """Statistics of one timed callable, in milliseconds. `meaningful` is False for interpreter runs."""
 

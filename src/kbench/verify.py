@@ -1,7 +1,7 @@
 """`kbench verify`: build and run each reference problem, time it, measure its memory, and lint it.
 
 The timer here is deliberately simple (warm-up, then the median of repeats with a device sync): it is for
-sizing problems, not for judging candidates (timing.py does that).
+sizing problems, not for judging candidates (worker/timing.py does that).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class VerifyResult:
         return data
 
 
-def resolve_device(device: str) -> str:
+def checked_device(device: str) -> str:
     """`auto` -> cuda when available, else cpu; an explicit cuda device without CUDA is our error."""
     import torch
 
@@ -86,11 +86,11 @@ def time_eager(fn: Callable[[], Any], device: str, budget_s: float = 0.5, max_re
 
 
 def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
-    """`get_inputs()` under a seed, generated on `device` as the evaluator does (correctness.make_inputs
+    """`get_inputs()` under a seed, generated on `device` as the evaluator does (problems/inputs.make_inputs
     without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
     import torch
 
-    from kbench.correctness import generate_inputs
+    from kbench.problems.inputs import generate_inputs
 
     made = generate_inputs(loaded.get_inputs, seed, device)
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]
@@ -213,7 +213,7 @@ def verify_problems(
     device: str = "auto",
     on_result: Callable[[VerifyResult], None] | None = None,
 ) -> VerifyRun:
-    device = resolve_device(device)
+    device = checked_device(device)
     run = VerifyRun()
     for problem in problems:
         result = verify_problem(problem, preset, device)

@@ -14,7 +14,7 @@ from kbench.backends.buildcache import DONE, _build, _count_calls, build_key
 from kbench.backends.cudasrc import cuda_strings, kernels_only
 from kbench.errors import ConfigError
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "eval"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "backends"
 
 
 def test_registry() -> None:

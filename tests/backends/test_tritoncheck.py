@@ -13,16 +13,17 @@ import pytest
 from evalfixtures import cpu_config
 
 from kbench.backends.tritoncheck import _decode, _encode
-from kbench.evaluate import evaluate
+from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
-from kbench.solutions import reference_candidate
+from kbench.solutions import shipped_candidate
 from kbench.types import Status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [1, 23, 25])  # GEMM epilogue, elementwise (tl.sigmoid), row norm
 def test_triton_solutions_compile_for_sm90(tmp_path: Path, number: int) -> None:
     problem = get_problem(f"kbench:2/{number}")
-    candidate = reference_candidate(problem, "triton")
+    candidate = shipped_candidate(problem, "triton")
     assert candidate is not None
     v = evaluate(problem, candidate, cpu_config(tmp_path, backend="triton", measure=False))
     assert v.status is Status.OK, v.message + v.log_tail

@@ -12,6 +12,7 @@ import pytest
 from kbench.api import Submission
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
+from kbench.evaluate.verdict import SUSPICIOUS_SPEEDUP
 from kbench.problems import get_problem
 from kbench.rl import (
     CorrectReward,
@@ -25,7 +26,6 @@ from kbench.rl import (
     grpo_reward,
 )
 from kbench.types import CheckReport, Finding, Problem, Severity, Status, TimingStats, Verdict
-from kbench.verdict import SUSPICIOUS_SPEEDUP
 
 CODE = "```python\nclass ModelNew:\n    pass\n```"
 

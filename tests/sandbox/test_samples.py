@@ -8,10 +8,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kbench.sandbox.outcome import Outcome, check_samples
-from kbench.sandbox.protocol import ForgedResult, WorkerResult, read_result, save_tensors, write_result
-from kbench.sandbox.sampling import SAMPLE_ELEMENTS, Subsample, sample_outputs
+from kbench.evaluate.judge import WorkerOutcome, check_samples
+from kbench.sandbox.protocol import (
+    SAMPLE_ELEMENTS,
+    ForgedResult,
+    Subsample,
+    WorkerResult,
+    read_result,
+    save_tensors,
+    write_result,
+)
 from kbench.types import Status
+from kbench.worker.sampling import sample_outputs
 
 KEY = b"k" * 32
 
@@ -44,7 +52,7 @@ def test_subsample_round_trip_and_host_check(tmp_path: Path) -> None:
     (f,) = result.samples[0][2]
     assert f.index is not None and f.whole_shape == [2000, 600] and f.shape == [SAMPLE_ELEMENTS]
     data = SimpleNamespace(outputs={7: [ref]})
-    ok = check_samples(Outcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
+    ok = check_samples(WorkerOutcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
     assert ok.status is Status.OK
 
 
@@ -54,7 +62,7 @@ def test_an_output_wrong_in_a_small_region_is_caught(tmp_path: Path) -> None:
     out[1_000_000:1_010_000] += 1.0  # 0.24 % of the elements: a million draws hit it ~2,400 times
     result = _signed(tmp_path, sample_outputs([out], whole_bytes=0))
     data = SimpleNamespace(outputs={7: [ref]})
-    got = check_samples(Outcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
+    got = check_samples(WorkerOutcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
     assert (got.status, got.rule) == (Status.CHEAT, "timing-output-mismatch")
 
 
@@ -73,7 +81,7 @@ def test_a_subsample_that_does_not_describe_the_reference_fails(tmp_path: Path, 
         sub.index, sub.values = sub.index[:10], sub.values[:10]
     result = _signed(tmp_path, [sub])
     data = SimpleNamespace(outputs={7: [ref]})
-    got = check_samples(Outcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
+    got = check_samples(WorkerOutcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
     assert got.rule == "timing-output-mismatch"
 
 
@@ -113,9 +121,9 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
 
 def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path: Path) -> None:
     """The path a GPU output above 64 MiB takes (there through pinned buffers), on a CPU tensor."""
-    from kbench.sandbox.protocol import DIGEST_CHUNK, _stream_to_file, digest
+    from kbench.sandbox.protocol import DIGEST_CHUNK_BYTES, _stream_to_file, digest
 
-    for n in (DIGEST_CHUNK, 2 * DIGEST_CHUNK + 12345):  # one whole chunk; two and a ragged one
+    for n in (DIGEST_CHUNK_BYTES, 2 * DIGEST_CHUNK_BYTES + 12345):  # one whole chunk; two and a ragged one
         x = torch.randint(0, 256, (n,), dtype=torch.uint8)
         path = tmp_path / f"x{n}.bin"
         assert _stream_to_file(x, path) == digest(x.numpy())

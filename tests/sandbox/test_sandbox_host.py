@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from kbench.sandbox.guards import changed
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.procs import members
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
-    ProblemSpec,
     WorkerResult,
     read_result,
     write_result,
 )
+from kbench.types import Problem
+from kbench.worker.guards import changed
 
 SPEC = JobSpec(
     role="candidate",
-    problem=ProblemSpec(source="t", level=0, number=0, name="t", code=""),
+    problem=Problem(source="t", level=0, number=0, name="t", code=""),
     preset="full",
     dtype="fp32",
     device="cpu",
@@ -122,7 +122,7 @@ def test_tensor_files_round_trip_raw_and_reject_tampering(
 
     import kbench.sandbox.protocol as protocol
 
-    monkeypatch.setattr(protocol, "DIGEST_CHUNK", 64)  # several chunks hashed in threads
+    monkeypatch.setattr(protocol, "DIGEST_CHUNK_BYTES", 64)  # several chunks hashed in threads
     values = [
         torch.randn(3, 50),
         torch.tensor(True),
@@ -172,7 +172,7 @@ def test_guard_diff_ignores_added_names() -> None:
 
 _DYNAMO_SCRIPT = """
 import functools, torch
-from kbench.sandbox.guards import Guards
+from kbench.worker.guards import Guards
 g = Guards()
 import torch._dynamo  # wraps torch.manual_seed (torch's own wrapper): tolerated
 assert g.violation("import") is None, g.violation("import")

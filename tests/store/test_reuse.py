@@ -10,7 +10,7 @@ import torch
 from evalfixtures import cpu_config, fixture_source
 
 from kbench.config import RunConfig, resolve
-from kbench.evaluate import evaluate, make_plan, run_reference, timing_settings
+from kbench.evaluate.flow import evaluate, get_reference, make_plan, timing_settings
 from kbench.hardware import fingerprint
 from kbench.problems import get_problem
 from kbench.store import Store, reuse
@@ -82,10 +82,10 @@ def test_reusable_needs_same_settings_device_and_mode(tmp_path: Path) -> None:
 def test_reference_job_skips_reused_modes_and_cache_key_tells_them_apart(tmp_path: Path) -> None:
     problem = get_problem(PROBLEM)
     cfg = cpu_config(tmp_path, timing_budget_s=0.2)
-    skipped = run_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a", skip={"eager"})
+    skipped = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a", skip={"eager"})
     assert skipped.timings == {} and skipped.outputs  # outputs computed, nothing timed
-    full = run_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "b")
-    assert not full.cache_hit and full.timings["eager"]["n"] >= 20
+    full = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "b")
+    assert not full.cache_hit and full.timings["eager"].n >= 20
 
 
 def test_evaluation_reuses_a_matching_stored_baseline(store: Store, tmp_path: Path) -> None:

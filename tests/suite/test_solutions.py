@@ -162,6 +162,7 @@ def triton_results() -> dict[str, str]:
     return json.loads(run.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _paths("triton"), ids=lambda p: p.stem)
 def test_triton_solution_matches_reference(path: Path, triton_results: dict[str, str]) -> None:
     assert triton_results.get(path.stem) == "ok", triton_results.get(path.stem)

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.api.jobs import EvaluatorClosed, JobState, KeyConflict, Submission, Ticket
-from kbench.api.lanes import STREAMING, Lanes
+from kbench.api.lanes import Lanes
 from kbench.api.runner import Runner
 from kbench.api.session import Session
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
-from kbench.executors import Job
+from kbench.executors import Job, is_streaming
 from kbench.store import VerdictKey
 from kbench.types import Candidate, Problem, Status, Verdict
 
@@ -118,14 +118,14 @@ class Evaluator:
         self, config: RunConfig | None = None, options: EvaluatorOptions | None = None, **overrides: Any
     ) -> None:
         self.config = _config(config, overrides)
-        if self.config.executor not in STREAMING:
+        if not is_streaming(self.config.executor):
             raise ConfigError(
                 f"the Evaluator queues jobs as they come, which the {self.config.executor!r} executor does not "
                 "take; use executor='local' here, and `kbench run --executor ray` for batches on Ray"
             )
         self.options = options or EvaluatorOptions()
         prewarm(self.config)
-        from kbench.reference_pool import ReferencePool
+        from kbench.evaluate.reference_pool import ReferencePool
 
         self.session = Session(self.config, self.options.record)
         share = self.options.share_references
@@ -299,9 +299,9 @@ class Evaluator:
         spec = self._devices.get(backend)
         if spec is None:
             from kbench.backends import get_backend
-            from kbench.evaluate import resolve_device
+            from kbench.evaluate.flow import evaluation_device
 
-            spec = resolve_device(self.config.device, backend)
+            spec = evaluation_device(self.config.device, backend)
             get_backend(backend).check_environment(spec)  # ConfigError that says how to fix it
             self._devices[backend] = spec
         return spec

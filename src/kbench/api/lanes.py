@@ -21,9 +21,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from kbench.config import RunConfig
-from kbench.executors import BuildFn, EvalFn, Job, ResultFn, get_executor
+from kbench.executors import BuildFn, EvalFn, Job, ResultFn, executor_options, get_executor, is_streaming
 
-STREAMING = ("local",)  # executors whose run() takes jobs from an iterator as they come
 FailFn = Callable[[Job, BaseException], None]  # a job handed out and never returned: fail its ticket
 DoneFn = Callable[[Job], bool]  # whether a job has its outcome (verdict, error or cancellation)
 Ends = tuple[DoneFn, FailFn]
@@ -90,13 +89,10 @@ class Pump:
     def __init__(
         self, cfg: RunConfig, spec: str, fns: tuple[BuildFn, EvalFn, ResultFn], ends: Ends, devices: Devices
     ) -> None:
-        from kbench.pipeline import executor_options
-
         self.feed = Feed(ends[0])
-        self.streaming = cfg.executor in STREAMING
-        options = executor_options(cfg.model_copy(update={"device": spec}))
-        if devices and spec.startswith("cuda") and cfg.executor == "local":
-            options["devices"] = list(devices)
+        self.streaming = is_streaming(cfg.executor)
+        gpus = list(devices) if spec.startswith("cuda") else None
+        options = executor_options(cfg.model_copy(update={"device": spec}), gpus)
         self._make = lambda: get_executor(cfg.executor, **options)
         self._fns, self._fail = fns, ends[1]
         self.thread = threading.Thread(target=self._run, name=f"kbench-pump-{spec}", daemon=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from kbench.api.jobs import EvaluatorClosed, JobState, Ticket
 from kbench.api.session import Session
 from kbench.config import RunConfig
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.executors import Job
-from kbench.reference_pool import ReferencePool
 from kbench.types import BuildResult, Status, Verdict
 
 _SKIPPED = Verdict(Status.CRASHED, "", "", "", "", "", message="no evaluation (the job had ended)")
@@ -71,7 +71,7 @@ class Runner:
             return _SKIPPED
         ticket.phase = JobState.RUNNING
         try:
-            from kbench.evaluate import evaluate
+            from kbench.evaluate.flow import evaluate
 
             cfg = self.cfg_for(device, job.candidate.backend)
             baselines = self.session.baselines(job.problem)

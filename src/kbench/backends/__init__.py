@@ -47,6 +47,8 @@ class Backend:
 
     name = ""
     prebuilds = True  # builds a load_inline extension that a CPU builder can compile ahead of the run
+    gpu_kernels = False  # its kernels are GPU kernels: its shipped solutions run where there is a GPU
+    needs_gpu = False  # cannot run at all without a GPU (Triton has its CPU interpreter)
 
     def check_environment(self, device: str) -> None:
         """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""
@@ -85,6 +87,12 @@ def register_backend(name: str) -> Callable[[B], B]:
 def backend_names() -> list[str]:
     _load_builtin()
     return sorted(_REGISTRY)
+
+
+def gpu_backends(gpu: bool) -> list[str]:
+    """The backends whose kernels run on a GPU (`gpu`), or on the CPU (not `gpu`), by name."""
+    _load_builtin()
+    return sorted(name for name, b in _REGISTRY.items() if b.gpu_kernels == gpu)
 
 
 def get_backend(name: str) -> Backend:

@@ -42,6 +42,9 @@ def _torch_includes() -> list[str]:
 
 @register_backend("cuda")
 class CudaBackend(Backend):
+    gpu_kernels = True
+    needs_gpu = True
+
     def check_environment(self, device: str) -> None:
         import torch
 

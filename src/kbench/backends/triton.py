@@ -115,6 +115,7 @@ def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> Compil
 
 @register_backend("triton")
 class TritonBackend(Backend):
+    gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
 
     def check_environment(self, device: str) -> None:

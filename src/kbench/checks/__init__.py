@@ -5,7 +5,7 @@ the bare rule name (`try-fallback`); a verdict names it `static:<name>` (see `ve
 that does not parse gets the single reject finding `syntax`; the evaluator reports that as `load_error`
 (the file cannot be imported), not as `static_reject`, since it is a broken candidate rather than a trick.
 
-Static checks are a first filter: the runtime protocol (sandbox/worker) catches the same tricks by their
+Static checks are a first filter: the runtime protocol (worker/candidate.py) catches the same tricks by their
 effect. A rule may only fire on code that has no honest reason to exist in a kernel candidate.
 """
 

@@ -48,7 +48,7 @@ def main() -> None:
     except SystemExit as done:
         if not teardown_skipped():
             raise
-        from kbench.reference import wait_for_cache
+        from kbench.evaluate.reference_cache import wait_for_cache
 
         wait_for_cache()
         sys.stdout.flush()

@@ -10,7 +10,7 @@ from rich.table import Table
 from kbench.cli.app import Format, app, console, err_console, print_json
 from kbench.errors import ConfigError
 from kbench.problems import get_problem, select
-from kbench.verify import resolve_device
+from kbench.verify import checked_device
 
 
 def _gpu(name: str | None, measure: bool):  # type: ignore[no-untyped-def]
@@ -121,7 +121,7 @@ def inspect_cmd(
 
     if not all_ and not problem:
         raise ConfigError("name a PROBLEM, or pass --all (with --level) to inspect a whole level")
-    dev = resolve_device(device)
+    dev = checked_device(device)
     spec = _gpu(gpu, measure)
     problems = select(source, level=level) if all_ else [get_problem(problem, source)]
     if shard:

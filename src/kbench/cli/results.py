@@ -15,7 +15,7 @@ from kbench.errors import ConfigError
 from kbench.store import RunInfo, Store
 
 if TYPE_CHECKING:
-    from kbench.baselines import BaselineOutcome, Timer, Where
+    from kbench.baselines.storage import BaselineOutcome, Timer, Where
 
 
 def open_store(path: Path | None) -> Store:
@@ -126,7 +126,7 @@ def export_cmd(
 
 def reference_timer() -> Timer:
     """The evaluator's reference timer (the trusted reference worker), imported when needed."""
-    from kbench.baseline_timing import time_baselines
+    from kbench.baselines.measure import time_baselines
 
     return time_baselines
 
@@ -134,7 +134,7 @@ def reference_timer() -> Timer:
 def _where(
     preset: str, dtype: str, fingerprint: str | None, torch_version: str | None, upstream: str = ""
 ) -> Where:
-    from kbench.baselines import Where
+    from kbench.baselines.storage import Where
 
     if upstream:  # imported timings come from another machine unless the user says otherwise
         return Where(preset, dtype, fingerprint or f"upstream:{upstream}", torch_version or "upstream")
@@ -188,7 +188,7 @@ def baseline_cmd(
     Imported timings are stored under fingerprint `upstream:<folder>` and torch `upstream` unless
     --fingerprint/--torch-version say they match this machine (`kbench env` shows its fingerprint).
     """
-    from kbench import baselines as b
+    from kbench.baselines import storage as b
     from kbench.problems import select
 
     store = open_store(store_path)

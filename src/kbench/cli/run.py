@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from kbench import defaults
 from kbench.cli.app import app, console, err_console
 from kbench.cli.devices import device_defaults, gpu_present
 from kbench.cli.evaluate import prewarm_starter
@@ -31,23 +32,10 @@ class Plan:
 
 
 def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
-    from kbench.pipeline import solution_backends
-
-    gpu = gpu_present(cfg.device)
-    explicit = cfg.model_fields_set
-    backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
-    if not gpu and any(b != "cpp" for b in backends):
-        raise ConfigError(f"no GPU for backend {backends[0]}: without one use --backend cpp")
-    update: dict[str, object] = {"solution_backends": backends, "backend": backends[0], "model": ""}
-    if "preset" not in explicit:
-        update["preset"] = "full" if gpu else "small"
-    if not gpu:
-        update["device"] = "cpu"
-        err_console.print(
-            "[yellow]no GPU found:[/] evaluating the shipped C++ (OpenMP) solutions on the `small` preset on "
-            "the CPU; on a GPU machine the same command evaluates the CUDA and Triton solutions"
-        )
-    return cfg.model_copy(update=update), backends
+    cfg, backends, notice = defaults.solutions_config(cfg)
+    if notice:
+        err_console.print(f"[yellow]no GPU found:[/] {notice}")
+    return cfg, backends
 
 
 def _fresh(given: RunConfig, solutions: str | None) -> Plan:
@@ -55,12 +43,9 @@ def _fresh(given: RunConfig, solutions: str | None) -> Plan:
         raise ConfigError(
             "give exactly one of --solutions reference or --model PROVIDER/MODEL (or --resume RUN)"
         )
-    if solutions not in (None, "reference"):
-        raise ConfigError(f"--solutions {solutions!r}: the only shipped set is 'reference'")
     if solutions:
+        defaults.check_shipped_set(solutions)
         cfg, backends = _solutions_config(given)
-        if not (cfg.level or cfg.problems or cfg.tags):
-            cfg = cfg.model_copy(update={"level": 2})  # the level the shipped solutions cover
         return Plan(cfg, select_problems(cfg), backends)
     cfg = device_defaults(given)
     cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
@@ -68,7 +53,6 @@ def _fresh(given: RunConfig, solutions: str | None) -> Plan:
 
 
 def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> Plan:
-    from kbench.pipeline import solution_backends
     from kbench.problems import get_problem
     from kbench.resume import restore
     from kbench.store import Store
@@ -86,7 +70,9 @@ def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> Plan:
     if not shipped:
         return Plan(cfg, problems)
     backends = (
-        cfg.solution_backends or list(info.backends) or solution_backends(gpu_present(cfg.device), None)
+        cfg.solution_backends
+        or list(info.backends)
+        or defaults.solution_backends(gpu_present(cfg.device), None)
     )
     return Plan(cfg, problems, backends)
 
@@ -156,7 +142,9 @@ def _execute(plan: Plan, resume: str | None, view: RunProgress) -> RunOutcome:
 @app.command("run")
 def run_cmd(
     solutions: str | None = typer.Option(
-        None, "--solutions", help="'reference': evaluate the shipped hand-fused solutions (no model needed)"
+        None,
+        "--solutions",
+        help="'shipped' (or 'reference'): evaluate the shipped hand-fused solutions (no model needed)",
     ),
     model: str | None = typer.Option(
         None, "--model", "-m", help="PROVIDER/MODEL (openai/..., anthropic/..., replay/PATH)"

@@ -24,7 +24,7 @@ def selftest_cmd(
     Exits 1 when any fixture got another verdict.
     """
     from kbench.errors import ConfigError
-    from kbench.selftest import run_suite
+    from kbench.selftest.runner import run_suite
 
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"--device must be cpu or cuda (got {device!r})")

@@ -12,7 +12,7 @@ from kbench.cli.app import Format, app, console, err_console, print_json
 from kbench.errors import ConfigError
 from kbench.problems import select
 from kbench.types import DTYPES, Problem
-from kbench.verify import VerifyResult, resolve_device, verify_problems
+from kbench.verify import VerifyResult, checked_device, verify_problems
 
 if TYPE_CHECKING:
     from kbench.problems.trivial import TrivialResult
@@ -119,7 +119,7 @@ def _trivial(
     dtype = dtype or "fp32"
     if dtype not in DTYPES:
         raise ConfigError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
-    settings = SweepSettings(preset=preset, dtype=dtype, device=resolve_device(device))
+    settings = SweepSettings(preset=preset, dtype=dtype, device=checked_device(device))
     results = sweep(chosen, settings, on_result=None if quiet else _trivial_progress)
     broken = [r for r in results if r.error]
     passing = [r for r in results if r.passing]

@@ -10,29 +10,75 @@ verdict through `on_result` and writes it to its store; executors never write re
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kbench.errors import ConfigError
 from kbench.executors.base import BuildFn, EvalFn, Executor, Job, ResultFn
 
-__all__ = ["BuildFn", "EvalFn", "Executor", "Job", "ResultFn", "get_executor", "register_executor"]
+if TYPE_CHECKING:
+    from kbench.config import RunConfig
 
-_REGISTRY: dict[str, Callable[..., Executor]] = {}
+__all__ = [
+    "BuildFn",
+    "EvalFn",
+    "Executor",
+    "Job",
+    "ResultFn",
+    "executor_options",
+    "get_executor",
+    "is_streaming",
+    "register_executor",
+]
 
 
-def register_executor(name: str) -> Callable[[Callable[..., Executor]], Callable[..., Executor]]:
+@dataclass(frozen=True)
+class _Kind:
+    factory: Callable[..., Executor]
+    options: Callable[[RunConfig], dict[str, object]]  # the factory's options from a run config
+    streaming: bool  # run() takes jobs from an iterator as they come
+    devices: bool  # takes the list of GPU devices it may use (`devices=`)
+
+
+_REGISTRY: dict[str, _Kind] = {}
+
+
+def register_executor(
+    name: str,
+    options: Callable[[RunConfig], dict[str, object]] = lambda cfg: {},
+    streaming: bool = False,
+    devices: bool = False,
+) -> Callable[[Callable[..., Executor]], Callable[..., Executor]]:
     def deco(factory: Callable[..., Executor]) -> Callable[..., Executor]:
-        _REGISTRY[name] = factory
+        _REGISTRY[name] = _Kind(factory, options, streaming, devices)
         return factory
 
     return deco
 
 
-def get_executor(name: str, **options: object) -> Executor:
+def _kind(name: str) -> _Kind:
     if name not in _REGISTRY:
         _load_builtin()
     if name not in _REGISTRY:
         raise ConfigError(f"unknown executor {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](**options)
+    return _REGISTRY[name]
+
+
+def executor_options(cfg: RunConfig, devices: list[str] | None = None) -> dict[str, object]:
+    """The options of `cfg.executor`'s factory from `cfg` (and the GPU devices, where it takes them)."""
+    kind = _kind(cfg.executor)
+    options = kind.options(cfg)
+    if devices and kind.devices:
+        options["devices"] = list(devices)
+    return options
+
+
+def is_streaming(name: str) -> bool:
+    return _kind(name).streaming
+
+
+def get_executor(name: str, **options: object) -> Executor:
+    return _kind(name).factory(**options)
 
 
 def _load_builtin() -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
+from kbench.config import RunConfig
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
 from kbench.types import BuildResult
@@ -124,6 +125,10 @@ class LocalExecutor:
                 pool.submit(one, job)
 
 
-@register_executor("local")
+def _local_options(cfg: RunConfig) -> dict[str, object]:
+    return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots}
+
+
+@register_executor("local", _local_options, streaming=True, devices=True)
 def _make_local(**options: object) -> LocalExecutor:
     return LocalExecutor(**options)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from kbench.config import RunConfig
 from kbench.errors import ConfigError, require
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
@@ -54,8 +55,10 @@ class RayExecutor:
         gpus_per_job: float | None = None,
         num_cpus: int | None = None,
         slots: int = 3,
+        tmp_dir: str | None = None,
     ):
         self.address = address
+        self.tmp_dir = tmp_dir
         self.gpus_per_job = gpus_per_job
         self.num_cpus = num_cpus
         self.slots = max(1, slots)
@@ -69,9 +72,7 @@ class RayExecutor:
                 kwargs["address"] = self.address
             else:
                 kwargs["num_cpus"] = self.num_cpus
-                kwargs["_temp_dir"] = os.environ.get("KBENCH_RAY_TMP") or tempfile.mkdtemp(
-                    prefix="kbench-ray-"
-                )
+                kwargs["_temp_dir"] = self.tmp_dir or tempfile.mkdtemp(prefix="kbench-ray-")
             ray.init(**kwargs)
         return ray
 
@@ -129,7 +130,12 @@ class RayExecutor:
                 ray.kill(lane_actor)
 
 
-@register_executor("ray")
+def _ray_options(cfg: RunConfig) -> dict[str, object]:
+    tmp_dir = str(cfg.ray_tmp) if cfg.ray_tmp else None
+    return {"address": cfg.ray_address, "tmp_dir": tmp_dir, "slots": cfg.gpu_slots}
+
+
+@register_executor("ray", _ray_options)
 def _make_ray(**options: object) -> RayExecutor:
-    allowed = {k: v for k, v in options.items() if k in ("address", "gpus_per_job", "num_cpus", "slots")}
-    return RayExecutor(**allowed)  # type: ignore[arg-type]
+    allowed = {"address", "gpus_per_job", "num_cpus", "slots", "tmp_dir"}
+    return RayExecutor(**{k: v for k, v in options.items() if k in allowed})  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 A preset overrides module-level size constants by rewriting their assignments in the syntax tree before
 execution, so constants derived from them (`hidden = 4 * dim`) follow, and nothing leaks between problems:
 every load is a new module object. This is trusted code (our suite, or a user's reference problems);
-candidate code never goes through here (see sandbox/worker.py).
+candidate code never goes through here (see worker/candidate.py).
 """
 
 from __future__ import annotations

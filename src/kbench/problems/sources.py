@@ -7,7 +7,6 @@ KernelBench's layout (`level1/1_Name.py` ...) or to one problem file.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from kbench.types import Problem
 
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 _LEVEL_RE = re.compile(r"^level_?(\d+)$")
-HF_DATASET = "ScalingIntelligence/KernelBench"
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,20 @@ def source_kinds() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _hf_dataset() -> str:
+    """RunConfig.hf_dataset as the environment sets it (KBENCH_HF_DATASET), read through RunConfig's
+    env loading."""
+    from kbench.config import resolve
+
+    return resolve().hf_dataset
+
+
 def parse_spec(spec: str) -> SourceSpec:
     """`kbench` | `hf` | `hf=NAME_OR_PATH` | a folder | a file."""
     if spec in ("", "kbench"):
         return SourceSpec("kbench")
     if spec == "hf" or spec.startswith("hf="):
-        return SourceSpec("hf", spec[3:] or os.environ.get("KBENCH_HF_DATASET", HF_DATASET))
+        return SourceSpec("hf", spec[3:] or _hf_dataset())
     path = Path(spec).expanduser()
     if path.is_dir():
         return SourceSpec("dir", str(path))

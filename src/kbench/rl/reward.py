@@ -33,7 +33,7 @@ Reward = Callable[[Verdict], float]
 
 def flagged(verdict: Verdict) -> bool:
     """Whether the evaluator flagged an `ok` verdict: a warning-level static finding or a suspicious speedup."""
-    from kbench.verdict import SUSPICIOUS_SPEEDUP  # imports torch: not when this module loads
+    from kbench.evaluate.verdict import SUSPICIOUS_SPEEDUP  # imports torch: not when this module loads
 
     if any(f.severity is Severity.WARN for f in verdict.checks.findings):
         return True

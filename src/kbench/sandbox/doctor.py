@@ -44,9 +44,9 @@ class LeaseState:
 def _role(command: str, parent_command: str) -> str:
     if "kbench.sandbox.zygote" in command:
         return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
-    if "kbench.reference" in command:
+    if "kbench.worker.reference" in command:
         return "reference worker"
-    if "kbench.sandbox.worker" in command:
+    if "kbench.worker.candidate" in command:
         return "worker"
     return "child of a worker"
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kbench.sandbox import procs
 
-DIR_ENV = "KBENCH_LEASE_DIR"
+DIR_ENV = "KBENCH_LEASE_DIR"  # RunConfig.lease_dir, passed on to workers by the host (evaluate/prebuild.py)
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
 _POLL_MAX_S = 0.02  # a waiter tries the lock at least this often (a lock attempt is one system call)
 

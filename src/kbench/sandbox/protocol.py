@@ -17,10 +17,13 @@ import hashlib
 import hmac
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbench.types import Problem, Status, TimingSettings, TimingStats
 
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
@@ -28,6 +31,7 @@ LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
 KEY_BYTES = 32
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
+SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
 
 
 def read_key() -> bytes:
@@ -55,20 +59,11 @@ def announce(jobdir: Path, phase: str) -> None:
     tmp.replace(jobdir / PHASE_FILE)
 
 
-class ProblemSpec(BaseModel):
-    source: str
-    level: int
-    number: int
-    name: str
-    code: str
-    path: str | None = None
-
-
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: str  # candidate | reference | build
-    problem: ProblemSpec | None = None  # None for role build (the candidate is only imported)
+    problem: Problem | None = None  # None for role build (the candidate is only imported)
     preset: str
     dtype: str
     device: str
@@ -80,12 +75,15 @@ class JobSpec(BaseModel):
     timing_seeds: list[int] = Field(default_factory=list)
     sample_count: int = 0  # timed calls whose outputs come back, drawn over the whole loop (timing.Reservoir)
     sample_whole_bytes: int = 32 << 20  # a sampled output above this comes back at random elements only
-    timing: dict[str, Any] = Field(default_factory=dict)  # TimingSettings fields
+    timing: TimingSettings = Field(default_factory=TimingSettings)
     measure: bool = True
     baselines: list[str] = Field(default_factory=list)  # reference only: eager, compile, ...
     memory_limit_gb: float = 0.0
     cache_dir: str = ""
     lease_wait_s: float = 600.0  # a GPU worker's longest wait for the device lease (sandbox/lease.py)
+    compile_arch: str = (
+        "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
+    )
 
 
 class TensorFile(BaseModel):
@@ -103,15 +101,15 @@ class TensorFile(BaseModel):
 class WorkerResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    status: str = "ok"  # a types.Status value, decided by the worker for its own stage
+    status: Status = Status.OK  # decided by the worker for its own stage
     error: str = ""  # kbench's own failure before the candidate ran (e.g. the GPU lease never came free)
     rule: str = ""
     message: str = ""
     outputs: dict[str, list[TensorFile]] = Field(default_factory=dict)  # seed -> outputs
     input_checksums: dict[str, list[str]] = Field(default_factory=dict)  # seed -> per input
     samples: list[tuple[int, int, list[TensorFile]]] = Field(default_factory=list)  # (call, set, outs)
-    timing: dict[str, Any] | None = None
-    timings: dict[str, dict[str, Any]] = Field(default_factory=dict)  # reference: mode -> stats
+    timing: TimingStats | None = None
+    timings: dict[str, TimingStats] = Field(default_factory=dict)  # reference: mode -> stats
     times_ms: list[float] = Field(default_factory=list)  # per timed call, the timer's reading
     wall_ms: list[float] = Field(default_factory=list)
     overhead_ms: float = 0.0
@@ -122,13 +120,13 @@ class WorkerResult(BaseModel):
     build_recipe: str = ""  # cache | light-headers[+pch] | pch | standard [(fast recipe failed)]
     build_log: str = ""
     warnings: list[str] = Field(default_factory=list)
-    # a timed call whose outputs disagreed with the other calls on the same inputs (consistency.py); the
+    # a timed call whose outputs disagreed with the other calls on the same inputs (worker/consistency.py); the
     # host judges it once the outputs are known to be correct (a wrong candidate is a mismatch first)
     inconsistent: str = ""
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)
 
 
-DIGEST_CHUNK = 64 << 20
+DIGEST_CHUNK_BYTES = 64 << 20
 
 
 def digest(data: Any) -> str:
@@ -137,7 +135,7 @@ def digest(data: Any) -> str:
     from concurrent.futures import ThreadPoolExecutor
 
     view = memoryview(data).cast("B")
-    chunks = [view[i : i + DIGEST_CHUNK] for i in range(0, len(view), DIGEST_CHUNK)] or [view]
+    chunks = [view[i : i + DIGEST_CHUNK_BYTES] for i in range(0, len(view), DIGEST_CHUNK_BYTES)] or [view]
     if len(chunks) == 1:
         parts = [hashlib.sha256(chunks[0]).digest()]
     else:
@@ -229,10 +227,19 @@ def _raw_layout(path: Path, f: TensorFile) -> tuple[Any, int]:
     return dtype, nbytes
 
 
+@dataclass
+class Subsample:
+    """Elements of one output at random flat positions, drawn after the call returned it."""
+
+    values: Any
+    index: Any
+    shape: tuple[int, ...]
+    device: str
+
+
 def save_tensors(jobdir: Path, tag: str, values: list[Any]) -> list[TensorFile]:
     """Write `values` (plain tensors, or `Subsample`s) as raw `TAG_i.bin` files; returns their names,
     digests, dtypes, shapes (a subsample's positions go to `TAG_i.index.bin`)."""
-    from kbench.sandbox.sampling import Subsample
 
     files = []
     for i, value in enumerate(values):
@@ -251,7 +258,7 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
 
     t = value.detach()
     sha = None
-    if t.device.type == "cuda" and t.numel() * t.element_size() > DIGEST_CHUNK:
+    if t.device.type == "cuda" and t.numel() * t.element_size() > DIGEST_CHUNK_BYTES:
         try:
             t = t.contiguous()
             sha = _stream_to_file(t.reshape(-1).view(torch.uint8), jobdir / name)
@@ -280,19 +287,19 @@ def _stream_to_file(flat: Any, path: Path) -> str:
 
     n = flat.numel()
     cuda = flat.device.type == "cuda"
-    starts = list(range(0, n, DIGEST_CHUNK))
+    starts = list(range(0, n, DIGEST_CHUNK_BYTES))
     parts = []
     with (
         torch.cuda.device(flat.device) if cuda else contextlib.nullcontext(),
         ThreadPoolExecutor(max_workers=1) as pool,
         path.open("wb") as fh,
     ):
-        bufs = [torch.empty(DIGEST_CHUNK, dtype=torch.uint8, pin_memory=cuda) for _ in range(2)]
+        bufs = [torch.empty(DIGEST_CHUNK_BYTES, dtype=torch.uint8, pin_memory=cuda) for _ in range(2)]
         done = [torch.cuda.Event() for _ in range(2)] if cuda else []
 
         def issue(i: int) -> None:
             s = starts[i]
-            e = min(n, s + DIGEST_CHUNK)
+            e = min(n, s + DIGEST_CHUNK_BYTES)
             bufs[i % 2][: e - s].copy_(flat[s:e], non_blocking=cuda)
             if cuda:
                 done[i % 2].record()  # on the current stream of the tensor's device, after the copy
@@ -302,7 +309,7 @@ def _stream_to_file(flat: Any, path: Path) -> str:
         for i, s in enumerate(starts):
             if cuda:
                 done[i % 2].synchronize()
-            size = min(n, s + DIGEST_CHUNK) - s
+            size = min(n, s + DIGEST_CHUNK_BYTES) - s
             view = memoryview(bufs[i % 2].numpy()).cast("B")[:size]  # type: ignore[arg-type]
             hashed = pool.submit(lambda v: hashlib.sha256(v).digest(), view)
             fh.write(view)

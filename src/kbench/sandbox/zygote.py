@@ -37,7 +37,7 @@ from typing import Any
 # log ("found in sys.modules ... may result in unpredictable behaviour"); their own code takes ~8 ms, while
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
-ENTRIES = ("kbench.sandbox.worker", "kbench.reference")
+ENTRIES = ("kbench.worker.candidate", "kbench.worker.reference")
 PRELOAD = ("torch", *ENTRIES)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left

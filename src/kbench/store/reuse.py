@@ -22,7 +22,6 @@ from dataclasses import replace
 from typing import Any
 
 from kbench.config import RunConfig
-from kbench.store.codec import from_dict
 from kbench.store.db import Store
 from kbench.types import TimingStats
 
@@ -51,18 +50,15 @@ def source_of(stats: TimingStats) -> str | None:
 
 
 def measured(
-    timings: Mapping[str, Mapping[str, Any]],
+    timings: Mapping[str, TimingStats],
     settings: Mapping[str, Any],
     cache_hit: bool,
     shared: bool = False,
 ) -> dict[str, TimingStats]:
-    """The reference job's timings (TimingStats fields by mode) as stats that say how they were taken."""
+    """The reference job's timings (by mode) as stats that say how they were taken."""
     source = CACHED if cache_hit else SHARED if shared else MEASURED
     notes = {SOURCE: source, SETTINGS: settings_text(settings)}
-    return {
-        mode: annotate(from_dict(TimingStats, dict(fields), f"reference timing {mode}"), **notes)
-        for mode, fields in timings.items()
-    }
+    return {mode: annotate(stats, **notes) for mode, stats in timings.items()}
 
 
 def reusable(

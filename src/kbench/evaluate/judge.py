@@ -1,0 +1,228 @@
+"""Host side: turn a worker's exit, its (verified) result and the reference data into one status.
+
+Order of precedence: timeout > forged result > crash (no result) > the worker's own failure status >
+structural/value mismatch on the correctness seeds > child process left behind > timed calls that disagree
+with each other (worker/consistency.py) > outputs sampled during timing > timer vs wall clock > speed of light.
+"""
+
+from __future__ import annotations
+
+import signal
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbench.errors import WorkerError
+from kbench.evaluate.compare import Comparison, compare, output_scale, seed_label, summarize_correctness
+from kbench.sandbox.host import WorkerExit
+from kbench.sandbox.protocol import (
+    SAMPLE_ELEMENTS,
+    ForgedResult,
+    TensorFile,
+    WorkerResult,
+    load_tensors,
+    read_result,
+)
+from kbench.types import Correctness, Status
+
+_OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
+
+
+@dataclass
+class WorkerOutcome:
+    status: Status
+    message: str = ""
+    rule: str = ""
+    result: WorkerResult | None = None
+    correctness: Correctness | None = None
+    warnings: list[str] = field(default_factory=list)
+    log_tail: str = ""
+    generalizes: bool | None = None  # correct at hidden sizes too (generalize.py); None: not checked
+    hidden: str = ""  # what the hidden-shape check did, for the records
+
+
+def _crash_message(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name} before writing a result"
+        except ValueError:
+            return f"worker killed by signal {-code} before writing a result"
+    return f"worker exited with code {code} without writing a result"
+
+
+# The setting that sets each phase's budget (config.RunConfig.budgets), named in a timeout's message.
+BUDGET_SETTINGS = {
+    "load": "load_timeout_s",
+    "correctness": "correctness_timeout_s",
+    "timing": "timing_timeout_s",
+    "build": "build_timeout_s",
+    "reference": "reference_timeout_s",
+}
+
+
+def read_worker(exit_: WorkerExit, jobdir: Path) -> WorkerOutcome:
+    """The first verdict layer: did the worker finish and sign a result? A worker that ran out of time
+    before its job's own phases began, or that reports kbench's own failure, raises WorkerError."""
+    if exit_.timed_out:
+        setting = BUDGET_SETTINGS.get(exit_.phase)
+        if setting is None:  # start-up or the lease wait: kbench's time, not the candidate's
+            raise WorkerError(
+                f"a worker spent {exit_.seconds:.0f} s in its {exit_.phase} phase (limit {exit_.budget_s:.0f} s) "
+                f"before running anything of the job; log tail:\n{exit_.log_tail}"
+            )
+        return WorkerOutcome(
+            Status.TIMEOUT,
+            f"{exit_.phase} ran past its budget of {exit_.budget_s:.0f} s ({setting}); its session was killed",
+            exit_.phase,
+        )
+    try:
+        result = read_result(jobdir, exit_.key)
+    except ForgedResult as exc:
+        return WorkerOutcome(Status.CHEAT, f"result file rejected: {exc}", "result-forged")
+    if result is not None and result.error:
+        raise WorkerError(result.error)
+    if result is None:
+        if any(m in exit_.log_tail for m in _OOM_MARKERS):
+            return WorkerOutcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
+        return WorkerOutcome(Status.CRASHED, _crash_message(exit_.returncode))
+    if result.status is not Status.OK:
+        return WorkerOutcome(result.status, result.message, result.rule, result)
+    return WorkerOutcome(Status.OK, result=result)
+
+
+def _compare_seed(
+    seed: str, outs: list[Any], refs: list[Any], devices: list[str], expect_device: str, tol: float
+) -> list[Comparison]:
+    if len(outs) != len(refs):
+        return [Comparison(False, "output-shape", report=f"{len(outs)} outputs, expected {len(refs)}")]
+    comps = []
+    for out, ref, dev in zip(outs, refs, devices, strict=True):
+        if dev.split(":")[0] != expect_device.split(":")[0]:
+            comps.append(
+                Comparison(False, "output-device", report=f"output on {dev}, expected {expect_device}")
+            )
+        else:
+            comps.append(compare(out, ref, tol))
+    return comps
+
+
+def check_outputs(
+    outcome: WorkerOutcome,
+    jobdir: Path,
+    ref: Any,
+    seeds: list[int],
+    device: str,
+    tol: float,
+    secret: Collection[int] = (),
+) -> WorkerOutcome:
+    """Compare the candidate's outputs (and input checksums) with the reference for each seed; messages
+    name the seeds in `secret` only as "a secret seed" (compare.summarize_correctness says why)."""
+    result = outcome.result
+    assert result is not None
+    per: list[tuple[int, Comparison]] = []
+    for seed in seeds:
+        label = seed_label(seed, secret)
+        files = result.outputs.get(str(seed))
+        if files is None:
+            return WorkerOutcome(Status.CRASHED, f"no output for {label}", result=result)
+        if result.input_checksums.get(str(seed)) != ref.checksums.get(seed):
+            msg = f"inputs for {label} differ from the reference's (random state or inputs tampered)"
+            return WorkerOutcome(Status.CHEAT, msg, "inputs-mutated", result)
+        comps = _compare_seed(
+            str(seed), load_tensors(jobdir, files), ref.outputs[seed], [f.device for f in files], device, tol
+        )
+        per.extend((seed, c) for c in comps)
+        structural = next((c for c in comps if c.rule), None)
+        if structural is not None:
+            msg = f"{label}: {structural.report}"
+            return WorkerOutcome(
+                Status.MISMATCH, msg, structural.rule, result, summarize_correctness(per, secret)
+            )
+    correctness = summarize_correctness(per, secret)
+    if not correctness.passed:
+        return WorkerOutcome(Status.MISMATCH, correctness.report, "", result, correctness)
+    return WorkerOutcome(Status.OK, result=result, correctness=correctness)
+
+
+def check_samples(
+    outcome: WorkerOutcome, jobdir: Path, ref: Any, timing_seeds: list[int], tol: float
+) -> WorkerOutcome:
+    """Outputs produced while being timed must match the reference for the input set they came from."""
+    result = outcome.result
+    assert result is not None
+    scales: dict[tuple[int, int], float] = {}  # (input set, output) -> rms of the whole reference output
+    for call, k, files in result.samples:
+        refs = ref.outputs[timing_seeds[k]]
+        for i, r in enumerate(refs):
+            if (k, i) not in scales and len(files) == len(refs) and files[i].index is not None:
+                scales[(k, i)] = output_scale(r)
+        bad = len(files) != len(refs) or any(
+            not _sample_matches(jobdir, f, r, tol, scales.get((k, i)))
+            for i, (f, r) in enumerate(zip(files, refs, strict=False))
+        )
+        if bad:
+            msg = f"output of timed call {call} (input set {k}) does not match the reference"
+            return WorkerOutcome(Status.CHEAT, msg, "timing-output-mismatch", result, outcome.correctness)
+    return outcome
+
+
+def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: float | None) -> bool:
+    """A sampled output against the reference's, whole or (a `Subsample`) at the positions it names;
+    `scale`: the whole reference output's rms, so a subsample is judged as the whole output would be."""
+    import torch
+
+    (out,) = load_tensors(jobdir, [f])
+    if f.index is None:
+        return compare(out, ref, tol).passed
+    (index,) = load_tensors(jobdir, [f.index])
+    whole = torch.Size(f.whole_shape or [])
+    if (
+        not isinstance(ref, torch.Tensor)
+        or whole != ref.shape
+        or out.dtype != ref.dtype
+        or index.dtype != torch.int64
+        or index.shape != out.shape
+        or out.dim() != 1
+        or index.numel() < min(SAMPLE_ELEMENTS, ref.numel())
+        or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= ref.numel()))
+    ):
+        return False
+    return compare(out, torch.take(ref, index), tol, scale=scale).passed
+
+
+def check_timing(outcome: WorkerOutcome, sol_ms: float | None) -> WorkerOutcome:
+    result = outcome.result
+    assert result is not None and result.timing is not None
+    spin_ms = float(dict(result.timing.extra).get("spin_ms", 0.0))
+    if wallclock_disagrees(result.times_ms, result.wall_ms, result.overhead_ms, spin_ms):
+        med_t = sorted(result.times_ms)[len(result.times_ms) // 2]
+        med_w = sorted(result.wall_ms)[len(result.wall_ms) // 2]
+        msg = f"timer median {med_t:.4f} ms but wall clock median {med_w:.4f} ms per call"
+        return WorkerOutcome(Status.CHEAT, msg, "wallclock-disagreement", result, outcome.correctness)
+    if sol_ms is not None and result.timing.min_ms < sol_ms:
+        msg = (
+            f"fastest call {result.timing.min_ms:.4g} ms is below the speed-of-light floor {sol_ms:.4g} ms"
+            " (every output byte written once at peak bandwidth, or half the compute at peak rate)"
+        )
+        return WorkerOutcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
+    return outcome
+
+
+def wallclock_disagrees(
+    times_ms: Sequence[float], wall_ms: Sequence[float], overhead_ms: float, spin_ms: float = 0.0
+) -> bool:
+    """True when the timer saw much less work than the host clock (minus the empty-call overhead).
+
+    Honest calls: wall ~= timer + overhead (about 10-30 us of record+synchronize on an H200, plus the spin
+    when launches are hidden behind one). A side stream or a forged timer gives timer << wall. We flag when
+    the median gap exceeds both half the wall time and the overhead plus twice its synchronize part (the
+    overhead less the spin) + 50 us, so launch jitter on tiny kernels never fires; with no spin that is
+    3x the overhead + 50 us.
+    """
+    if not times_ms or not wall_ms:
+        return False
+    gap = statistics.median(w - t for w, t in zip(wall_ms, times_ms, strict=False))
+    wall = statistics.median(wall_ms)
+    return gap > 0.5 * wall and gap > overhead_ms + 2 * max(overhead_ms - spin_ms, 0.0) + 0.05

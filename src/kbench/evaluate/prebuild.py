@@ -1,0 +1,117 @@
+"""Builds ahead of evaluation, and the environment every worker process gets (host side).
+
+`prebuild` compiles a candidate's extension in a sandboxed worker with no GPU visible, into the shared
+content-addressed cache (backends/buildcache.py), so the evaluation worker only loads it. Every worker
+of one run gets the same TORCH_CUDA_ARCH_LIST and build recipe, so their build keys agree.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from kbench.backends import get_backend
+from kbench.config import RunConfig
+from kbench.evaluate.judge import read_worker
+from kbench.sandbox.host import run_worker
+from kbench.sandbox.protocol import JobSpec
+from kbench.types import BuildResult, Candidate, Status
+
+PCH_MIN_BATCH = 16  # queued builds from which a builder makes a precompiled header (~50 s, ~0.8 GB)
+
+
+def cuda_arch_list(cfg: RunConfig, device: str) -> str:
+    """The TORCH_CUDA_ARCH_LIST of every build and evaluation worker, so their build keys agree.
+
+    The host's own setting wins; else the GPU's capability when the host sees one; else `cfg.cuda_arch`.
+    """
+    import os
+
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(torch.device(device))
+            return f"{major}.{minor}"
+    return cfg.cuda_arch
+
+
+def base_env(cfg: RunConfig, device: str) -> dict[str, str]:
+    """What every worker's environment carries: OpenMP's thread count for CPU workers (reference and
+    candidate alike), set before it starts; the GPU lease folder when the config names one."""
+    from kbench.sandbox import lease
+
+    env = {} if device.startswith("cuda") else {"OMP_NUM_THREADS": str(cfg.cpu_threads)}
+    return env | ({lease.DIR_ENV: str(cfg.lease_dir)} if cfg.lease_dir is not None else {})
+
+
+def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
+    from kbench.backends import fastbuild
+
+    env = get_backend(backend_name).worker_env(device) | base_env(cfg, device)
+    pch = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
+    return env | {
+        "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),
+        fastbuild.RECIPE_ENV: "fast" if cfg.fast_builds else "standard",
+        fastbuild.PCH_ENV: pch,
+        fastbuild.OPS_ENV: "1" if cfg.op_headers else "0",
+    }
+
+
+def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) -> BuildResult:
+    """Build the candidate's extension into the content-addressed cache, with no GPU visible.
+
+    A sandboxed `role="build"` worker imports the candidate (its load_inline calls build), so the later
+    evaluation worker, started with the same TORCH_CUDA_ARCH_LIST, only loads the binary. Builds
+    nothing (ok, 0 s) for backends that compile at first launch (Triton). `batch` is how many builds the
+    caller has queued: from PCH_MIN_BATCH on (or with precompiled_headers="on") the builder also makes
+    the precompiled header its flags need, which later builds then use.
+    """
+    backend = get_backend(candidate.backend)
+    if not backend.prebuilds:
+        return BuildResult(ok=True, backend=candidate.backend)
+    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kbench-build-", dir=cfg.cache_dir) as tmp:
+        jobdir = Path(tmp)
+        path = jobdir / "candidate.py"
+        path.write_text(candidate.source)
+        spec = JobSpec(
+            role="build",
+            preset=cfg.preset,
+            dtype=cfg.dtype,
+            device=device,
+            backend=candidate.backend,
+            candidate_file=str(path),
+            memory_limit_gb=cfg.memory_limit_gb,
+            cache_dir=str(cfg.cache_dir),
+        )
+        make_pch = cfg.precompiled_headers == "on" or (
+            cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
+        )
+        env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
+        budgets = cfg.budgets("build")
+        exit_ = run_worker("kbench.worker.candidate", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+        outcome = read_worker(exit_, jobdir)
+    result = outcome.result
+    failed = outcome.status is Status.BUILD_ERROR or result is None
+    status = outcome.status.value if failed else ""
+    if result is None:
+        return BuildResult(
+            ok=False, backend=candidate.backend, seconds=exit_.seconds, log=outcome.message,
+            status=status, message=outcome.message, rule=outcome.rule,
+        )  # fmt: skip
+    log = result.build_log or ("" if outcome.status is Status.OK else outcome.message)
+    return BuildResult(
+        ok=not failed,
+        backend=candidate.backend,
+        seconds=result.build_seconds,
+        cache_hit=result.build_cache_hit,
+        recipe=result.build_recipe,
+        log=log[-8000:],
+        kernels=tuple(backend.kernel_names(candidate.source)),
+        status=status,
+        message=outcome.message if failed else "",
+        rule=outcome.rule if failed else "",
+    )

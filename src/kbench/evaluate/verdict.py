@@ -1,0 +1,110 @@
+"""A verdict from an evaluation's outcome (host side): build facts, timings and baselines, warnings, phases;
+and the speed-of-light floor the timing is checked against."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from kbench.baselines.modes import TIMED_MODES
+from kbench.config import RunConfig
+from kbench.evaluate.judge import WorkerOutcome
+from kbench.evaluate.phases import Account
+from kbench.evaluate.reference_cache import ReferenceData
+from kbench.hardware import device_name
+from kbench.store.reuse import measured
+from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
+
+if TYPE_CHECKING:
+    from kbench.evaluate.flow import Plan
+
+SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
+
+
+def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
+    """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
+    most permissive), or None off a known GPU."""
+    if not device.startswith("cuda"):
+        return None
+    from kbench.analysis.gpus import match_device_name
+    from kbench.analysis.roofline import speed_of_light
+
+    gpu = match_device_name(device_name(device))
+    if gpu is None:
+        return None
+    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True).floor_ms
+
+
+def _warnings(
+    checks: CheckReport, timing: TimingStats | None, baselines: dict[str, TimingStats]
+) -> list[str]:
+    out = [f"static:{f.rule}: {f.message}" for f in checks.findings]
+    if timing is not None:
+        extra = dict(timing.extra)
+        if not timing.meaningful:
+            out.append("timings are not meaningful (Triton interpreter on the CPU)")
+        if extra.get("clocks_moved"):
+            out.append(f"GPU SM clock moved more than 5% during timing: {extra.get('sm_clock_mhz')}")
+        eager = baselines.get("eager")
+        if (
+            eager is not None
+            and timing.median_ms > 0
+            and eager.median_ms / timing.median_ms > SUSPICIOUS_SPEEDUP
+        ):
+            out.append(
+                f"suspicious speedup {eager.median_ms / timing.median_ms:.0f}x over eager: inspect the kernel"
+            )
+    return out
+
+
+def make_verdict(
+    problem: Problem,
+    candidate: Candidate,
+    cfg: RunConfig,
+    plan: Plan,
+    outcome: WorkerOutcome,
+    checks: CheckReport,
+    ref: ReferenceData | None,
+    acct: Account,
+    reused: Mapping[str, TimingStats] | None = None,
+    built: BuildResult | None = None,
+) -> Verdict:
+    result = outcome.result
+    build = built if built is not None and not built.ok else None
+    if result is not None:
+        build = BuildResult(
+            ok=outcome.status is not Status.BUILD_ERROR,
+            backend=candidate.backend,
+            seconds=result.build_seconds,
+            cache_hit=result.build_cache_hit,
+            recipe=result.build_recipe,
+            log=result.build_log,
+            kernels=tuple(result.kernels_ran),
+        )
+    timing = result.timing if result is not None else None
+    timed = measured(ref.timings, asdict(plan.settings), ref.cache_hit, ref.shared) if ref else {}
+    baselines = timed | dict(reused or {})
+    return Verdict(
+        status=outcome.status,
+        problem_key=problem.key,
+        backend=candidate.backend,
+        preset=cfg.preset,
+        dtype=cfg.dtype,
+        device=plan.device,
+        message=outcome.message,
+        rule=outcome.rule,
+        log_tail=outcome.log_tail,
+        candidate_digest=candidate.digest,
+        checks=checks,
+        build=build,
+        correctness=outcome.correctness,
+        timing=timing if outcome.status is Status.OK else None,
+        baselines=tuple((m, baselines[m]) for m in TIMED_MODES if m in baselines),
+        kernel_share=result.kernel_share if result is not None else None,
+        warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
+        seconds=round(acct.seconds(), 3),
+        phases=acct.items(),
+        generalizes=outcome.generalizes,
+        hidden=outcome.hidden,
+    )

@@ -1,0 +1,1 @@
+"""`kbench selftest`: the anti-cheat fixtures (`fixtures/`) run against the evaluator (`runner`)."""

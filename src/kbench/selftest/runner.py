@@ -1,0 +1,200 @@
+"""The anti-cheat fixture suite: candidates that must get a known verdict, run against the evaluator.
+
+Fixtures live in the package (`kbench/selftest/fixtures/<problem>/{correct,wrong}/<name>.<backend>.py`)
+next to a self-contained `problem.py` per folder. Each fixture starts with header comments:
+
+    # expect: STATUS [RULE] [| STATUS [RULE] ...]   the verdicts that count as caught (alternatives: |)
+    # static: off                                   run with static checks disabled (tests the runtime rule)
+    # timeout: SECONDS                              the worker's wall-clock limit for this fixture
+    # requires: gpu                                 needs a CUDA device (cuda fixtures always do)
+    # warns: RULE                                   a warning finding the verdict must carry
+    # include: FILE                                 completed with FILE's text first (a shared source)
+
+The evaluator's own test fixtures (tests/fixtures/eval/) use the same header, read by `parse_header`.
+
+Alternatives exist where two checks legitimately race to catch one trick (e.g. memoisation by pointer is
+caught by correctness when the allocator reuses an address, by the timing re-check otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kbench.backends import get_backend
+from kbench.config import RunConfig
+from kbench.errors import ConfigError
+from kbench.evaluate.reference_pool import ReferencePool
+from kbench.types import Candidate, Problem, Verdict
+
+_KEYS = ("expect", "static", "timeout", "requires", "warns", "include")
+_GROUPS = ("correct", "wrong")
+# CPU runs use the `small` preset and a short timing budget: the suite checks verdicts, not speed.
+_CPU_TIMING_BUDGET_S = 1.0
+_DEFAULT_TIMEOUT_S = 180.0  # covers one cold load_inline build (~30 s CPU, ~60 s CUDA) plus the run
+
+
+@dataclass(frozen=True)
+class Expectation:
+    status: str
+    rule: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.rule}".strip()
+
+
+@dataclass(frozen=True)
+class Fixture:
+    path: Path
+    problem_dir: str  # the folder name, e.g. gelu_tanh
+    group: str  # correct | wrong
+    name: str
+    backend: str
+    expect: tuple[Expectation, ...]
+    static: bool = True
+    timeout_s: float | None = None
+    requires_gpu: bool = False
+    warns: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.problem_dir}/{self.group}/{self.name}.{self.backend}"
+
+    @property
+    def expected(self) -> str:
+        return " | ".join(str(e) for e in self.expect)
+
+
+@dataclass(frozen=True)
+class FixtureOutcome:
+    fixture: Fixture
+    status: str
+    rule: str
+    passed: bool
+    seconds: float
+    message: str = ""
+
+    @property
+    def got(self) -> str:
+        return f"{self.status} {self.rule}".strip()
+
+
+def fixture_root() -> Path:
+    return Path(str(resources.files("kbench.selftest") / "fixtures"))
+
+
+def parse_header(text: str, where: str) -> dict[str, str]:
+    """The `# key: value` lines at the top of a fixture (free-text comment lines are ignored)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        key, sep, value = line[1:].partition(":")
+        if sep and key.strip() in _KEYS:
+            found[key.strip()] = value.strip()
+    if "expect" not in found:
+        raise ConfigError(f"{where}: fixture has no '# expect: STATUS [RULE]' header")
+    return found
+
+
+def expectations(spec: str) -> tuple[Expectation, ...]:
+    """An `# expect:` header's alternatives (`STATUS [RULE] | ...`)."""
+    out = []
+    for alt in spec.split("|"):
+        parts = alt.split()
+        out.append(Expectation(parts[0], parts[1] if len(parts) > 1 else ""))
+    return tuple(out)
+
+
+def load_fixture(path: Path) -> Fixture:
+    stem, backend = path.name.removesuffix(".py").rsplit(".", 1)
+    head = parse_header(path.read_text(), str(path))
+    return Fixture(
+        path=path,
+        problem_dir=path.parent.parent.name,
+        group=path.parent.name,
+        name=stem,
+        backend=backend,
+        expect=expectations(head["expect"]),
+        static=head.get("static", "on") != "off",
+        timeout_s=float(head["timeout"]) if "timeout" in head else None,
+        requires_gpu=get_backend(backend).needs_gpu or head.get("requires") == "gpu",
+        warns=tuple(head["warns"].split()) if "warns" in head else (),
+    )
+
+
+def discover(
+    root: Path | None = None, backends: Iterable[str] | None = None, gpu: bool = False
+) -> list[Fixture]:
+    """Fixtures under `root`, honest controls first (they warm the shared build cache)."""
+    root = root or fixture_root()
+    wanted = set(backends) if backends else None
+    fixtures = []
+    for group in _GROUPS:
+        for path in sorted(root.glob(f"*/{group}/*.py")):
+            fx = load_fixture(path)
+            if (wanted is None or fx.backend in wanted) and (gpu or not fx.requires_gpu):
+                fixtures.append(fx)
+    return fixtures
+
+
+def fixture_problem(fixture: Fixture) -> Problem:
+    from kbench.problems.sources import load_source
+
+    return load_source(str(fixture.path.parent.parent / "problem.py"))[0]
+
+
+def fixture_config(fixture: Fixture, gpu: bool, base: RunConfig | None = None) -> RunConfig:
+    """The run config for one fixture: cpp always on the CPU; GPU runs use the full preset."""
+    base = base or RunConfig()
+    on_gpu = gpu and get_backend(fixture.backend).gpu_kernels
+    update = {
+        "backend": fixture.backend,
+        "device": "cuda" if on_gpu else "cpu",
+        "preset": "full" if on_gpu else "small",
+        "static_checks": fixture.static,
+        "timeout_s": fixture.timeout_s or _DEFAULT_TIMEOUT_S,
+        "baselines": ["eager"],
+    }
+    if not on_gpu:
+        update["timing_budget_s"] = min(base.timing_budget_s, _CPU_TIMING_BUDGET_S)
+    return base.model_copy(update=update)
+
+
+def judge(fixture: Fixture, verdict: Verdict) -> bool:
+    """True when the verdict is one of the expected ones and carries every expected warning."""
+    status, rule = verdict.status.value, verdict.rule
+    if not any(e.status == status and (not e.rule or e.rule == rule) for e in fixture.expect):
+        return False
+    warned = {f"static:{f.rule}" for f in verdict.checks.findings} | set(verdict.warnings)
+    return all(w in warned for w in fixture.warns)
+
+
+def run_fixture(
+    fixture: Fixture,
+    gpu: bool = False,
+    base: RunConfig | None = None,
+    references: ReferencePool | None = None,
+) -> FixtureOutcome:
+    from kbench.evaluate.flow import evaluate  # the evaluator under test
+
+    cfg = fixture_config(fixture, gpu, base)
+    problem = fixture_problem(fixture)
+    candidate = Candidate(problem.key, fixture.backend, fixture.path.read_text(), origin=str(fixture.path))
+    start = time.perf_counter()
+    verdict = evaluate(problem, candidate, cfg, references=references)
+    seconds = time.perf_counter() - start
+    return FixtureOutcome(
+        fixture, verdict.status.value, verdict.rule, judge(fixture, verdict), seconds, verdict.message
+    )
+
+
+def run_suite(
+    backends: Iterable[str] | None = None, gpu: bool = False, select: str = "", base: RunConfig | None = None
+) -> list[FixtureOutcome]:
+    fixtures = [f for f in discover(backends=backends, gpu=gpu) if select in f.id]
+    references = ReferencePool()  # the fixtures of one problem share its reference run
+    return [run_fixture(f, gpu, base, references) for f in fixtures]

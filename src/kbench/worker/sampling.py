@@ -1,0 +1,57 @@
+"""What of a timed call's outputs comes back to the host (worker side): whole copies up to a size, random
+elements above it (`sample_outputs`, `stash`); written by protocol.save_tensors, checked by the host."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kbench.sandbox.protocol import SAMPLE_ELEMENTS, Subsample
+
+_urandom = os.urandom  # bound when the worker imports this module, before the candidate is imported
+
+
+def sample_outputs(values: list[Any], whole_bytes: int) -> list[Any]:
+    """What of a timed call's outputs comes back: a copy (`stash`) of each output up to `whole_bytes`;
+    of a larger one `SAMPLE_ELEMENTS` elements at positions drawn from the OS's entropy once the call
+    has returned, so the call cannot know which of its elements will be checked. Copying a 1 GiB output
+    back for every sampled call cost seconds of the GPU's time per verdict; a million random elements
+    still catch an output that is wrong anywhere but in a vanishing fraction of it."""
+    import torch
+
+    out: list[Any] = []
+    for value in values:
+        if not isinstance(value, torch.Tensor) or value.numel() * value.element_size() <= whole_bytes:
+            out.extend(stash([value]))
+            continue
+        value = value.detach()
+        gen = torch.Generator(device=value.device)
+        gen.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
+        index = torch.randint(0, value.numel(), (SAMPLE_ELEMENTS,), generator=gen, device=value.device)
+        index = index.sort().values
+        out.append(Subsample(torch.take(value, index), index, tuple(value.shape), str(value.device)))
+    return out
+
+
+def stash(values: list[Any]) -> list[Any]:
+    """Copies of `values` (plain tensors) that later calls cannot change, for `save_tensors` to write later.
+
+    A GPU tensor is copied on its device (microseconds, asynchronous) while the copy takes at most a
+    quarter of the device's free memory, so the candidate's next calls keep their headroom; else to the
+    CPU. Anything else is kept as it is (`save_tensors` rejects it as before).
+    """
+    import torch
+
+    out = []
+    for value in values:
+        if not isinstance(value, torch.Tensor):
+            out.append(value)
+            continue
+        value = value.detach()
+        if value.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(value.device)
+            if value.numel() * value.element_size() <= free // 4:
+                out.append(value.clone())
+                continue
+        out.append(value.to("cpu", copy=True))
+    return out

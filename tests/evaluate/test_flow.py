@@ -1,0 +1,209 @@
+"""End-to-end verdicts on CPU: an honest cpp candidate, a wrong one, and one fixture per protocol rule.
+
+All cpp fixtures share one extension source, so the session builds it once (~30-60 s cold) and every
+later worker loads it from the content-addressed cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from evalfixtures import FIXTURES, cpu_config, fixture_source
+from typer.testing import CliRunner
+
+from kbench.evaluate.flow import evaluate
+from kbench.problems import get_problem
+from kbench.types import Candidate, Status
+
+PROBLEM = "kbench:2/1"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kbench-cache")
+
+
+def run(name: str, cache_dir: Path, backend: str = "cpp", **kw: object):  # type: ignore[no-untyped-def]
+    problem = get_problem(PROBLEM)
+    cfg = cpu_config(cache_dir, backend=backend, **kw)
+    return evaluate(problem, Candidate(problem.key, backend, fixture_source(name)), cfg)
+
+
+@pytest.mark.slow
+def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
+    v = run("cpp_honest.py", cache_dir)
+    assert v.status is Status.OK, v.message + v.log_tail
+    assert v.correctness is not None and v.correctness.passed and len(v.correctness.seeds) == 4
+    assert v.timing is not None and v.timing.n >= 20 and v.timing.method == "perf_counter"
+    assert v.speedup("eager") is not None and v.speedup("eager") > 0
+    assert v.build is not None and "gemm_relu" in v.build.kernels
+    again = run("cpp_honest.py", cache_dir, measure=False)
+    assert again.status is Status.OK and again.build is not None and again.build.cache_hit
+
+
+def test_wrong_result_is_mismatch_with_report(cache_dir: Path) -> None:
+    v = run("cpp_wrong.py", cache_dir, measure=False)
+    assert v.status is Status.MISMATCH
+    assert "first positions" in v.message and "expected" in v.message
+    assert v.correctness is not None and v.correctness.max_abs_err > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "rule"),
+    [
+        ("cpp_inputs_mutated.py", Status.CHEAT, "inputs-mutated"),
+        ("cpp_alias.py", Status.CHEAT, "output-aliases-input"),
+        ("cpp_subclass.py", Status.CHEAT, "tensor-subclass"),
+        ("cpp_global_state.py", Status.CHEAT, "global-state"),
+        ("cpp_timer.py", Status.CHEAT, "timer-patched"),
+        ("cpp_reference_patch.py", Status.CHEAT, "reference-patched"),
+        ("cpp_no_kernel.py", Status.CHEAT, "no-custom-kernel"),
+        ("cpp_child.py", Status.CHEAT, "child-process"),
+        ("cpp_forged.py", Status.CHEAT, "result-forged"),
+        ("py_segfault.py", Status.CRASHED, ""),
+        ("py_exit0.py", Status.CRASHED, ""),
+        ("py_raise.py", Status.RUNTIME_ERROR, ""),
+        ("py_no_model.py", Status.LOAD_ERROR, ""),
+        ("py_oom.py", Status.OOM, ""),
+    ],
+)
+def test_protocol_rules_fire(cache_dir: Path, name: str, status: Status, rule: str) -> None:
+    v = run(name, cache_dir, measure=False)
+    assert (v.status, v.rule) == (status, rule), v.message + v.log_tail
+
+
+@pytest.mark.parametrize("whole_mib", [32, 0])  # 0: every sampled output comes back at random elements
+def test_output_sampled_during_timing_is_rechecked(cache_dir: Path, whole_mib: int) -> None:
+    v = run("cpp_stale.py", cache_dir, sample_whole_mib=whole_mib)
+    assert (v.status, v.rule) == (Status.CHEAT, "timing-output-mismatch"), v.message
+
+
+def test_honest_outputs_sampled_at_random_elements_pass(cache_dir: Path) -> None:
+    v = run("cpp_honest.py", cache_dir, sample_whole_mib=0)
+    assert v.status is Status.OK, v.message + v.log_tail
+
+
+def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kbench.evaluate.flow.sol_ms", lambda *a: 1e6)
+    v = run("cpp_honest.py", cache_dir)
+    assert (v.status, v.rule) == (Status.CHEAT, "beyond-speed-of-light")
+
+
+def _sleepers(marker: str, tag: str) -> list[int]:
+    """Live processes running `marker` that inherited this test's `tag` (other test runs may share the box)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                and tag.encode() in (entry / "environ").read_bytes()
+            ):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_hang_times_out_and_group_is_killed(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = f"KBENCH_TEST_TAG={os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv(*tag.split("=", 1))  # the worker and its children inherit it
+    v = run("py_hang.py", cache_dir, measure=False, timeout_s=120.0, correctness_timeout_s=5.0)
+    assert v.status is Status.TIMEOUT and v.rule == "correctness"  # the verdict names the phase
+    assert "correctness ran past its budget of 5 s (correctness_timeout_s)" in v.message
+    assert v.seconds < 60  # the hung forward's own budget, not the load phase's 120 s
+    assert _sleepers("sleep 300", tag) == []
+
+
+def test_build_budget_is_its_own(cache_dir: Path) -> None:
+    """A build that outlasts build_timeout_s is a timeout in phase build, and the candidate never runs."""
+    v = run("cpp_honest.py", cache_dir / "cold", measure=False, build_timeout_s=1.0)
+    assert v.status is Status.TIMEOUT and v.rule == "build", v.message
+    assert "build_timeout_s" in v.message and v.build is not None and not v.build.ok
+    assert not any(name.startswith("cand") for name, _ in v.phases)  # no candidate worker ran
+
+
+@pytest.mark.slow
+def test_build_error(cache_dir: Path) -> None:
+    v = run("cpp_build_error.py", cache_dir, measure=False)
+    assert v.status is Status.BUILD_ERROR
+    assert v.build is not None and v.build.log
+
+
+def test_triton_passes_in_interpreter_and_compiles_for_sm90(cache_dir: Path) -> None:
+    v = run("triton_honest.py", cache_dir, backend="triton", timing_budget_s=0.2)
+    assert v.status is Status.OK, v.message + v.log_tail
+    assert v.timing is not None and not v.timing.meaningful
+    assert v.build is not None and "compiled for sm_90" in v.build.log
+
+
+def test_triton_that_does_not_compile_is_build_error(cache_dir: Path) -> None:
+    v = run("triton_bad_compile.py", cache_dir, backend="triton", measure=False)
+    assert v.status is Status.BUILD_ERROR, v.message + v.log_tail
+
+
+def test_cli_eval_json(cache_dir: Path) -> None:
+    from kbench.cli import app
+
+    env = {"KBENCH_CACHE_DIR": str(cache_dir)}
+    args = ["eval", "--problem", PROBLEM, "--candidate", str(FIXTURES / "py_raise.py"), "--backend", "cpp"]
+    args += ["--preset", "small", "--device", "cpu", "--no-static", "--no-timing", "--format", "json"]
+    result = CliRunner().invoke(app, args, env=env | dict(os.environ))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["status"] == "runtime_error" and "kernel launch failed" in data["message"]
+
+
+def test_syntax_error_is_load_error_with_line(cache_dir: Path) -> None:
+    problem = get_problem(PROBLEM)
+    source = "import torch\n\n\nclass ModelNew(torch.nn.Module:\n    pass\n"
+    v = evaluate(problem, Candidate(problem.key, "cpp", source), cpu_config(cache_dir, static_checks=True))
+    assert (v.status, v.rule) == (Status.LOAD_ERROR, ""), v.message
+    assert v.message.startswith("line 4:")
+
+
+@pytest.mark.parametrize(("dtype", "warned"), [("fp32", True), ("fp16", False), ("bf16", False)])
+def test_static_checks_see_the_problem_dtype(cache_dir: Path, dtype: str, warned: bool) -> None:
+    from kbench.evaluate.flow import _static
+
+    source = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.half()\n"
+    cfg = cpu_config(cache_dir, static_checks=True, dtype=dtype)
+    rules = {f.rule for f in _static(Candidate("p", "cpp", source), cfg).findings}
+    assert ("precision-downgrade" in rules) is warned, rules
+
+
+def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
+    from kbench.evaluate.reference_pool import ReferencePool
+    from kbench.store.reuse import source_of
+
+    problem = get_problem(PROBLEM)
+    cfg = cpu_config(cache_dir)
+    pool = ReferencePool()
+    first = evaluate(
+        problem, Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")), cfg, references=pool
+    )
+    wrong = evaluate(
+        problem, Candidate(problem.key, "cpp", fixture_source("cpp_wrong.py")), cfg, references=pool
+    )
+    assert first.status is Status.OK, first.message + first.log_tail
+    assert wrong.status is Status.MISMATCH, wrong.message
+    assert (pool.runs, pool.reuses) == (1, 1)
+    assert any(k.startswith("ref:") for k, _ in first.phases)
+    assert not any(k.startswith("ref:") for k, _ in wrong.phases)  # no second reference worker
+    # a baseline timed by this run's first evaluation says so; one read from the disk cache stays "cache"
+    first_source = source_of(dict(first.baselines)["eager"])
+    assert source_of(dict(wrong.baselines)["eager"]) == ("run" if first_source == "measured" else "cache")
+    # the shared secret seed is the same in both verdicts; a new pool draws a new one
+    assert first.correctness is not None and wrong.correctness is not None
+    assert first.correctness.seeds == wrong.correctness.seeds
+    other = evaluate(
+        problem,
+        Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")),
+        cfg,
+        references=ReferencePool(),
+    )
+    assert other.correctness is not None and other.correctness.seeds != first.correctness.seeds

@@ -1,0 +1,78 @@
+"""`prebuild`: a GPU-less build worker fills the content-addressed cache; the evaluation only loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from evalfixtures import cpu_config, fixture_source
+
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.prebuild import cuda_arch_list, prebuild
+from kbench.problems import get_problem
+from kbench.types import Candidate, Status
+
+
+@pytest.mark.slow
+def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
+    problem = get_problem("kbench:2/1")
+    candidate = Candidate(problem.key, "cpp", fixture_source("cpp_honest.py"))
+    cfg = cpu_config(tmp_path, measure=False)
+    built = prebuild(candidate, cfg, "cpu")
+    assert built.ok and not built.cache_hit and built.seconds > 0, built.log
+    assert "gemm_relu" in built.kernels
+    verdict = evaluate(problem, candidate, cfg)
+    assert verdict.status is Status.OK, verdict.message + verdict.log_tail
+    assert verdict.build is not None and verdict.build.cache_hit
+
+
+@pytest.mark.slow
+def test_prebuild_reports_a_build_error(tmp_path: Path) -> None:
+    candidate = Candidate("kbench:2/1", "cpp", fixture_source("cpp_build_error.py"))
+    built = prebuild(candidate, cpu_config(tmp_path), "cpu")
+    assert not built.ok and built.log
+
+
+def test_prebuild_of_triton_builds_nothing(tmp_path: Path) -> None:
+    built = prebuild(
+        Candidate("kbench:2/1", "triton", fixture_source("triton_honest.py")), cpu_config(tmp_path), "cpu"
+    )
+    assert built.ok and built.seconds == 0.0
+
+
+def test_arch_list_falls_back_to_config(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    assert cuda_arch_list(cpu_config(Path("."), cuda_arch="8.0"), "cpu") == "8.0"
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    assert cuda_arch_list(cpu_config(Path(".")), "cuda:0") == "8.0;9.0"
+
+
+def test_worker_env_carries_the_build_recipes(tmp_path: Path) -> None:
+    from kbench.backends import fastbuild
+    from kbench.evaluate.prebuild import worker_env
+
+    cfg = cpu_config(tmp_path)
+    env = worker_env("cuda", cfg, "cuda:0")
+    assert (env[fastbuild.RECIPE_ENV], env[fastbuild.PCH_ENV], env[fastbuild.OPS_ENV]) == ("fast", "use", "1")
+    off = worker_env(
+        "cuda", cfg.model_copy(update={"op_headers": False, "fast_builds": False}), "cuda:0", True
+    )
+    assert (off[fastbuild.RECIPE_ENV], off[fastbuild.PCH_ENV], off[fastbuild.OPS_ENV]) == (
+        "standard",
+        "make",
+        "0",
+    )
+
+
+def test_build_jobs_run_at_lower_priority(tmp_path: Path) -> None:
+    """Compilers yield the cores to the GPU lanes' workers: the build worker (and so its compiler
+    children) runs at BUILD_NICE above the host's niceness."""
+    import os
+
+    from kbench.worker.candidate import BUILD_NICE
+
+    seen = tmp_path / "nice.txt"
+    source = f"import os\nopen({str(seen)!r}, 'w').write(str(os.nice(0)))\n"
+    built = prebuild(Candidate("kbench:2/1", "cpp", source), cpu_config(tmp_path), "cpu")
+    assert built.ok, built.log
+    assert int(seen.read_text()) == min(19, os.nice(0) + BUILD_NICE)

@@ -1,0 +1,86 @@
+"""The reference worker and its disk cache: fixed seeds cached, secret seeds recomputed every run."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from evalfixtures import cpu_config
+
+from kbench.evaluate.flow import get_reference, make_plan
+from kbench.evaluate.reference_cache import cache_key, read_cache, wait_for_cache, write_cache
+from kbench.problems import build_model, get_problem, load
+from kbench.sandbox.protocol import JobSpec, WorkerResult, load_tensors, save_tensors
+from kbench.types import Problem, TimingStats
+
+
+def test_reference_outputs_and_cache(tmp_path: Path) -> None:
+    problem = get_problem("kbench:2/1")
+    cfg = cpu_config(tmp_path, measure=True, timing_budget_s=0.2)
+    plan = make_plan(cfg, "cpu")
+    first = get_reference(problem, cfg, plan, tmp_path / "a")
+    assert not first.cache_hit and set(first.outputs) == set(plan.fixed + plan.secret + plan.timing)
+    assert "eager" in first.timings and first.timings["eager"].n >= 20
+
+    loaded = load(problem, "small")
+    model = build_model(loaded, cfg.init_seed)
+    torch.manual_seed(plan.fixed[0])
+    (x,) = loaded.get_inputs()
+    assert torch.equal(first.outputs[plan.fixed[0]][0], model(x))
+
+    plan2 = make_plan(cfg, "cpu")
+    second = get_reference(problem, cfg, plan2, tmp_path / "b")
+    assert second.cache_hit and plan2.secret[0] in second.outputs
+    assert torch.equal(second.outputs[plan.fixed[0]][0], first.outputs[plan.fixed[0]][0])
+    assert second.timings == first.timings
+
+
+def test_cache_key_depends_on_dtype_and_device() -> None:
+    spec = JobSpec(
+        role="reference",
+        problem=Problem(source="s", level=1, number=1, name="n", code="x"),
+        preset="full",
+        dtype="fp32",
+        device="cpu",
+    )
+    key = cache_key(spec, "2.13", "cpu")
+    assert key == cache_key(spec, "2.13", "cpu")
+    assert key != cache_key(spec.model_copy(update={"dtype": "bf16"}), "2.13", "cpu")
+    assert key != cache_key(spec, "2.13", "NVIDIA H200")
+    assert key != cache_key(spec, "2.14", "cpu")
+
+
+def _one_output(jobdir: Path) -> WorkerResult:
+    jobdir.mkdir()
+    result = WorkerResult(timings={"eager": TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 1, 0.0)})
+    result.outputs["1000"] = save_tensors(jobdir, "out_1000", [torch.arange(1000.0)])
+    result.input_checksums["1000"] = ["abc"]
+    return result
+
+
+def test_cache_write_outlives_its_job_folder(tmp_path: Path) -> None:
+    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
+    result = _one_output(jobdir)
+    write_cache(folder, jobdir, result, [1000])
+    shutil.rmtree(jobdir)  # the evaluation ends and its job folder goes while the copy may still run
+    cached = read_cache(folder)  # waits for this process's pending write of the folder
+    assert cached is not None and cached.timings == result.timings
+    (got,) = load_tensors(folder, cached.outputs["1000"])
+    assert torch.equal(got, torch.arange(1000.0))
+
+
+def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    jobdir = tmp_path / "job"
+    result = _one_output(jobdir)
+    (tmp_path / "not-a-dir").write_text("")
+    folder = tmp_path / "not-a-dir" / "key"  # its parent cannot be made
+    with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_cache"):
+        write_cache(folder, jobdir, result, [1000])
+        wait_for_cache()
+    assert read_cache(folder) is None
+    assert any("not written" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,63 @@
+"""The fixture suite's own plumbing: headers, discovery and judging (no evaluator run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench.errors import ConfigError
+from kbench.selftest.runner import discover, fixture_config, fixture_root, judge, load_fixture
+from kbench.types import CheckReport, Finding, Severity, Status, Verdict
+
+
+def _verdict(status: Status, rule: str = "", findings: tuple[Finding, ...] = ()) -> Verdict:
+    return Verdict(status, "p", "cpp", "small", "fp32", "cpu", rule=rule, checks=CheckReport(findings))
+
+
+def _write(tmp_path: Path, header: str, name: str = "x.cpp.py") -> Path:
+    folder = tmp_path / "prob" / "wrong"
+    folder.mkdir(parents=True)
+    path = folder / name
+    path.write_text(header + "import torch\n")
+    return path
+
+
+def test_every_problem_folder_has_a_problem_and_both_groups():
+    for folder in (p for p in fixture_root().iterdir() if p.is_dir() and not p.name.startswith("_")):
+        assert (folder / "problem.py").is_file()
+        assert any((folder / "correct").glob("*.py")) and any((folder / "wrong").glob("*.py"))
+
+
+def test_discovery_skips_gpu_fixtures_without_gpu_and_orders_controls_first():
+    cpu = discover(gpu=False)
+    assert cpu and not any(f.requires_gpu for f in cpu)
+    groups = [f.group for f in cpu]
+    assert groups == sorted(groups)  # correct < wrong
+    assert {f.backend for f in discover(gpu=True)} >= {"cpp", "cuda", "triton"}
+
+
+def test_header_alternatives_static_and_timeout(tmp_path: Path):
+    path = _write(tmp_path, "# expect: cheat a | mismatch\n# static: off\n# timeout: 12\n# note: free text\n")
+    fx = load_fixture(path)
+    assert [str(e) for e in fx.expect] == ["cheat a", "mismatch"]
+    assert not fx.static and fx.timeout_s == 12.0 and fx.backend == "cpp" and fx.name == "x"
+    cfg = fixture_config(fx, gpu=False)
+    assert (cfg.device, cfg.preset, cfg.static_checks, cfg.timeout_s) == ("cpu", "small", False, 12.0)
+
+
+def test_missing_expect_header_is_our_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match="expect"):
+        load_fixture(_write(tmp_path, "# just a comment\n"))
+
+
+def test_judge_needs_status_rule_and_warnings(tmp_path: Path):
+    fx = load_fixture(
+        _write(tmp_path, "# expect: cheat inputs-mutated | mismatch\n# warns: static:streams\n")
+    )
+    warn = (Finding("streams", Severity.WARN, "side stream"),)
+    assert judge(fx, _verdict(Status.CHEAT, "inputs-mutated", warn))
+    assert judge(fx, _verdict(Status.MISMATCH, "", warn))
+    assert not judge(fx, _verdict(Status.CHEAT, "inputs-mutated"))  # warning missing
+    assert not judge(fx, _verdict(Status.CHEAT, "global-state", warn))
+    assert not judge(fx, _verdict(Status.OK, "", warn))

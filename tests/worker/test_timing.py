@@ -1,0 +1,286 @@
+"""The timing function on CPU, its statistics, and the wall-clock disagreement rule."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+import torch
+
+from kbench.evaluate.judge import wallclock_disagrees
+from kbench.worker.timing import TimingSettings, summarize_times, time_callable
+
+
+def test_summarize_statistics() -> None:
+    s = summarize_times([1.0, 2.0, 3.0, 4.0, 100.0], "cpu", "perf_counter")
+    assert s.median_ms == 3.0 and s.min_ms == 1.0 and s.n == 5
+    assert s.mean_ms == pytest.approx(22.0)
+    assert s.rse == pytest.approx(s.std_ms / 5**0.5 / s.mean_ms)
+    assert s.iqr_ms > 0
+
+
+def test_cpu_timing_rotates_inputs_and_samples_outputs() -> None:
+    sets = [(torch.full((8,), float(i)),) for i in range(3)]
+    seen: list[tuple[int, int, float]] = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.001)
+        return x * 2
+
+    settings = TimingSettings(budget_s=0.5, warmup_s=0.01, min_runs=20)
+    res = time_callable(
+        fn,
+        sets,
+        settings,
+        torch.device("cpu"),
+        lambda c, k, o, _: seen.append((c, k, float(o[0]))),
+        frozenset({0, 4}),
+    )
+    st = res.stats
+    assert st.method == "perf_counter" and st.n >= 20 and st.meaningful
+    assert 0.9 <= st.median_ms <= 20
+    assert [(c, k, v) for c, k, v in seen] == [(0, 0, 0.0), (4, 1, 2.0)]
+    assert len(res.times_ms) == st.n
+
+
+def test_disguised_sample_calls_expose_a_memo_keyed_on_the_tensor() -> None:
+    """A sampled call sees another set's values in the same tensor (same version): a candidate that
+    memoises per tensor returns the stale output; an honest one computes on the new values."""
+    sets = [(torch.full((8,), float(i)),) for i in range(3)]
+
+    def disguise(k: int) -> tuple[int, object]:
+        j = (k + 1) % len(sets)
+        old = sets[k][0].data.clone()
+        sets[k][0].data.copy_(sets[j][0].data)
+        return j, lambda: sets[k][0].data.copy_(old)
+
+    memo: dict[tuple[int, int], torch.Tensor] = {}
+
+    def memoised(x: torch.Tensor) -> torch.Tensor:
+        return memo.setdefault((x.data_ptr(), x._version), x * 2)
+
+    for fn, stale in ((lambda x: x * 2, False), (memoised, True)):
+        seen: list[tuple[int, int, float]] = []
+        settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=3, min_runs=20)
+        res = time_callable(
+            fn, sets, settings, torch.device("cpu"), lambda c, k, o, _, seen=seen: seen.append((c, k, float(o[0]))),
+            frozenset({0, 4}), disguise,
+        )  # fmt: skip
+        assert [(c, k) for c, k, _ in seen] == [(0, 1), (4, 2)]  # the set whose values the call saw
+        wrong = [v != 2.0 * k for _, k, v in seen]
+        assert all(wrong) if stale else not any(wrong)
+        assert [float(s[0][0]) for s in sets] == [0.0, 1.0, 2.0]  # values restored after each call
+        assert res.stats.n >= 20
+
+
+def test_time_spent_keeping_samples_is_not_charged_to_the_budget() -> None:
+    """Keeping a sampled output (a copy, then a file) takes seconds for a large output; counted against the
+    budget it stopped the loop at min_runs with a noisy mean."""
+    sets = [(torch.ones(4),)]
+    kept: list[int] = []
+
+    def slow_keep(call: int, k: int, out: torch.Tensor, slot: int) -> None:
+        time.sleep(0.1)
+        kept.append(call)
+
+    settings = TimingSettings(budget_s=0.3, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.0)
+    t0 = time.perf_counter()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.001)
+        return x + 1
+
+    res = time_callable(fn, sets, settings, torch.device("cpu"), slow_keep, frozenset(range(10)))
+    assert kept == list(range(10))  # 1 s of keeping, more than three budgets
+    assert res.stats.n > 100  # the loop ran on for its own 0.3 s of 1 ms calls, not 20
+    assert time.perf_counter() - t0 >= 1.0 + 0.3
+
+
+def test_stash_copies_what_later_calls_could_change() -> None:
+    from kbench.worker.sampling import stash
+
+    out = torch.arange(4.0)
+    kept = stash([out, 3])
+    out.add_(10)  # a memoising candidate reuses and rewrites its output buffer
+    assert kept[0].tolist() == [0.0, 1.0, 2.0, 3.0] and kept[1] == 3
+
+
+def test_adaptive_repeats_stop_at_target_rse() -> None:
+    settings = TimingSettings(
+        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=1.5, min_time_s=0.0
+    )
+    res = time_callable(lambda: None, [()], settings, torch.device("cpu"))
+    # The standard error of a mean of positive times is at most the mean itself (one sample holding all
+    # the time), so a target of 1.5 is met as soon as min_runs is reached, whatever the host's jitter.
+    assert res.stats.n == 20
+    tight = TimingSettings(
+        budget_s=0.2, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=1e-9, min_time_s=0.0
+    )
+    res = time_callable(lambda: None, [()], tight, torch.device("cpu"))
+    assert res.stats.n > 20  # an unreachable target keeps repeating until the budget ends
+
+
+def test_repeats_cover_the_minimum_timed_time() -> None:
+    settings = TimingSettings(
+        budget_s=5.0, warmup_s=0.0, min_warmup=1, min_runs=5, target_rse=1.5, min_time_s=0.1
+    )
+    res = time_callable(lambda: time.sleep(0.004), [()], settings, torch.device("cpu"))
+    # the target is always met (see above), so the loop stops at the first call that reaches 0.1 s
+    # of timed calls, however long a late call took on a busy host
+    assert sum(res.times_ms[:-1]) / 1e3 < 0.1 <= sum(res.times_ms) / 1e3 and res.stats.n > 5
+
+
+@pytest.mark.gpu
+def test_spin_hides_the_launch_latency_of_a_slow_host() -> None:
+    """A call that spends 0.3 ms on the host before a ~0.1 ms kernel: without the spin the events count the
+    host's 0.3 ms; with it they count about the kernel alone, and the host clock still sees the whole call."""
+    x = torch.randn(4 << 20, device="cuda")
+
+    def call() -> torch.Tensor:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 3e-4:
+            pass
+        return x * 2.0
+
+    base = TimingSettings(budget_s=2.0, warmup_s=0.05, min_runs=30, min_time_s=0.0)
+    plain = time_callable(
+        call, [()], TimingSettings(**{**base.__dict__, "hide_launch": False}), torch.device("cuda")
+    )
+    spun = time_callable(call, [()], base, torch.device("cuda"))
+    assert spun.stats.method == "events+spin" and plain.stats.method == "events"
+    assert plain.stats.median_ms > 0.3 > spun.stats.median_ms
+    assert min(spun.wall_ms) > 0.3  # the host clock still covers the launch
+    extra = dict(spun.stats.extra)
+    assert extra["spin_ms"] >= extra["launch_ms"] >= 0.3
+    assert extra["clock_samples"] >= 2 and extra["sm_clock_mhz"][1] > 0  # NVML read the worker's GPU
+
+
+def test_batching_is_recorded_in_method() -> None:
+    settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_runs=5, batch=4)
+    assert time_callable(lambda: None, [()], settings, torch.device("cpu")).stats.method == "perf_counterx4"
+
+
+def test_interpreter_timings_are_not_meaningful(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    settings = TimingSettings(budget_s=0.1, warmup_s=0.0, min_runs=3)
+    assert not time_callable(lambda: None, [()], settings, torch.device("cpu")).stats.meaningful
+
+
+def test_wallclock_disagreement() -> None:
+    # honest small kernels: 10 us on the timer, 35 us on the host clock, 20 us empty-call overhead
+    assert not wallclock_disagrees([0.010] * 50, [0.035] * 50, 0.020)
+    # honest large kernel
+    assert not wallclock_disagrees([2.0] * 50, [2.03] * 50, 0.020)
+    # side stream: the timer sees 10 us, the device-wide synchronize waits 1 ms
+    assert wallclock_disagrees([0.010] * 50, [1.0] * 50, 0.020)
+    # behind a 0.1 ms launch spin the honest gap is the spin plus the synchronize; a side stream's 0.3 ms of
+    # work that outlasts the spin still shows (the threshold counts the spin once, not three times)
+    assert not wallclock_disagrees([0.010] * 50, [0.135] * 50, 0.120, spin_ms=0.100)
+    assert wallclock_disagrees([0.010] * 50, [0.330] * 50, 0.120, spin_ms=0.100)
+    assert not wallclock_disagrees([0.010] * 50, [0.330] * 50, 0.120)  # without knowing the spin: missed
+
+
+def test_threads_are_pinned_and_recorded() -> None:
+    from kbench.worker.timing import pin_threads
+
+    before = torch.get_num_threads()
+    try:
+        pin_threads(TimingSettings(threads=1))
+        stats = time_callable(
+            lambda x: x + 1, [[torch.ones(8)]], TimingSettings(budget_s=0.05), torch.device("cpu")
+        ).stats
+        assert dict(stats.extra)["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kbench.config import RunConfig
+    from kbench.evaluate.flow import timing_settings
+
+    cfg = RunConfig(timing_budget_s=5.0, cpu_threads=2, cpu_timing_budget_s=1.0, cache_dir=tmp_path)
+    cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")
+    assert (cpu.threads, cpu.budget_s) == (2, 1.0)
+    assert (gpu.threads, gpu.budget_s) == (0, 5.0)
+    assert (
+        gpu.hide_launch
+        and not timing_settings(cfg.model_copy(update={"timing_hide_launch": False}), "cuda:0").hide_launch
+    )
+
+
+def test_only_like_input_sets_trade_values() -> None:
+    from kbench.worker.candidate import _swappable
+
+    t = torch.zeros(2, 3)
+    assert _swappable([t, 4, "mean"], [torch.ones(2, 3), 4, "mean"])
+    assert not _swappable([t, 4], [torch.ones(2, 3), 5])  # a differing scalar: the sets are not alike
+    assert not _swappable([t], [torch.ones(3, 2)])  # another shape
+    assert not _swappable([t], [torch.ones(2, 3, dtype=torch.float64)])
+    assert not _swappable([t], [t, t]) and not _swappable([t], [1.0])
+
+
+def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:
+    settings = TimingSettings(budget_s=0.2, warmup_s=0.0, min_warmup=2, min_runs=20, min_time_s=0.0)
+    seen: list[int] = []
+    counter = itertools.count()  # the loop may run to max_runs (10,000) within its budget
+    res = time_callable(
+        lambda: next(counter), [()], settings, torch.device("cpu"), inspect=lambda c, k, out: seen.append(out)
+    )
+    assert len(seen) == res.stats.n and seen == list(range(2, 2 + res.stats.n))  # after the 2 warm-up calls
+
+    def refuse(call: int, k: int, out: int) -> None:
+        if out == 7:
+            raise RuntimeError("bad output")
+
+    again = itertools.count()
+    with pytest.raises(RuntimeError, match="bad output"):
+        time_callable(lambda: next(again), [()], settings, torch.device("cpu"), inspect=refuse)
+    assert next(again) == 8  # the loop ended at the call that returned 7
+
+
+def test_a_reservoir_samples_every_call_of_the_loop_alike() -> None:
+    """The kept calls are a uniform sample of the whole loop, the last calls as likely as the first."""
+    from kbench.worker.timing import Reservoir
+
+    n, k, trials = 200, 8, 2000
+    late = 0
+    for _ in range(trials):
+        kept: dict[int, int] = {}
+        r = Reservoir(k)
+        for i in range(n):
+            slot = r.slot(i)
+            if slot is not None:
+                kept[slot] = i
+        assert sorted(kept) == list(range(k))
+        late += sum(i >= n // 2 for i in kept.values())
+    assert 0.45 < late / (trials * k) < 0.55  # 16,000 draws: the standard error is 0.004
+
+
+def test_the_loop_keeps_one_output_per_reservoir_slot() -> None:
+    from kbench.worker.timing import Reservoir
+
+    settings = TimingSettings(budget_s=0.3, warmup_s=0.0, min_warmup=1, min_runs=20, target_rse=0.0)
+    kept: dict[int, int] = {}
+    counter = iter(range(1_000_000))
+    res = time_callable(
+        lambda: next(counter), [()], settings, torch.device("cpu"),
+        lambda c, k, o, slot: kept.__setitem__(slot, c), Reservoir(8),
+    )  # fmt: skip
+    assert sorted(kept) == list(range(8)) and all(0 <= c < res.stats.n for c in kept.values())
+    assert res.stats.n > 1000 and max(kept.values()) >= 8  # later calls replaced the first eight
+
+
+def test_running_rse_matches_summarize() -> None:
+    """The loop's O(1) stopping statistic is the same number `summarize_times` reports."""
+    import random
+
+    from kbench.worker.timing import Running, summarize_times
+
+    rng = random.Random(3)
+    xs = [0.1 + rng.random() * 0.01 for _ in range(2000)] + [5.0, 0.0001]
+    running = Running()
+    for i, x in enumerate(xs):
+        running.add(x)
+        if i in (1, 10, 500, len(xs) - 1):
+            assert running.rse == pytest.approx(summarize_times(xs[: i + 1], "", "").rse, rel=1e-9)
