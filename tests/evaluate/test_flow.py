@@ -207,3 +207,22 @@ def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
         references=ReferencePool(),
     )
     assert other.correctness is not None and other.correctness.seeds != first.correctness.seeds
+
+
+def test_a_reference_that_dies_says_how(cache_dir: Path) -> None:
+    """A reference worker that ends without a result names its exit code (or signal) and its empty log."""
+    from dataclasses import replace
+
+    from kbench.errors import ProblemError
+
+    problem = get_problem(PROBLEM)
+    dying = problem.code.replace(
+        "super().__init__()", "super().__init__()\n        import os\n        os._exit(3)", 1
+    )
+    assert dying != problem.code
+    problem = replace(problem, code=dying)
+    cfg = cpu_config(cache_dir, backend="triton", measure=False)
+    with pytest.raises(
+        ProblemError, match="reference failed: worker exited with code 3 without writing a result"
+    ):
+        evaluate(problem, Candidate(problem.key, "triton", fixture_source("triton_honest.py")), cfg)

@@ -23,7 +23,14 @@ from kbench.backends import get_backend
 from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.judge import WorkerOutcome, check_outputs, check_samples, check_timing, read_worker
+from kbench.evaluate.judge import (
+    WorkerOutcome,
+    check_outputs,
+    check_samples,
+    check_timing,
+    crash_message,
+    read_worker,
+)
 from kbench.evaluate.phases import Account
 from kbench.evaluate.prebuild import base_env, prebuild, worker_env
 from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
@@ -156,8 +163,12 @@ def get_reference(
     if result is not None and result.error:
         raise WorkerError(result.error)
     if result is None:
-        why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s" if exit_.timed_out else "failed"
-        raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{exit_.log_tail}")
+        if exit_.timed_out:
+            why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s"
+        else:  # e.g. "worker exited with code 70 without writing a result"
+            why = f"failed: {crash_message(exit_.returncode)}"
+        tail = exit_.log_tail or "(the worker wrote nothing to its log)"
+        raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
     data = ReferenceData(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},

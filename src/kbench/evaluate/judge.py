@@ -43,7 +43,8 @@ class WorkerOutcome:
     hidden: str = ""  # what the hidden-shape check did, for the records
 
 
-def _crash_message(code: int | None) -> str:
+def crash_message(code: int | None) -> str:
+    """How a worker that wrote no result ended (its exit code or the signal that killed it)."""
     if code is not None and code < 0:
         try:
             return f"worker killed by {signal.Signals(-code).name} before writing a result"
@@ -86,7 +87,7 @@ def read_worker(exit_: WorkerExit, jobdir: Path) -> WorkerOutcome:
     if result is None:
         if any(m in exit_.log_tail for m in _OOM_MARKERS):
             return WorkerOutcome(Status.OOM, "worker ran out of memory (memory limit) without a result")
-        return WorkerOutcome(Status.CRASHED, _crash_message(exit_.returncode))
+        return WorkerOutcome(Status.CRASHED, crash_message(exit_.returncode))
     if result.status is not Status.OK:
         return WorkerOutcome(result.status, result.message, result.rule, result)
     return WorkerOutcome(Status.OK, result=result)
