@@ -29,13 +29,13 @@ from typing import Any
 
 import torch
 
-from kbench.evaluate import compare as correctness  # noqa: E402
-from kbench.evaluate.judge import WorkerOutcome as Outcome  # noqa: E402
-from kbench.evaluate.judge import check_samples  # noqa: E402
-from kbench.hardware import environment  # noqa: E402
-from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result  # noqa: E402
-from kbench.types import Status  # noqa: E402
-from kbench.worker.sampling import sample_outputs  # noqa: E402
+from kbench.evaluate import compare as correctness
+from kbench.evaluate.judge import WorkerOutcome as Outcome
+from kbench.evaluate.judge import check_samples
+from kbench.hardware import environment
+from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result
+from kbench.types import Status
+from kbench.worker.sampling import sample_outputs
 
 KEY = b"k" * 32
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())

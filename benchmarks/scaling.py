@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import common
-from throughput import batch  # noqa: E402
+from throughput import batch
 
-from kbench.config import RunConfig  # noqa: E402
-from kbench.executors import Job, get_executor  # noqa: E402
-from kbench.executors.local import default_builders, usable_cpus  # noqa: E402
-from kbench.hardware import environment  # noqa: E402
-from kbench.pipeline import EvaluateJob, PrebuildJob  # noqa: E402
-from kbench.types import Verdict  # noqa: E402
+from kbench.config import RunConfig
+from kbench.executors import Job, get_executor
+from kbench.executors.local import default_builders, usable_cpus
+from kbench.hardware import environment
+from kbench.pipeline import EvaluateJob, PrebuildJob
+from kbench.types import Verdict
 
 
 class Busy:

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from kbench.config import RunConfig  # noqa: E402
-from kbench.evaluate.compare import compare  # noqa: E402
-from kbench.hardware import environment  # noqa: E402
-from kbench.sandbox.protocol import (  # noqa: E402
-    WorkerResult,  # noqa: E402
+from kbench.config import RunConfig
+from kbench.evaluate.compare import compare
+from kbench.hardware import environment
+from kbench.sandbox.protocol import (
+    WorkerResult,
     load_tensors,
     read_result,
     save_tensors,

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import common
-from solutions_report import build_table, machine, markdown, summarize  # noqa: E402
-from solutions_worker import BACKENDS, ROOT, parse_ids, solution_path  # noqa: E402
+from solutions_report import build_table, machine, markdown, summarize
+from solutions_worker import BACKENDS, ROOT, parse_ids, solution_path
 
 WORKER = Path(__file__).resolve().parent / "solutions_worker.py"
 

@@ -35,22 +35,23 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from timing_fidelity_report import build_table, markdown, read_rows, summarize  # noqa: E402
+from timing_fidelity_report import build_table, markdown, read_rows, summarize
 
-from kbench.config import RunConfig, job_prefix, scratch_root  # noqa: E402
-from kbench.errors import KbenchError  # noqa: E402
-from kbench.evaluate.flow import evaluation_device as resolve_device  # noqa: E402
-from kbench.evaluate.flow import get_reference as run_reference  # noqa: E402
-from kbench.evaluate.flow import make_plan, run_candidate  # noqa: E402
-from kbench.evaluate.judge import check_outputs  # noqa: E402
-from kbench.evaluate.prebuild import prebuild, worker_env  # noqa: E402
-from kbench.hardware import environment  # noqa: E402
-from kbench.problems import select  # noqa: E402
-from kbench.solutions import shipped_candidate as reference_candidate  # noqa: E402
-from kbench.types import Candidate, Problem, Status  # noqa: E402
+from kbench.config import RunConfig, job_prefix, scratch_root
+from kbench.errors import KbenchError
+from kbench.evaluate.flow import evaluation_device as resolve_device
+from kbench.evaluate.flow import get_reference as run_reference
+from kbench.evaluate.flow import make_plan, run_candidate
+from kbench.evaluate.judge import check_outputs
+from kbench.evaluate.prebuild import prebuild, worker_env
+from kbench.hardware import environment
+from kbench.problems import select
+from kbench.solutions import shipped_candidate as reference_candidate
+from kbench.types import Candidate, Problem, Status, TimingStats
 
 PROFILE_WORKER = Path(__file__).resolve().parent / "timing_fidelity_profile.py"
 ROWS = "timing_fidelity.jsonl"
@@ -147,11 +148,12 @@ def _extra(stats: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in stats.get("extra", [])}
 
 
-def timing_row(problem: Problem, rnd: int, role: str, stats: dict[str, Any] | None, wall: float) -> dict:
+def timing_row(problem: Problem, rnd: int, role: str, timing: TimingStats | None, wall: float) -> dict:
     row: dict[str, Any] = {"kind": "timing", "problem": problem.key, "round": rnd, "role": role}
     row["wall_s"] = round(wall, 3)
-    if stats is None:
+    if timing is None:
         return row | {"status": "no timing"}
+    stats = asdict(timing)
     extra = _extra(stats)
     return row | {
         "status": "ok",

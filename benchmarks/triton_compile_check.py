@@ -19,7 +19,8 @@ from pathlib import Path
 from kbench.config import RunConfig
 from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
-from kbench.solutions import shipped_candidate as reference_candidate, solution_paths
+from kbench.solutions import shipped_candidate as reference_candidate
+from kbench.solutions import solution_paths
 
 
 def main() -> int:

@@ -28,8 +28,8 @@ from kbench.hardware import environment
 from kbench.problems import get_problem
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import JobSpec
-from kbench.types import Problem as ProblemSpec
 from kbench.types import Candidate
+from kbench.types import Problem as ProblemSpec
 
 BARE = (
     "import torch\nimport kbench.worker.candidate\nfrom kbench.sandbox.protocol import read_key\nread_key()\n"
