@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,triton,llm,hf,ray,serve
+EXTRAS ?= dev,triton,llm,hf,ray,serve,rl
 BIN := $(VENV)/bin
 
 .PHONY: install run test lint clean
