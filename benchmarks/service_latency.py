@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,21 +72,29 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 def measure_api(sources: dict[str, str], args: argparse.Namespace, store: Path) -> dict[str, Any]:
     from kbench.api import Evaluator
 
-    rows: dict[str, Any] = {}
     with Evaluator(_config(args, store)) as ev:
-        for key, source in sources.items():
-            t0 = time.perf_counter()
-            cold = ev.evaluate(key, source, args.backend)
-            cold_s = time.perf_counter() - t0
-            warm, statuses = [], set()
-            for _ in range(args.repeats):
-                t0 = time.perf_counter()
-                verdict = ev.evaluate(key, source, args.backend)
-                warm.append(time.perf_counter() - t0)
-                statuses.add(verdict.status.value)
-            rows[key] = {"cold_s": round(cold_s, 3), "cold_status": cold.status.value,
-                         "statuses": sorted(statuses), **_summary(warm)}  # fmt: skip
+        rows = _cold_then_warm(ev.evaluate, sources, args)
         rows["_run"] = ev.run_id
+    return rows
+
+
+def _cold_then_warm(
+    evaluate: Callable[..., Any], sources: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Each problem's solution judged once cold, then `--repeats` times warm; the caller's wall time of each."""
+    rows: dict[str, Any] = {}
+    for key, source in sources.items():
+        t0 = time.perf_counter()
+        cold = evaluate(key, source, args.backend)
+        cold_s = time.perf_counter() - t0
+        warm, statuses = [], set()
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            verdict = evaluate(key, source, args.backend)
+            warm.append(time.perf_counter() - t0)
+            statuses.add(verdict.status.value)
+        rows[key] = {"cold_s": round(cold_s, 3), "cold_status": cold.status.value,
+                     "statuses": sorted(statuses), **_summary(warm)}  # fmt: skip
     return rows
 
 
@@ -115,19 +124,8 @@ def start_service(args: argparse.Namespace, store: Path) -> tuple[subprocess.Pop
 def measure_service(sources: dict[str, str], args: argparse.Namespace, url: str) -> dict[str, Any]:
     from kbench.client import Client
 
-    rows: dict[str, Any] = {}
     with Client(url) as client:
-        for key, source in sources.items():
-            t0 = time.perf_counter()
-            cold = client.evaluate(key, source, args.backend)
-            cold_s = time.perf_counter() - t0
-            warm, statuses = [], set()
-            for _ in range(args.repeats):
-                t0 = time.perf_counter()
-                statuses.add(client.evaluate(key, source, args.backend).status.value)
-                warm.append(time.perf_counter() - t0)
-            rows[key] = {"cold_s": round(cold_s, 3), "cold_status": cold.status.value,
-                         "statuses": sorted(statuses), **_summary(warm)}  # fmt: skip
+        rows = _cold_then_warm(client.evaluate, sources, args)
         rows["_run"] = client.health().run_id
     return rows
 
