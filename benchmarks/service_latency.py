@@ -183,7 +183,8 @@ def main() -> None:
     sources, sizes, notes = _solutions(
         args.problems.split(","), args.backend, args.preset, args.max_output_mib
     )
-    kept = {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache")}  # no paths of this machine
+    local = ("out", "cache", "record")  # paths of this machine, not settings of the measurement
+    kept = {k: str(v) for k, v in vars(args).items() if k not in local}
     result: dict[str, Any] = {"args": kept, "env": environment(), "load_avg": [round(x, 2) for x in os.getloadavg()],
                               "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               "output_mib": sizes, "notes": notes}  # fmt: skip
