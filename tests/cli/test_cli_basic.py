@@ -29,6 +29,14 @@ def test_env_json_has_fingerprint_fields() -> None:
     assert len(info["fingerprint"]) == 12
 
 
+def test_the_cli_starts_without_importing_torch() -> None:
+    """`kbench eval` starts the warm starter before this process imports torch (seconds on a GPU host): the
+    command modules and what they import at load time leave torch to the functions that use it."""
+    code = "import sys, kbench.cli, kbench.api; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_console_script_error_exit_code_is_2() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", "from kbench.cli import main; main()", "show", "kbench:9/999"],

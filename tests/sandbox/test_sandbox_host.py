@@ -253,6 +253,34 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
 
 
+def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Path) -> None:
+    """`kbench eval` asks for its workers once: its starter imports nothing optional, so a request that comes
+    a moment after "ready" is forked at once instead of waiting behind a seconds-long torch._dynamo import."""
+    from kbench.sandbox.host import worker_env
+    from kbench.sandbox.starter import Starter
+
+    env = worker_env(
+        _module(
+            tmp_path, "import sys\nprint(sorted(m for m in sys.modules if m.startswith('torch._dynamo')))\n"
+        )
+    )
+    one_shot = Starter(env, optional_preload=False)
+    try:
+        assert one_shot.ready, one_shot.reason
+        time.sleep(1.0)  # a preload would have begun 20 ms after "ready"
+        t0 = time.monotonic()
+        log = tmp_path / "one.log"
+        job = tmp_path / "one"
+        job.mkdir()
+        proc = one_shot.start({"module": "fakeworker", "jobdir": str(job), "cwd": str(tmp_path), "env": env,
+                               "log": str(log), "limit": None})  # fmt: skip
+        assert proc is not None and proc.wait(30) == 0
+        assert time.monotonic() - t0 < 1.0  # no import stood in its way
+        assert one_shot.preloaded == [] and log.read_text().strip() == "[]"
+    finally:
+        one_shot.close()
+
+
 def test_spawn_is_used_when_no_starter_can_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kbench.errors import ConfigError
     from kbench.sandbox import starter

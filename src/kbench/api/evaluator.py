@@ -40,9 +40,10 @@ from kbench.store import VerdictKey
 from kbench.types import Candidate, Problem, Status, Verdict
 
 
-def prewarm(cfg: RunConfig) -> None:
+def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
     """Start the warm starter now, in the background, so its torch import overlaps the caller's set-up.
-    Triton on a machine without a GPU runs interpreted, which its starter must know when it imports."""
+    Triton on a machine without a GPU runs interpreted, which its starter must know when it imports.
+    `one_shot`: the caller asks for one verdict and exits (`kbench eval`): nothing optional is preloaded."""
     import os
 
     from kbench.sandbox.starter import prewarm as start
@@ -50,7 +51,7 @@ def prewarm(cfg: RunConfig) -> None:
     if cfg.worker_start == "spawn":
         return
     no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    start(triton_interpret=cfg.backend == "triton" and no_gpu)
+    start(triton_interpret=cfg.backend == "triton" and no_gpu, one_shot=one_shot)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from kbench.types import Correctness
+
+if TYPE_CHECKING:  # imported where used: the CLI starts the warm starter before the host imports torch
+    import torch
 
 REPORT_POSITIONS = 5  # differing positions listed in a mismatch report
 
@@ -45,6 +47,8 @@ _FP32_MARGIN = 1 - 1e-6  # covers fp32 rounding of |out-ref| and of the threshol
 
 def output_scale(ref: torch.Tensor) -> float:
     """Root mean square of a reference output's finite values (0.0 for none), `COMPARE_CHUNK` at a time."""
+    import torch
+
     flat = ref.detach().reshape(-1)
     total, count = 0.0, 0
     for start in range(0, flat.numel(), COMPARE_CHUNK):
@@ -74,6 +78,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float, scale: float | Non
     NaN/inf) is judged in float64, so the verdict is the float64 one. On a 2-core host a 256 MiB output
     took 10 s whole-tensor in float64 (a dozen full-size temporaries), 1.2 s this way.
     """
+    import torch
+
     bad = _structure(out, ref)
     if bad is not None:
         return bad
@@ -104,6 +110,8 @@ def needed_tol(out: torch.Tensor, ref: torch.Tensor) -> float:
     """max |out-ref| / (min(1, rms(ref)) + |ref|) computed where the tensors live, in float64: the smallest
     tolerance `compare` would pass `out` at (inf where NaN/inf do not match), without moving anything to
     the host. A measurement (problems/trivial.py screens with it), not a verdict: `compare` gives those."""
+    import torch
+
     if out.shape != ref.shape:
         return float("inf")
     floor = min(1.0, output_scale(ref))
@@ -135,6 +143,8 @@ class _Acc:
 def _fp32_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, acc: _Acc, scratch: torch.Tensor) -> bool:
     """Account a chunk whose every element passes with room to spare in fp32; False: judge it in float64.
     `scratch`: three rows of the chunk's length."""
+    import torch
+
     # |o-r| <= tol*(floor+|r|) as max(|o-r| / (floor+|r|)) <= tol, the margin covering the division's
     # rounding too: seven passes over the chunk (twelve before, 1.7-2x slower on a 2-core host). A floor of
     # 0 (an all-zero reference) makes 0/0 = NaN, which sends the chunk to float64.
@@ -154,6 +164,8 @@ def _fp32_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, acc: _Acc, scratch
 
 
 def _fp64_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, start: int, acc: _Acc) -> None:
+    import torch
+
     both_nan = torch.isnan(o) & torch.isnan(r)
     same_inf = torch.isinf(o) & torch.isinf(r) & (torch.sign(o) == torch.sign(r))
     special = both_nan | same_inf

@@ -23,6 +23,7 @@ from typing import Any
 
 from kbench.sandbox import procs
 from kbench.sandbox.protocol import KEY_FIFO_ENV
+from kbench.sandbox.zygote import NO_OPTIONAL
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
 FORK_TIMEOUT_S = 120.0  # a request may wait for an optional preload in progress (seconds on a loaded host)
@@ -70,7 +71,7 @@ class ForkedProcess:
 class Starter:
     """One zygote process and the thread that reads its messages."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], optional_preload: bool = True) -> None:
         self._cwd = tempfile.TemporaryDirectory(prefix="kbench-starter-")
         self.log = Path(self._cwd.name) / "starter.log"
         self._lock = threading.Lock()
@@ -80,7 +81,7 @@ class Starter:
         self._next = 0
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kbench.sandbox.zygote"],
+                [sys.executable, "-m", "kbench.sandbox.zygote", *([] if optional_preload else [NO_OPTIONAL])],
                 cwd=self._cwd.name,
                 env=env,
                 stdin=subprocess.PIPE,
@@ -194,8 +195,9 @@ def _signature(env: dict[str, str]) -> tuple[str, ...]:
     return (sys.executable, *(env.get(v, "") for v in STARTUP_VARS))
 
 
-def starter_for(env: dict[str, str]) -> Starter | None:
-    """The live starter for this start-up environment, started on first use; None if it cannot run."""
+def starter_for(env: dict[str, str], optional_preload: bool = True) -> Starter | None:
+    """The live starter for this start-up environment, started on first use; None if it cannot run.
+    `optional_preload` is decided by the call that starts it (zygote.serve)."""
     key = _signature(env)
     with _guard:
         if key in _failed:
@@ -205,7 +207,7 @@ def starter_for(env: dict[str, str]) -> Starter | None:
             return found
         if found is not None and found.alive():
             _retired.append(found)
-        starter = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV})
+        starter = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV}, optional_preload)
         if not starter.ready:
             _failed[key] = starter.reason
             return None
@@ -213,13 +215,15 @@ def starter_for(env: dict[str, str]) -> Starter | None:
         return starter
 
 
-def prewarm(triton_interpret: bool = False) -> None:
+def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
     """Start the warm starter for the usual worker environment in the background now, so its torch import
-    (2-10 s) overlaps the caller's own imports and set-up instead of delaying its first worker."""
+    (2-10 s) overlaps the caller's own imports and set-up instead of delaying its first worker. `one_shot`:
+    the caller evaluates one candidate and exits, so the starter preloads nothing beyond what every worker
+    imports (an optional preload would only hold up its requests)."""
     from kbench.sandbox.host import worker_env
 
     env = worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {})
-    threading.Thread(target=starter_for, args=(env,), name="kbench-prewarm", daemon=True).start()
+    threading.Thread(target=starter_for, args=(env, not one_shot), name="kbench-prewarm", daemon=True).start()
 
 
 def start_worker(

@@ -43,6 +43,7 @@ PRELOAD = ("torch", *ENTRIES)
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
 OPTIONAL_PRELOAD = ("torch._dynamo", "triton.testing")
+NO_OPTIONAL = "--no-optional-preload"  # argument: fork workers only, preload nothing more (serve)
 _children: set[int] = set()  # workers forked and not yet reaped: their sessions end with this process
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
 
@@ -226,8 +227,10 @@ def _end_children() -> None:
         procs.kill_session(pid)
 
 
-def serve() -> None:
-    """Fork a worker per request; while no request waits, preload the next OPTIONAL_PRELOAD module.
+def serve(optional: bool = True) -> None:
+    """Fork a worker per request; while no request waits, preload the next OPTIONAL_PRELOAD module (none
+    with `optional` off: a one-shot `kbench eval` asks for its two workers at once and never again, and a
+    preload begun before its requests arrive would only delay them).
 
     The optional modules come after "ready": with them before it, a cold `kbench eval` on an H200 host
     waited 6 s for its first fork (9.5 s after the command started), and a worker that needs one before
@@ -235,7 +238,7 @@ def serve() -> None:
     arrives during such an import waits for it. Once a preload proves unsafe, requests are refused (the
     host spawns instead) and this process only reaps the workers it started."""
     buf = b""
-    pending = list(OPTIONAL_PRELOAD)
+    pending = list(OPTIONAL_PRELOAD) if optional else []
     path, known = _probes()
     retired = False
     while True:
@@ -308,7 +311,7 @@ def main() -> int:
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
     _send({"ready": True, "reason": ""})
-    serve()
+    serve(optional=NO_OPTIONAL not in sys.argv[1:])
     os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
 
 
