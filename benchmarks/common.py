@@ -35,6 +35,16 @@ def _version(package: str) -> str | None:
         return None
 
 
+def _source_version() -> str | None:
+    """kbench's version where it runs from a source tree on PYTHONPATH (no installed distribution)."""
+    try:
+        import kbench
+
+        return str(kbench.__version__)
+    except ImportError:
+        return None
+
+
 def commit() -> str | None:
     """The short commit of the checkout the scripts run from (None outside a git work tree)."""
     try:
@@ -91,7 +101,7 @@ def environment() -> dict[str, Any]:
         machine += f", {len(gpus)}x {gpus[0]}"
     return {
         "hardware": hardware_name(gpus[0] if gpus else None),
-        "kbench": {"version": _version("kbench"), "commit": commit()},
+        "kbench": {"version": _version("kbench") or _source_version(), "commit": commit()},
         "versions": {
             "python": platform.python_version(),
             "torch": _version("torch"),
@@ -112,14 +122,32 @@ def hardware_name(gpu: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
-def command_line() -> str:
-    """How this script was started, as a user would type it from the repository root."""
-    script = Path(sys.argv[0]).resolve()
+def command_line(argv: list[str] | None = None) -> str:
+    """How this script was started, as a user would type it from the repository root: without `--record`
+    (where the record is filed, not a setting) and with the machine's own absolute paths (`--out /tmp/x`,
+    `--cache=/root/c`) shown as the option's name (`--out OUT`), since they name nothing on another machine."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0]).resolve()
     try:
-        shown = str(script.relative_to(ROOT))
+        shown = [str(script.relative_to(ROOT))]
     except ValueError:
-        shown = script.name
-    return " ".join(["python", shown, *sys.argv[1:]])
+        shown = [script.name]
+    args = argv[1:]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        option, eq, value = arg.partition("=")
+        if option == "--record":
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                i += 1  # its RESULTS folder
+            continue
+        if eq and option.startswith("--") and value.startswith("/"):
+            arg = f"{option}={option.lstrip('-').upper().replace('-', '_')}"
+        elif arg.startswith("/") and shown[-1].startswith("--"):
+            arg = shown[-1].lstrip("-").upper().replace("-", "_")
+        shown.append(arg)
+    return " ".join(["python", *shown])
 
 
 def add_record_argument(parser: argparse.ArgumentParser) -> None:

@@ -191,7 +191,7 @@ def report(result: dict[str, Any]) -> str:
     lines = [f"# Verdict speed against the upstream flow ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
              "", f"kbench {env.get('kbench')}, torch {env.get('torch')}, triton {env.get('triton')}, python "
              f"{env.get('python')}, {env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}, driver "
-             f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {' '.join(f'--{k} {v}' for k, v in result['args'].items() if k != 'out' and v)}`", ""]  # fmt: skip
+             f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {' '.join(f'--{k} {v}' for k, v in result['args'].items() if k not in ('out', 'cache', 'record') and v)}`", ""]  # fmt: skip
     for name in ("cold", "big"):
         rows = result.get(name)
         if not rows:

@@ -103,3 +103,13 @@ def test_the_hardware_folder_is_named_after_the_gpu() -> None:
     assert common.hardware_name("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
     env = json.loads(json.dumps(common.environment()))
     assert set(env) == {"hardware", "kbench", "versions", "machine"} and env["versions"]["python"]
+
+
+def test_a_recorded_command_names_no_path_of_the_machine_it_ran_on() -> None:
+    argv = [str(BENCHMARKS / "verdict_speed.py"), "--out", "/root/out/speed", "--cold", "2/1", "--record",
+            "/root/out/results", "--cache=/tmp/kbench-cache-x1"]  # fmt: skip
+    assert (
+        common.command_line(argv) == "python benchmarks/verdict_speed.py --out OUT --cold 2/1 --cache=CACHE"
+    )
+    bare = [str(BENCHMARKS / "scaling.py"), "--record", "--gpus", "1,2", "--work-dir", "/scratch/w"]
+    assert common.command_line(bare) == "python benchmarks/scaling.py --gpus 1,2 --work-dir WORK_DIR"
