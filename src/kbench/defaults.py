@@ -28,9 +28,9 @@ def gpu_present(device: str) -> bool:
     """Whether `device` (auto | cpu | cuda | cuda:N) evaluates on a GPU on this machine."""
     if device == "cpu":
         return False
-    import torch
+    from kbench.hardware import gpu_count
 
-    return bool(torch.cuda.is_available())
+    return gpu_count() > 0
 
 
 def device_defaults(cfg: RunConfig, what: str = "evaluating") -> tuple[RunConfig, str]:

@@ -13,6 +13,7 @@ import platform
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -94,14 +95,153 @@ def environment() -> dict[str, Any]:
     return info
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    name: str  # "NVIDIA H200"
+    capability: tuple[int, int]  # (9, 0)
+
+
+def _nvml_all() -> list[GpuFacts] | None:
+    """Every GPU of the machine in NVML's (PCI bus) order, read through the driver's NVML library with
+    ctypes: no torch import, no CUDA context. None when NVML cannot answer."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    try:
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        count = ctypes.c_uint()
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return None
+        found = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            name = ctypes.create_string_buffer(96)
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            if (
+                nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0
+                or nvml.nvmlDeviceGetName(handle, name, len(name)) != 0
+                or nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
+            ):
+                return None
+            found.append(GpuFacts(name.value.decode(errors="replace"), (major.value, minor.value)))
+        return found
+    except AttributeError:  # an NVML too old for one of these calls
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except AttributeError:
+            pass
+
+
+def _torch_has_cuda() -> bool:
+    """Whether the installed torch is a CUDA build (its CUDA library ships beside it), without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return any(
+        os.path.exists(os.path.join(p, "lib", "libtorch_cuda.so")) for p in spec.submodule_search_locations
+    )
+
+
+def visible_gpus(env: dict[str, str] | None = None) -> list[GpuFacts] | None:
+    """The GPUs torch would show this process (its CUDA_VISIBLE_DEVICES applied), in torch's order, from NVML
+    in milliseconds where torch takes seconds to import and to initialise CUDA. None when this cannot be
+    told without torch: NVML missing, devices named by UUID or MIG, or a machine with different GPUs whose
+    CUDA order (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID) NVML does not give. [] when torch would
+    see none (a CPU build of torch, no GPU, CUDA_VISIBLE_DEVICES hiding them all)."""
+    env = os.environ if env is None else env
+    if not _torch_has_cuda():
+        return []
+    machine = _nvml_all()
+    if machine is None:
+        return None
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        chosen = list(range(len(machine)))
+    else:
+        chosen = []
+        for token in visible.split(","):  # CUDA stops at the first entry it cannot use
+            token = token.strip()
+            if not token.isdigit():
+                if token.startswith(("GPU-", "MIG-")):
+                    return None
+                break
+            if int(token) >= len(machine) or int(token) in chosen:
+                break
+            chosen.append(int(token))
+    shown = [machine[i] for i in chosen]
+    same = len(set(machine)) <= 1
+    if not same and env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+        return None
+    return shown
+
+
+@lru_cache(maxsize=1)
+def torch_version() -> str:
+    """`torch.__version__` ("2.11.0+cu130"), read from torch's version.py without importing torch (seconds
+    on a GPU host); the installed distribution's metadata may drop the local part ("2.11.0")."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            with open(os.path.join(folder, "version.py")) as fh:
+                found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    import torch
+
+    return str(torch.__version__)
+
+
+def _cuda_index(device: str) -> int:
+    return int(device.split(":", 1)[1]) if ":" in device else 0
+
+
 def device_name(device: str) -> str:
     """The name of the GPU behind `device` ("NVIDIA H200"), or "cpu": without `environment()`'s imports and
-    tool calls (about a second), for what a verdict needs on its critical path."""
+    tool calls (about a second), for what a verdict needs on its critical path (NVML; torch where NVML
+    cannot tell, `visible_gpus`)."""
     if not device.startswith("cuda"):
         return "cpu"
+    gpus = visible_gpus()
+    if gpus and _cuda_index(device) < len(gpus):
+        return gpus[_cuda_index(device)].name
     import torch
 
     return str(torch.cuda.get_device_name(torch.device(device)))
+
+
+def device_capability(device: str) -> tuple[int, int] | None:
+    """The compute capability of the GPU behind `device`; None when torch sees no GPU."""
+    gpus = visible_gpus()
+    if gpus and _cuda_index(device) < len(gpus):
+        return gpus[_cuda_index(device)].capability
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    return major, minor
+
+
+def gpu_count() -> int:
+    """How many GPUs torch sees (NVML where it can tell, `visible_gpus`)."""
+    gpus = visible_gpus()
+    if gpus is not None:
+        return len(gpus)
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def fingerprint(info: dict[str, Any] | None = None) -> str:

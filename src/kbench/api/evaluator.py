@@ -48,10 +48,17 @@ def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
 
     from kbench.sandbox.starter import prewarm as start
 
+    # This process needs torch only to read and compare outputs, after its workers started: imported
+    # meanwhile on a thread, it is loaded when they finish instead of delaying what comes next.
+    threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()
     if cfg.worker_start == "spawn":
         return
     no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
     start(triton_interpret=cfg.backend == "triton" and no_gpu, one_shot=one_shot)
+
+
+def _import_torch() -> None:
+    import torch  # noqa: F401
 
 
 @dataclass(frozen=True)

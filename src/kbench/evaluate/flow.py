@@ -78,9 +78,9 @@ def evaluation_device(device: str, backend: str) -> str:
         return device
     if not get_backend(backend).gpu_kernels:  # C++ kernels run on the CPU
         return "cpu"
-    import torch
+    from kbench.hardware import gpu_count
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if gpu_count() > 0 else "cpu"
 
 
 def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
@@ -132,7 +132,7 @@ def get_reference(
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
     fixed part from the disk cache, whose key holds the modes timed."""
-    import torch
+    from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
     baselines = [b for b in modes_for(cfg.baselines, on_gpu) if b not in skip]
@@ -146,7 +146,7 @@ def get_reference(
         baselines=baselines,
         measure=cfg.measure,
     )
-    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch.__version__, device_name(plan.device))
+    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
     cached = read_cache(folder)
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})

@@ -30,11 +30,11 @@ def cuda_arch_list(cfg: RunConfig, device: str) -> str:
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         return os.environ["TORCH_CUDA_ARCH_LIST"]
     if device.startswith("cuda"):
-        import torch
+        from kbench.hardware import device_capability
 
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability(torch.device(device))
-            return f"{major}.{minor}"
+        capability = device_capability(device)
+        if capability is not None:
+            return f"{capability[0]}.{capability[1]}"
     return cfg.cuda_arch
 
 

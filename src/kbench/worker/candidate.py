@@ -96,11 +96,6 @@ class CandidateJob:
         self.guards: Guards | None = None
         if spec.role == "build":
             return  # a build job only imports the candidate: nothing is judged, no snapshot needed
-        if self.device.type == "cuda":
-            # torch._dynamo wraps torch.manual_seed (and others) when first imported, which the CUDA
-            # profiler does; importing it before the snapshot keeps that legitimate change out of the
-            # diff. The CPU path (cpp call counting) never imports it: ~2 s saved per worker.
-            import torch._dynamo  # noqa: F401
         if spec.backend == "triton":
             import triton.testing  # noqa: F401  (so do_bench is in the timer snapshot)
         self.guards = Guards()

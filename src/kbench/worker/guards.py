@@ -96,7 +96,7 @@ def _torch_wrapper(name: str, original_id: int) -> bool:
 
     Importing torch._dynamo (torch.compile, or a candidate's own import) replaces torch.manual_seed
     by `torch._disable_dynamo(manual_seed)`: same function underneath (`__wrapped__`), code in torch's
-    package. The CPU worker no longer imports torch._dynamo up front (~4.5 s), so this is tolerated.
+    package. No worker imports torch._dynamo up front any more (2-4.5 s), so this is tolerated.
     """
     for prefix, namespace in _NAMESPACES:
         if name.startswith(prefix):
