@@ -37,7 +37,7 @@ def gpu_kernels(forward: Callable[[], Any], names: Iterable[str]) -> KernelUse:
     # The autograd profiler that torch.profiler.profile drives, used directly: the latter's start asks
     # `hasattr(torch, "_inductor")`, which imports torch._inductor and torch._dynamo (2-3 s of a GPU
     # worker's time, the longest step of a cold candidate's start-up when it was imported up front).
-    with profile(use_cpu=True, use_device="cuda") as prof:
+    with profile(use_cpu=True, use_device="cuda", use_kineto=True) as prof:
         forward()
         torch.cuda.synchronize()
     pattern = _matcher(names)
