@@ -67,6 +67,18 @@ def test_sync_async_and_batch_verdicts_land_in_one_run(ev: Evaluator, store: Pat
     assert "verdicts" in report.output and html.exists()
 
 
+def test_a_callers_own_start_and_the_wait_before_evaluating_are_phase_cli(ev: Evaluator) -> None:
+    """kbench eval passes its process's age: the verdict's phases then cover the command's whole time, the
+    Evaluator's set-up between the Submission and its evaluation included (it imported torch there)."""
+    counted = Submission(PROBLEM, marked(HONEST, "cli-1"), before_s=0.5)
+    time.sleep(1.0)  # set-up between making the submission and evaluating it
+    phases = dict(ev.submit(counted).verdict().phases)
+    assert phases["cli"] >= 1.5
+    plain = Submission(PROBLEM, marked(HONEST, "cli-2"))
+    time.sleep(0.2)
+    assert "cli" not in dict(ev.submit(plain).verdict().phases)  # API callers count nothing of their own
+
+
 def test_a_resubmitted_key_gets_its_stored_verdict_and_a_run_continues(
     ev: Evaluator, cache: Path, store: Path
 ) -> None:

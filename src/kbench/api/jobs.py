@@ -36,7 +36,9 @@ class Submission:
     run (default: the next free one for this problem, backend and model). `turn`: its turn (multi-turn
     loops). `model`: who wrote it (default: the config's model, else "api"). `completion`: the model's
     whole answer, stored beside the verdict. `before_s`: the caller's own seconds before submitting,
-    counted in the verdict as phase `cli` (kbench eval's start-up).
+    counted in the verdict as phase `cli` (kbench eval's start-up) together with the seconds from making
+    this Submission to the start of its evaluation (the Evaluator's own set-up on first use), so that the
+    verdict's phases cover the command's whole time; 0 (the default) counts neither.
     """
 
     problem: str | Problem
@@ -47,6 +49,7 @@ class Submission:
     model: str | None = None
     completion: str = ""
     before_s: float = 0.0
+    made_at: float = field(default_factory=time.monotonic, compare=False)
 
 
 class JobState(str, enum.Enum):

@@ -7,6 +7,7 @@ written, a stop signal) becomes the job's error, so one bad job never stops the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from kbench.api.jobs import EvaluatorClosed, JobState, Ticket
@@ -75,7 +76,8 @@ class Runner:
 
             cfg = self.cfg_for(device, job.candidate.backend)
             baselines = self.session.baselines(job.problem)
-            before = ticket.submission.before_s
+            sub = ticket.submission
+            before = sub.before_s + (time.monotonic() - sub.made_at) if sub.before_s > 0 else 0.0
             return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built, before)
         except BaseException as exc:  # our failure, or a stop signal's Interrupted: this job's error
             self.fail(ticket, exc)

@@ -46,11 +46,11 @@ class CudaBackend(Backend):
     needs_gpu = True
 
     def check_environment(self, device: str) -> None:
-        import torch
+        from kbench.hardware import gpu_count
 
         if not device.startswith("cuda"):
             raise ConfigError(f"the cuda backend needs a CUDA device; use --device cuda (got {device!r})")
-        if not torch.cuda.is_available():
+        if gpu_count() == 0:
             raise ConfigError("no CUDA GPU is visible to torch; install a CUDA build of torch and a driver")
         if nvcc_path() is None:
             raise ConfigError("load_inline needs nvcc: install the CUDA toolkit or set CUDA_HOME")

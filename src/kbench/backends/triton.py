@@ -121,9 +121,9 @@ class TritonBackend(Backend):
     def check_environment(self, device: str) -> None:
         require("triton", "triton")
         if device.startswith("cuda"):
-            import torch
+            from kbench.hardware import gpu_count
 
-            if not torch.cuda.is_available():
+            if gpu_count() == 0:
                 raise ConfigError(
                     "no CUDA GPU is visible to torch; use --device cpu to run in interpreter mode"
                 )

@@ -30,9 +30,9 @@ def local_devices(device: str = "auto") -> list[str]:
     """Lanes for a device spec: `auto` = every visible GPU (else one cpu lane), `cuda` = all GPUs."""
     if device not in ("auto", "cuda"):
         return [device]
-    import torch
+    from kbench.hardware import gpu_count
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = gpu_count()  # NVML: no torch import or CUDA initialisation in the host (hardware.visible_gpus)
     if count == 0:
         if device == "cuda":
             from kbench.errors import ConfigError
