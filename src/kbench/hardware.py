@@ -13,6 +13,7 @@ import platform
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -150,13 +151,14 @@ def _torch_has_cuda() -> bool:
     )
 
 
-def visible_gpus(env: dict[str, str] | None = None) -> list[GpuFacts] | None:
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[GpuFacts] | None:
     """The GPUs torch would show this process (its CUDA_VISIBLE_DEVICES applied), in torch's order, from NVML
     in milliseconds where torch takes seconds to import and to initialise CUDA. None when this cannot be
     told without torch: NVML missing, devices named by UUID or MIG, or a machine with different GPUs whose
     CUDA order (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID) NVML does not give. [] when torch would
     see none (a CPU build of torch, no GPU, CUDA_VISIBLE_DEVICES hiding them all)."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     if not _torch_has_cuda():
         return []
     machine = _nvml_all()
