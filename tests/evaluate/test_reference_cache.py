@@ -84,3 +84,35 @@ def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
         wait_for_cache()
     assert read_cache(folder) is None
     assert any("not written" in r.getMessage() for r in caplog.records)
+
+
+def test_a_write_killed_mid_copy_leaves_nothing_for_the_next_write(tmp_path: Path) -> None:
+    """A process killed while copying leaves its temporary folder; the next write removes it (its writer is
+    dead), never a live writer's, nor a folder whose writer it cannot tell."""
+    import subprocess
+    import sys
+
+    from kbench.evaluate.reference_cache import TMP_PREFIX
+    from kbench.sandbox.procs import ProcRef, self_ref
+
+    parent = tmp_path / "cache" / "reference"
+    parent.mkdir(parents=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = ProcRef.of(int(gone.stdout)) or ProcRef(int(gone.stdout), 1)  # exited: /proc has it no more
+    stale = parent / f"{TMP_PREFIX}{dead}-abc123"
+    (stale / "out_1000_0.bin").parent.mkdir()
+    (stale / "out_1000_0.bin").write_bytes(b"\0" * 4096)
+    live = parent / f"{TMP_PREFIX}{self_ref()}-def456"  # a write in progress in a running process
+    old = parent / f"{TMP_PREFIX}k3j2h1"  # an older kbench's name: its writer cannot be told
+    live.mkdir()
+    old.mkdir()
+    jobdir = tmp_path / "job"
+    write_cache(parent / "key", jobdir, _one_output(jobdir), [1000])
+    wait_for_cache()
+    assert not stale.exists() and live.exists() and old.exists()
+    assert read_cache(parent / "key") is not None
+    assert sorted(p.name for p in parent.iterdir() if p.name.startswith(TMP_PREFIX)) == sorted(
+        [live.name, old.name]
+    )

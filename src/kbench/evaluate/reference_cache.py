@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbench.sandbox import procs
+from kbench.sandbox.procs import ProcRef
 from kbench.sandbox.protocol import JobSpec, WorkerResult
 from kbench.types import TimingStats
 
@@ -119,11 +121,28 @@ def _done(folder: Path) -> None:
         _pending.pop(folder, None)
 
 
+TMP_PREFIX = ".tmp-"  # + the writing process (procs.ProcRef: pid and start time) + "-" + random
+
+
+def sweep_stale(parent: Path) -> list[Path]:
+    """Remove the temporary folders of cache writes whose process is gone (killed mid-copy: SIGKILL, a lost
+    host, a full disk's crash), which would otherwise hold their GiBs for ever; a folder whose writer
+    cannot be told (an older kbench's name) is left alone. Returns the folders removed."""
+    removed = []
+    for entry in parent.glob(TMP_PREFIX + "*"):
+        owner = ProcRef.parse(entry.name[len(TMP_PREFIX) :].split("-", 1)[0])
+        if owner is not None and not owner.alive() and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResult) -> None:
     tmp: Path | None = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+        sweep_stale(folder.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{procs.self_ref()}-", dir=folder.parent))
         for name, fh in sources:
             with (tmp / name).open("wb") as out:
                 shutil.copyfileobj(fh, out, 16 << 20)
