@@ -36,6 +36,9 @@ def test_cuda_visible_devices_picks_and_orders_the_gpus_torch_would_see(machine:
 def test_what_nvml_cannot_order_or_name_is_left_to_torch(machine: list[GpuFacts]) -> None:
     assert hardware.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-5a1c"}) is None  # UUIDs
     assert hardware.visible_gpus({"CUDA_VISIBLE_DEVICES": "MIG-1/2/3"}) is None
+    machine[2] = GpuFacts("NVIDIA H200", (9, 0), mig=True)  # CUDA lists its instances, not the GPU
+    assert hardware.visible_gpus({}) is None
+    machine[2] = H200
     machine[3] = L40S  # CUDA lists the fastest first, NVML by PCI bus: its order is not torch's
     assert hardware.visible_gpus({}) is None
     assert hardware.visible_gpus({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "3,0"}) == [

@@ -100,11 +100,14 @@ def environment() -> dict[str, Any]:
 class GpuFacts:
     name: str  # "NVIDIA H200"
     capability: tuple[int, int]  # (9, 0)
+    mig: bool = False  # split into MIG instances, which CUDA lists instead of the GPU
 
 
+@lru_cache(maxsize=1)
 def _nvml_all() -> list[GpuFacts] | None:
     """Every GPU of the machine in NVML's (PCI bus) order, read through the driver's NVML library with
-    ctypes: no torch import, no CUDA context. None when NVML cannot answer."""
+    ctypes: no torch import, no CUDA context. None when NVML cannot answer. Read once per process (a
+    service asks for every verdict)."""
     import ctypes
 
     try:
@@ -128,7 +131,14 @@ def _nvml_all() -> list[GpuFacts] | None:
                 or nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
             ):
                 return None
-            found.append(GpuFacts(name.value.decode(errors="replace"), (major.value, minor.value)))
+            current, pending = ctypes.c_uint(), ctypes.c_uint()
+            mig = nvml.nvmlDeviceGetMigMode(handle, ctypes.byref(current), ctypes.byref(pending)) == 0
+            facts = (
+                name.value.decode(errors="replace"),
+                (major.value, minor.value),
+                mig and current.value == 1,
+            )
+            found.append(GpuFacts(*facts))
         return found
     except AttributeError:  # an NVML too old for one of these calls
         return None
@@ -154,7 +164,7 @@ def _torch_has_cuda() -> bool:
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[GpuFacts] | None:
     """The GPUs torch would show this process (its CUDA_VISIBLE_DEVICES applied), in torch's order, from NVML
     in milliseconds where torch takes seconds to import and to initialise CUDA. None when this cannot be
-    told without torch: NVML missing, devices named by UUID or MIG, or a machine with different GPUs whose
+    told without torch: NVML missing, MIG (by mode or by name), or a machine with different GPUs whose
     CUDA order (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID) NVML does not give. [] when torch would
     see none (a CPU build of torch, no GPU, CUDA_VISIBLE_DEVICES hiding them all)."""
     if env is None:
@@ -162,7 +172,7 @@ def visible_gpus(env: Mapping[str, str] | None = None) -> list[GpuFacts] | None:
     if not _torch_has_cuda():
         return []
     machine = _nvml_all()
-    if machine is None:
+    if machine is None or any(gpu.mig for gpu in machine):
         return None
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
