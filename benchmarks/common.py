@@ -35,13 +35,14 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _source_version() -> str | None:
-    """kbench's version where it runs from a source tree on PYTHONPATH (no installed distribution)."""
-    try:
-        import kbench
+def _project_version() -> str | None:
+    """The checkout's own version (pyproject.toml), where kbench runs from a source tree on PYTHONPATH
+    and no installed distribution says it."""
+    import tomllib
 
-        return str(kbench.__version__)
-    except ImportError:
+    try:
+        return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
         return None
 
 
@@ -101,7 +102,7 @@ def environment() -> dict[str, Any]:
         machine += f", {len(gpus)}x {gpus[0]}"
     return {
         "hardware": hardware_name(gpus[0] if gpus else None),
-        "kbench": {"version": _version("kbench") or _source_version(), "commit": commit()},
+        "kbench": {"version": _version("kbench") or _project_version(), "commit": commit()},
         "versions": {
             "python": platform.python_version(),
             "torch": _version("torch"),
@@ -132,6 +133,10 @@ def command_line(argv: list[str] | None = None) -> str:
         shown = [str(script.relative_to(ROOT))]
     except ValueError:
         shown = [script.name]
+
+    def placeholder(option: str) -> str:  # --work-dir -> WORK_DIR
+        return option.lstrip("-").upper().replace("-", "_")
+
     args = argv[1:]
     i = 0
     while i < len(args):
@@ -143,9 +148,9 @@ def command_line(argv: list[str] | None = None) -> str:
                 i += 1  # its RESULTS folder
             continue
         if eq and option.startswith("--") and value.startswith("/"):
-            arg = f"{option}={option.lstrip('-').upper().replace('-', '_')}"
+            arg = f"{option}={placeholder(option)}"
         elif arg.startswith("/") and shown[-1].startswith("--"):
-            arg = shown[-1].lstrip("-").upper().replace("-", "_")
+            arg = placeholder(shown[-1])
         shown.append(arg)
     return " ".join(["python", *shown])
 
