@@ -133,12 +133,10 @@ def _nvml_all() -> list[GpuFacts] | None:
                 return None
             current, pending = ctypes.c_uint(), ctypes.c_uint()
             mig = nvml.nvmlDeviceGetMigMode(handle, ctypes.byref(current), ctypes.byref(pending)) == 0
-            facts = (
-                name.value.decode(errors="replace"),
-                (major.value, minor.value),
-                mig and current.value == 1,
+            capability = (major.value, minor.value)
+            found.append(
+                GpuFacts(name.value.decode(errors="replace"), capability, mig and current.value == 1)
             )
-            found.append(GpuFacts(*facts))
         return found
     except AttributeError:  # an NVML too old for one of these calls
         return None
@@ -149,16 +147,18 @@ def _nvml_all() -> list[GpuFacts] | None:
             pass
 
 
-def _torch_has_cuda() -> bool:
-    """Whether the installed torch is a CUDA build (its CUDA library ships beside it), without importing it."""
+@lru_cache(maxsize=1)
+def _torch_dirs() -> tuple[str, ...]:
+    """The folders of the torch package this interpreter would import, found without importing it."""
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return False
-    return any(
-        os.path.exists(os.path.join(p, "lib", "libtorch_cuda.so")) for p in spec.submodule_search_locations
-    )
+    return tuple(spec.submodule_search_locations or ()) if spec else ()
+
+
+def _torch_has_cuda() -> bool:
+    """Whether the installed torch is a CUDA build (its CUDA library ships beside it), without importing it."""
+    return any(os.path.exists(os.path.join(p, "lib", "libtorch_cuda.so")) for p in _torch_dirs())
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> list[GpuFacts] | None:
@@ -199,10 +199,7 @@ def visible_gpus(env: Mapping[str, str] | None = None) -> list[GpuFacts] | None:
 def torch_version() -> str:
     """`torch.__version__` ("2.11.0+cu130"), read from torch's version.py without importing torch (seconds
     on a GPU host); the installed distribution's metadata may drop the local part ("2.11.0")."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
+    for folder in _torch_dirs():
         try:
             with open(os.path.join(folder, "version.py")) as fh:
                 found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", fh.read(), re.M)
