@@ -124,17 +124,14 @@ def _done(folder: Path) -> None:
 TMP_PREFIX = ".tmp-"  # + the writing process (procs.ProcRef: pid and start time) + "-" + random
 
 
-def sweep_stale(parent: Path) -> list[Path]:
+def sweep_stale(parent: Path) -> None:
     """Remove the temporary folders of cache writes whose process is gone (killed mid-copy: SIGKILL, a lost
     host, a full disk's crash), which would otherwise hold their GiBs for ever; a folder whose writer
-    cannot be told (an older kbench's name) is left alone. Returns the folders removed."""
-    removed = []
+    cannot be told (an older kbench's name) is left alone."""
     for entry in parent.glob(TMP_PREFIX + "*"):
         owner = ProcRef.parse(entry.name[len(TMP_PREFIX) :].split("-", 1)[0])
         if owner is not None and not owner.alive() and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    return removed
 
 
 def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResult) -> None:
