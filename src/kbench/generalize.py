@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.flow import Plan, _absorb, _job, run_candidate
+from kbench.evaluate.flow import Plan, _absorb, job_spec, run_candidate
 from kbench.evaluate.judge import WorkerOutcome, check_outputs
 from kbench.evaluate.prebuild import base_env
 from kbench.evaluate.reference_cache import ReferenceData
@@ -34,7 +34,7 @@ from kbench.types import Candidate, Problem, Status, TimingSettings
 def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path) -> ReferenceData:
     """The reference's outputs for `plan.secret` at the hidden preset: no cache (the sizes are this
     evaluation's own), no timing."""
-    spec = _job(problem, cfg, plan, role="reference", seeds=plan.secret, baselines=[], measure=False)
+    spec = job_spec(problem, cfg, plan, role="reference", seeds=plan.secret, baselines=[], measure=False)
     jobdir = workdir / "reference"
     env = base_env(cfg, plan.device)
     exit_ = run_worker(

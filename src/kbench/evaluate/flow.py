@@ -111,7 +111,8 @@ def make_plan(cfg: RunConfig, device: str) -> Plan:
     )
 
 
-def _job(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
+def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
+    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (role, seeds...)."""
     return JobSpec(
         problem=problem,
         preset=cfg.preset,
@@ -136,7 +137,7 @@ def get_reference(
 
     on_gpu = plan.device.startswith("cuda")
     baselines = [b for b in modes_for(cfg.baselines, on_gpu) if b not in skip]
-    fixed_spec = _job(
+    fixed_spec = job_spec(
         problem,
         cfg,
         plan,
@@ -226,7 +227,7 @@ def run_candidate(
     jobdir.mkdir(parents=True)
     path = jobdir / "candidate.py"
     path.write_text(candidate.source)
-    spec = _job(
+    spec = job_spec(
         problem,
         cfg,
         plan,
