@@ -4,7 +4,7 @@
 if ls .whl/*.whl >/dev/null 2>&1; then
   missing=$(python3 - <<'PY'
 import importlib.util
-print(" ".join(m for m in ("typer", "rich", "pydantic") if importlib.util.find_spec(m) is None))
+print(" ".join(m for m in ("typer", "rich", "pydantic", "blake3") if importlib.util.find_spec(m) is None))
 PY
 )
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \

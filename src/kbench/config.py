@@ -185,7 +185,7 @@ class RunConfig(BaseModel):
     measure: bool = _ref(True)  # time the candidate and the baselines (False: correctness and protocol only)
     timing_batch: int = _ref(1)  # launches between one pair of CUDA events (>1 for calls of a few us)
     timing_graph: bool = _ref(False)  # time CUDA-graph replays instead of eager calls
-    sample_whole_mib: int = 32  # a sampled timed output above this is checked at 2**20 random elements
+    sample_whole_mib: int = 4  # a sampled timed output above this (2**20 fp32) is checked at 2**20 elements
     timing_hide_launch: bool = _ref(True)  # CUDA: queue each timed call behind a spin kernel (timing)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)

@@ -45,3 +45,29 @@ def test_integer_and_nan_outputs() -> None:
     nan = torch.tensor([1.0, float("nan")])
     assert _loop(lambda call, k: [idx, nan]).check() is None
     assert _loop(lambda call, k: [idx + (call == 100), nan]).check() is not None
+
+
+BIG = [torch.randn(1 << 19, generator=torch.Generator().manual_seed(10 + k)) for k in range(3)]
+
+
+def test_large_outputs_are_fingerprinted_at_gathered_positions() -> None:
+    """Above POSITIONS elements a call is fingerprinted where it is read: honest calls agree, a stale one
+    (another set's output) and one wrong on 1 % of its elements do not."""
+    from kbench.worker.consistency import POSITIONS
+
+    assert BIG[0].numel() > POSITIONS
+    assert _loop(lambda call, k: [BIG[k].clone()]).check() is None
+    stale = _loop(lambda call, k: [BIG[(k + 1) % 3] if call == 97 else BIG[k]]).check()
+    assert stale is not None and "timed call 97" in stale
+    spoiled = BIG[1].clone()
+    spoiled[::100] = 0.0  # wrong on 1 % of the elements, right everywhere else
+    partial = _loop(lambda call, k: [spoiled if call == 154 else BIG[k]]).check()
+    assert partial is not None and "timed call 154" in partial
+
+
+def test_gathered_positions_differ_between_loops() -> None:
+    """Drawn from the OS's entropy per loop: a candidate cannot know which elements are fingerprinted."""
+    first, second = Consistency(), Consistency()
+    first.add(0, 0, [BIG[0]])
+    second.add(0, 0, [BIG[0]])
+    assert not torch.equal(first.positions[0], second.positions[0])
