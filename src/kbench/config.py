@@ -179,6 +179,9 @@ class RunConfig(BaseModel):
     reference_timeout_s: float = 900.0  # the trusted reference worker: outputs, baseline compiles and timing
     lease_wait_s: float = 600.0  # longest wait for a GPU another evaluation's worker holds, then an error
     memory_limit_gb: float = 16.0  # host memory limit (RLIMIT_AS) of a candidate worker
+    # Candidate and build workers confine themselves with Landlock (sandbox/confine.py): writes only to
+    # their own folders, no TCP, no signals out. False only to debug a candidate the confinement breaks.
+    confine: bool = True
     timing_budget_s: float = _ref(5.0)
     baselines: list[str] = _ref(default_factory=lambda: ["eager", "compile"])
     reuse_baselines: bool = True  # use stored baselines of this GPU/torch/timing settings (store/reuse.py)

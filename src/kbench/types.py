@@ -216,6 +216,9 @@ class Verdict:
     phases: tuple[tuple[str, float], ...] = ()  # where the seconds went: ref.* / cand.* worker phases
     generalizes: bool | None = None  # also correct at hidden sizes (--hidden-shapes); None: not checked
     hidden: str = ""  # the hidden-shape check: its sizes and result, or why it was not made (not feedback)
+    # the candidate worker's OS confinement: "landlock abi N", or "none: WHY" when it ran unconfined; ""
+    # when no candidate worker ran (static reject, failed build)
+    confinement: str = ""
 
     @property
     def ok(self) -> bool:

@@ -16,7 +16,7 @@ wrapper that changes nothing about what the code means, only where and how fast 
 The wrapper also records the exported functions and wraps them to count the calls that return
 normally, which is how the `no-custom-kernel` rule sees a CPU extension run (a call that raises, e.g.
 a dtype check caught by a PyTorch fallback, did no work and does not count). Not protected: a hostile candidate can write into the
-cache folder (the sandbox shares the user's filesystem).
+`builds` folder of the cache (its worker must, to build; sandbox/confine.py keeps it out of the rest).
 """
 
 from __future__ import annotations

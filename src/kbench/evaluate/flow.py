@@ -124,6 +124,7 @@ def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobS
         cache_dir=str(cfg.cache_dir),
         lease_wait_s=cfg.lease_wait_s,
         compile_arch=cfg.compile_arch,
+        confine=cfg.confine,
         **kw,  # type: ignore[arg-type]
     )
 

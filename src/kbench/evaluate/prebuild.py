@@ -86,6 +86,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
             candidate_file=str(path),
             memory_limit_gb=cfg.memory_limit_gb,
             cache_dir=str(cfg.cache_dir),
+            confine=cfg.confine,
         )
         make_pch = cfg.precompiled_headers == "on" or (
             cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH

@@ -107,4 +107,5 @@ def make_verdict(
         phases=acct.items(),
         generalizes=outcome.generalizes,
         hidden=outcome.hidden,
+        confinement=result.confinement if result is not None else "",
     )

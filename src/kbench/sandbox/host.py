@@ -14,10 +14,12 @@ and the starter ends its children's sessions when the host's pipe closes), and `
 the signal handlers of the CLI and at exit -- kills every live worker's session. A job interrupted that
 way raises `Interrupted` instead of returning a verdict.
 
-What this does not stop: the worker runs as the same user with the same filesystem and network access,
-so a hostile candidate can read or write the user's files (including the build cache), or escape the
-session with `setsid()` and keep running; the GPU is shared with nothing else but not isolated either.
-Run untrusted candidates inside a container or VM when that matters.
+What this does not stop: the worker runs as the same user. Where the kernel has Landlock, a candidate
+worker confines itself (sandbox/confine.py: writes only beneath its own folders, the build cache and the
+temporary folder, no TCP, no signals to processes outside it), but it can still read the user's files,
+write into the shared build cache, or escape the session with `setsid()` and keep running; the GPU is
+shared with nothing else but not isolated either. Run untrusted candidates inside a container or VM
+when that matters.
 
 RLIMIT_AS is not used for CUDA jobs because the CUDA driver reserves far more virtual address space than
 it commits (tens of GB for an H200's unified address range) and would fail to initialise under a limit

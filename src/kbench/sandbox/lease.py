@@ -192,9 +192,12 @@ def acquire(name: str, jobdir: Path, wait_s: float = 600.0, role: str = "candida
             break
         except BlockingIOError:
             pass
-        if reclaim(name) is not None:
+        if reclaim(name) is not None and _free(lock):
             delay = 0.001
-            continue
+            continue  # the stale holders are gone: take it now
+        # Otherwise wait: a holder that could not be ended (a confined candidate worker may not signal
+        # another worker's leftovers, sandbox/confine.py) is ended by the next reference worker (trusted,
+        # unconfined) or `kbench doctor --kill`; past `wait_s` the LeaseTimeout names it.
         waited = time.perf_counter() - t0
         if waited > wait_s:
             os.close(fd)
@@ -233,6 +236,11 @@ def leases() -> list[tuple[str, Holder | None, bool, bool]]:
         held = _busy(lock)
         out.append((name, read_holder(name), held, held and stale(name) is not None))
     return out
+
+
+def _free(lock: Path) -> bool:
+    """Whether no process holds the lock on `lock` now."""
+    return not _busy(lock)
 
 
 def _busy(lock: Path) -> bool:

@@ -85,6 +85,7 @@ class JobSpec(BaseModel):
     compile_arch: str = (
         "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
     )
+    confine: bool = True  # candidate and build workers confine themselves (RunConfig.confine)
 
 
 class TensorFile(BaseModel):
@@ -125,6 +126,7 @@ class WorkerResult(BaseModel):
     # host judges it once the outputs are known to be correct (a wrong candidate is a mismatch first)
     inconsistent: str = ""
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)
+    confinement: str = ""  # candidate worker: "landlock abi N" or "none: WHY" (sandbox/confine.py)
 
 
 DIGEST_CHUNK_BYTES = 64 << 20

@@ -1,6 +1,7 @@
 """The candidate worker: `python -m kbench.worker.candidate JOBDIR` — the only entry that runs candidate code.
 
-Order matters: the HMAC key is read (stdin, or the starter's FIFO), the clocks are bound
+Order matters: the HMAC key is read (stdin, or the starter's FIFO), the process confines itself
+(sandbox/confine.py: Landlock, where the kernel has it), the clocks are bound
 (kbench.worker.timing), the load_inline cache and call recorders are installed and the
 global-state/timer/reference snapshots are taken, all *before* the candidate is imported. Then: build `ModelNew` under the reference's init
 seed, run one forward per seed on fresh inputs (checksummed before/after; outputs checked for type,
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox import procs
+from kbench.sandbox import confine, procs
 from kbench.sandbox.protocol import (
     JOB_FILE,
     JobSpec,
@@ -353,6 +354,9 @@ def main(argv: list[str]) -> int:
     jobdir = Path(argv[1])
     key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
+    # Before torch starts its thread pools and before anything of the candidate runs: Landlock confines
+    # the calling thread and what it starts from then on (sandbox/confine.py).
+    confinement = confine.confine(confine.job_folders(spec, jobdir)) if spec.confine else confine.OFF
     if spec.role == "build":
         # Compilers (this worker's ninja/nvcc children inherit it) yield the cores to the GPU lanes'
         # workers, which hold the device while they run: a starved lane leaves the GPU idle.
@@ -362,6 +366,7 @@ def main(argv: list[str]) -> int:
     setup = round(time.perf_counter() - t0, 3)  # torch import, hooks, guard snapshots
     result = job.run()
     result.phases = {"setup": setup, **result.phases}
+    result.confinement = confinement
     write_result(jobdir, result, key)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,286 @@
+"""Confine a candidate worker with Landlock (worker side): where it may write, no TCP, no signals out.
+
+The candidate worker runs as the same user as kbench, so without this its native code could write any of
+the user's files (the reference's job folder, the reference cache, the results store, other jobs'
+folders) and signal any of the user's processes (the host, other workers). `confine` asks the kernel
+(Landlock, an unprivileged Linux security module, through raw system calls) to restrict the calling
+thread and everything it starts afterwards, for good:
+
+- writes (creating, removing, renaming, linking, truncating or opening a file for writing) only beneath
+  the folders `job_folders` lists: the job folder, the build cache, the temporary folder, the GPU lease
+  folder and the per-user caches the backends and the CUDA driver write, plus the GPU's, terminal and
+  null device nodes (`device_nodes`; not /dev/shm, where other jobs' folders may live) and the worker's
+  own thread files in /proc (the CUDA driver names its threads there);
+- no TCP bind or connect (Landlock ABI 4 on);
+- no signal to a process outside this worker and its children, no connection to an abstract unix socket
+  bound outside them (ABI 6 on). A confined process cannot ptrace or read the memory of another
+  process of the user outside its domain.
+
+What this does not stop: reads (Python, torch and the compilers read anything; the candidate may read
+the user's files), writes through descriptors opened before confinement (the worker's log), UDP and unix
+sockets bound to a path, writes beneath the allowed folders (the build cache and the temporary folder
+are shared with other jobs), and anything on a kernel without Landlock: `confine` then changes nothing
+and says why, and the verdict carries that answer (`WorkerResult.confinement`).
+
+Landlock restricts the calling thread only (until ABI 8): the worker confines itself while it runs one
+thread, before it imports torch's thread pools or the candidate; with more threads `confine` refuses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from kbench.sandbox.protocol import JobSpec
+
+MIN_ABI = 2  # ABI 1 denies every rename or link between folders (the build cache renames its builds)
+OFF = "none: turned off (setting confine = false)"
+
+# System call numbers: the same on x86_64 and aarch64 (the generic table).
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
+_ARCHES = ("x86_64", "aarch64")
+_CREATE_RULESET_VERSION = 1 << 0
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+# Filesystem rights (linux/landlock.h). Reading and executing stay unhandled, so they stay allowed.
+_WRITE_FILE = 1 << 1
+_REMOVE_DIR = 1 << 4
+_REMOVE_FILE = 1 << 5
+_MAKE_CHAR = 1 << 6
+_MAKE_DIR = 1 << 7
+_MAKE_REG = 1 << 8
+_MAKE_SOCK = 1 << 9
+_MAKE_FIFO = 1 << 10
+_MAKE_BLOCK = 1 << 11
+_MAKE_SYM = 1 << 12
+_REFER = 1 << 13  # ABI 2: renames and links between folders
+_TRUNCATE = 1 << 14  # ABI 3
+# IOCTL_DEV (ABI 5) stays unhandled: the CUDA driver talks to /dev/nvidia* through ioctls.
+_WRITES_ABI1 = (
+    _WRITE_FILE
+    | _REMOVE_DIR
+    | _REMOVE_FILE
+    | _MAKE_CHAR
+    | _MAKE_DIR
+    | _MAKE_REG
+    | _MAKE_SOCK
+    | _MAKE_FIFO
+    | _MAKE_BLOCK
+    | _MAKE_SYM
+)
+_FILE_RIGHTS = _WRITE_FILE | _TRUNCATE  # the only write rights a rule on a non-folder may grant
+_NET_TCP = (1 << 0) | (1 << 1)  # ABI 4: bind, connect
+_SCOPE_ALL = (1 << 0) | (1 << 1)  # ABI 6: abstract unix sockets, signals
+
+_ERRORS = {
+    errno.ENOSYS: "this kernel has no Landlock system calls",
+    errno.EOPNOTSUPP: "Landlock is built in but not enabled (the kernel's lsm= boot list)",
+}
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),  # ABI 4
+        ("scoped", ctypes.c_uint64),  # ABI 6
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # packed in the kernel's header: 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _Refused(Exception):
+    """Landlock could not be applied; the message says why (the worker then runs unconfined)."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _syscall(number: int, *args: object) -> int:
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    ret = int(libc.syscall(ctypes.c_long(number), *args))
+    if ret < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return ret
+
+
+def abi() -> tuple[int, str]:
+    """This kernel's Landlock ABI version, or 0 and why there is none."""
+    if platform.machine() not in _ARCHES:
+        return 0, f"Landlock system calls are not wired up for {platform.machine()}"
+    try:
+        return _syscall(
+            _CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        ), ""
+    except OSError as exc:
+        return 0, _ERRORS.get(exc.errno or 0, f"Landlock refused: {exc.strerror}")
+
+
+def _handled_fs(version: int) -> int:
+    return _WRITES_ABI1 | (_REFER if version >= 2 else 0) | (_TRUNCATE if version >= 3 else 0)
+
+
+def _ruleset(version: int) -> int:
+    attr = _RulesetAttr(
+        _handled_fs(version), _NET_TCP if version >= 4 else 0, _SCOPE_ALL if version >= 6 else 0
+    )
+    # An older kernel takes only the fields it knows: 8 bytes up to ABI 3, 16 up to ABI 5.
+    size = 8 if version < 4 else 16 if version < 6 else ctypes.sizeof(attr)
+    return _syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+
+
+def _allow(ruleset: int, path: Path, rights: int) -> bool:
+    """Allow `rights` beneath `path`; False when it cannot be opened (then nothing may write there)."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        rule = _PathBeneath(rights, fd)
+        _syscall(
+            _ADD_RULE,
+            ctypes.c_long(ruleset),
+            ctypes.c_long(_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
+    finally:
+        os.close(fd)
+    return True
+
+
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")
+
+
+def device_nodes(dev: Path = Path("/dev")) -> list[Path]:
+    """The device nodes a worker may open for writing: the GPU's (`nvidia*`, folders such as nvidia-caps
+    included) and the terminal and null devices. Not /dev/shm, the memory file system where job folders
+    may live, and not the rest of /dev (memory, disks, the kernel log: a worker run as root could write
+    them)."""
+    found = []
+    for name in sorted(os.listdir(dev)) if dev.is_dir() else []:
+        path = dev / name
+        if (name in _DEVICES or name.startswith("nvidia")) and not path.is_symlink():
+            found.append(path)
+    return found
+
+
+def temp_folders() -> list[Path]:
+    """The temporary folder of this process and of the programs it starts (nvcc, ninja, Triton's ptxas):
+    Python's answer, which a worker forked by the warm starter inherited from it, and TMPDIR."""
+    found = [Path(tempfile.gettempdir())]
+    if os.environ.get("TMPDIR"):
+        found.append(Path(os.environ["TMPDIR"]))
+    return found
+
+
+def triton_cache() -> Path:
+    """Where Triton keeps compiled kernels (its `knobs.cache.dir`)."""
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return Path(os.environ["TRITON_CACHE_DIR"])
+    return Path(os.environ.get("TRITON_HOME") or Path.home(), ".triton", "cache")
+
+
+def torch_extensions() -> Path:
+    """Where `torch.utils.cpp_extension` builds what kbench's build cache does not take over (`load`,
+    load_inline without a Python module): TORCH_EXTENSIONS_DIR, else torch's per-user cache folder."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return Path(os.environ["TORCH_EXTENSIONS_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "torch_extensions")
+
+
+def cuda_cache() -> Path:
+    """The CUDA driver's cache of kernels it compiled from PTX (CUDA_CACHE_PATH)."""
+    return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
+
+
+def job_folders(spec: JobSpec, jobdir: Path) -> list[Path]:
+    """The folders a candidate or build worker of `spec` writes beneath, and nothing else of the user's:
+    its job folder, the build cache (`cache_dir/builds`, not the rest of the cache folder: the reference
+    cache lives there), its working folder (a fresh temporary folder the host made), the temporary
+    folders, the GPU lease folder, torch's extension folder, and on a GPU or for Triton the Triton and
+    CUDA caches."""
+    from kbench.sandbox import lease
+
+    builds = Path(spec.cache_dir or ".").absolute() / "builds"
+    folders = [jobdir, builds, *temp_folders(), torch_extensions()]
+    try:
+        folders.append(Path.cwd())
+    except OSError:
+        pass  # its working folder is gone: nothing can be written there
+    gpu = spec.device.startswith("cuda") and spec.role != "build"  # a build sees no GPU
+    if lease.required(spec.role, spec.device):
+        folders.append(lease.lease_dir())
+    if gpu or spec.backend == "triton":  # the compile check compiles for a GPU arch on a CPU host too
+        folders.append(triton_cache())
+    if gpu:
+        folders.append(cuda_cache())
+    return folders
+
+
+def confine(folders: Iterable[Path], devices: bool = True) -> str:
+    """Restrict this process (its calling thread, and every process it starts later) for good: writes
+    only beneath `folders` (made when missing) and, with `devices`, to `device_nodes`; no TCP; no signal
+    or abstract unix socket outside it. Returns what was applied, `landlock abi N`, or `none: WHY` when
+    nothing was (no Landlock, an ABI older than MIN_ABI, more than one thread)."""
+    version, why = abi()
+    if version == 0:
+        return f"none: {why}"
+    if version < MIN_ABI:
+        return f"none: Landlock ABI {version} is older than {MIN_ABI} (renames between folders would fail)"
+    threads = _threads()
+    if threads != 1:
+        return f"none: {threads} threads running (Landlock confines the calling thread only)"
+    handled = _handled_fs(version)
+    grants = [(Path(f), handled) for f in folders]
+    # The CUDA driver names the threads it starts through /proc/self/task/TID/comm, and cuInit fails
+    # ("OS call failed", error 304) when it cannot: writes to this process's own task files stay allowed.
+    grants.append((Path(f"/proc/{os.getpid()}/task"), handled & _FILE_RIGHTS))
+    for node in device_nodes() if devices else []:
+        grants.append((node, handled if node.is_dir() else handled & _FILE_RIGHTS))
+    try:
+        _apply(version, grants)
+    except _Refused as exc:
+        return f"none: {exc}"
+    return f"landlock abi {version}"
+
+
+def _apply(version: int, grants: list[tuple[Path, int]]) -> None:
+    try:
+        ruleset = _ruleset(version)
+    except OSError as exc:
+        raise _Refused(f"landlock_create_ruleset failed: {exc.strerror}") from None
+    try:
+        for path, rights in grants:
+            if rights & _MAKE_DIR:  # a folder the worker writes beneath: made when missing
+                try:
+                    path.mkdir(parents=True, exist_ok=True)
+                except OSError:
+                    continue  # not creatable by this user: nothing of the worker can write there either
+            _allow(ruleset, path, rights)
+        if _libc().prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
+                         ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:  # fmt: skip
+            raise _Refused(f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+        _syscall(_RESTRICT_SELF, ctypes.c_long(ruleset), ctypes.c_uint32(0))
+    except OSError as exc:
+        raise _Refused(f"Landlock refused a rule: {exc.strerror}") from None
+    finally:
+        os.close(ruleset)
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1  # no /proc: this cannot tell, and Landlock is Linux's
