@@ -88,7 +88,7 @@ def test_honest_outputs_sampled_at_random_elements_pass(cache_dir: Path) -> None
 
 
 def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kbench.evaluate.flow.speed_floor", lambda *a: 1e6)
+    monkeypatch.setattr("kbench.evaluate.flow.sol_ms", lambda *a: 1e6)
     v = run("cpp_honest.py", cache_dir)
     assert (v.status, v.rule) == (Status.CHEAT, "beyond-speed-of-light")
 

@@ -35,7 +35,7 @@ from kbench.evaluate.phases import Account
 from kbench.evaluate.prebuild import base_env, prebuild, worker_env
 from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
 from kbench.evaluate.reference_pool import ReferencePool, pool_key
-from kbench.evaluate.verdict import make_verdict
+from kbench.evaluate.verdict import make_verdict, sol_ms
 from kbench.hardware import device_name
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
@@ -187,51 +187,6 @@ def get_reference(
     return data
 
 
-_floors: dict[tuple[str, str, str, str], float | None] = {}  # (code digest, preset, dtype, GPU) -> floor
-_floors_lock = threading.Lock()
-
-
-def speed_floor(problem: Problem, cfg: RunConfig, device: str, workdir: Path) -> float | None:
-    """The problem's speed-of-light floor on `device`'s GPU (`verdict.sol_ms`), None off a known GPU;
-    worked out by the trusted floor worker (worker/floor.py: the trace holds an interpreter's lock for
-    seconds, which this process needs for its comparisons) once per problem, preset, dtype and GPU in
-    this process. Raises WorkerError when the worker fails (the verdict then says the rule was off)."""
-    import hashlib
-
-    from kbench.analysis.gpus import match_device_name
-
-    if not device.startswith("cuda"):
-        return None
-    gpu = match_device_name(device_name(device))
-    if gpu is None:
-        return None
-    key = (hashlib.sha256(problem.code.encode()).hexdigest(), cfg.preset, cfg.dtype, gpu.name)
-    with _floors_lock:
-        if key in _floors:
-            return _floors[key]
-    spec = JobSpec(
-        role="floor", problem=problem, preset=cfg.preset, dtype=cfg.dtype, device=device, gpu=gpu.name
-    )
-    jobdir = workdir / "floor"
-    exit_ = run_worker(
-        "kbench.worker.floor",
-        jobdir,
-        spec,
-        cfg.reference_timeout_s,
-        env=base_env(cfg, device),
-        start=cfg.worker_start,
-    )
-    result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
-    if result is None:
-        why = "ran out of time" if exit_.timed_out else crash_message(exit_.returncode)
-        raise WorkerError(f"the speed-of-light worker {why}: {exit_.log_tail[-500:]}")
-    if result.message:
-        raise WorkerError(result.message)
-    with _floors_lock:
-        _floors[key] = result.floor_ms
-    return result.floor_ms
-
-
 def _absorb(
     data: ReferenceData, result: WorkerResult, folder: Path, load: Callable[..., list[Any]] = load_tensors
 ) -> None:
@@ -341,7 +296,7 @@ def _judge(
     if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
         t0 = time.perf_counter()
         try:
-            sol = floor.result() if floor is not None else speed_floor(problem, cfg, plan.device, workdir)
+            sol = floor.result() if floor is not None else sol_ms(problem, cfg, plan.device)
         except Exception as exc:  # analysis failure: the verdict stands, the warning says the rule was off
             sol = None
             checked.warnings.append(f"speed-of-light floor unavailable ({type(exc).__name__}: {exc})")
@@ -383,8 +338,8 @@ def evaluate(
     ):
         workdir = Path(tmp)
         # The speed-of-light floor (a meta-device trace of the model, seconds on a first call) is worked
-        # out while the workers run, not after them, and in a worker of its own (worker/floor.py).
-        floor = pool.submit(speed_floor, problem, cfg, device, workdir) if cfg.measure else None
+        # out while the workers run, not after them.
+        floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
         building = (
             pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
         )

@@ -63,7 +63,7 @@ def announce(jobdir: Path, phase: str) -> None:
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: str  # candidate | reference | build | floor
+    role: str  # candidate | reference | build
     problem: Problem | None = None  # None for role build (the candidate is only imported)
     preset: str
     dtype: str
@@ -78,7 +78,6 @@ class JobSpec(BaseModel):
     sample_whole_bytes: int = 4 << 20  # a sampled output above this comes back at random elements only
     timing: TimingSettings = Field(default_factory=TimingSettings)
     measure: bool = True
-    gpu: str = ""  # role floor: the GPU whose peak rates bound the problem (analysis/gpus.py)
     baselines: list[str] = Field(default_factory=list)  # reference only: eager, compile, ...
     memory_limit_gb: float = 0.0
     cache_dir: str = ""
@@ -113,7 +112,6 @@ class WorkerResult(BaseModel):
     samples: list[tuple[int, int, list[TensorFile]]] = Field(default_factory=list)  # (call, set, outs)
     timing: TimingStats | None = None
     timings: dict[str, TimingStats] = Field(default_factory=dict)  # reference: mode -> stats
-    floor_ms: float | None = None  # floor worker: the problem's speed-of-light floor (worker/floor.py)
     times_ms: list[float] = Field(default_factory=list)  # per timed call, the timer's reading
     wall_ms: list[float] = Field(default_factory=list)
     overhead_ms: float = 0.0
