@@ -94,7 +94,13 @@ def _trim(stats: str) -> str:
     """pstats' table without its header lines, paths shortened to the package's."""
     lines = [line for line in stats.splitlines() if line.strip()]
     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls")), 0)
-    return "\n".join(re.sub(r"\S*/(site-packages|src)/", "", line) for line in lines[start:])
+    return "\n".join(_short(line) for line in lines[start:])
+
+
+def _short(line: str) -> str:
+    """A profile line without machine paths: packages from their own folder, the candidate as <job>."""
+    line = re.sub(r"\S*/kbench-profile-[^/\s]+/", "<job>/", line)
+    return re.sub(r"/\S*/(site-packages|src|python3\.\d+)/", "", line)
 
 
 def report(rows: list[dict[str, Any]]) -> str:
