@@ -52,7 +52,7 @@ BIG = [torch.randn(1 << 19, generator=torch.Generator().manual_seed(10 + k)) for
 
 def test_large_outputs_are_fingerprinted_at_gathered_positions() -> None:
     """Above POSITIONS elements a call is fingerprinted where it is read: honest calls agree, a stale one
-    (another set's output) and one wrong on 1 % of its elements do not."""
+    (another set's output) and one with garbage in 1 % of its elements do not."""
     from kbench.worker.consistency import POSITIONS
 
     assert BIG[0].numel() > POSITIONS
@@ -60,7 +60,7 @@ def test_large_outputs_are_fingerprinted_at_gathered_positions() -> None:
     stale = _loop(lambda call, k: [BIG[(k + 1) % 3] if call == 97 else BIG[k]]).check()
     assert stale is not None and "timed call 97" in stale
     spoiled = BIG[1].clone()
-    spoiled[::100] = 0.0  # wrong on 1 % of the elements, right everywhere else
+    spoiled[::100] = 1e3  # garbage on 1 % of the elements, right everywhere else
     partial = _loop(lambda call, k: [spoiled if call == 154 else BIG[k]]).check()
     assert partial is not None and "timed call 154" in partial
 
@@ -71,3 +71,11 @@ def test_gathered_positions_differ_between_loops() -> None:
     first.add(0, 0, [BIG[0]])
     second.add(0, 0, [BIG[0]])
     assert not torch.equal(first.positions[0], second.positions[0])
+
+
+def test_a_call_returning_other_shapes_is_inconsistent_not_a_crash() -> None:
+    """Another number of outputs, or another size, than the loop's first call: named, not an exception."""
+    fewer = _loop(lambda call, k: [] if call == 40 else [BIG[k]]).check()
+    assert fewer is not None and "timed call 40" in fewer
+    shorter = _loop(lambda call, k: [BIG[k][:1000] if call == 41 else BIG[k]]).check()
+    assert shorter is not None and "timed call 41" in shorter
