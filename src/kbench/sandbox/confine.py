@@ -140,12 +140,12 @@ def _ruleset(version: int) -> int:
     return _syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
 
 
-def _allow(ruleset: int, path: Path, rights: int) -> bool:
-    """Allow `rights` beneath `path`; False when it cannot be opened (then nothing may write there)."""
+def _allow(ruleset: int, path: Path, rights: int) -> None:
+    """Allow `rights` beneath `path`; nothing when it cannot be opened (then nothing may write there)."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
-        return False
+        return
     try:
         rule = _PathBeneath(rights, fd)
         _syscall(
@@ -157,7 +157,6 @@ def _allow(ruleset: int, path: Path, rights: int) -> bool:
         )
     finally:
         os.close(fd)
-    return True
 
 
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts")

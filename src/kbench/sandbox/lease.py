@@ -192,7 +192,7 @@ def acquire(name: str, jobdir: Path, wait_s: float = 600.0, role: str = "candida
             break
         except BlockingIOError:
             pass
-        if reclaim(name) is not None and _free(lock):
+        if reclaim(name) is not None and not _busy(lock):
             delay = 0.001
             continue  # the stale holders are gone: take it now
         # Otherwise wait: a holder that could not be ended (a confined candidate worker may not signal
@@ -236,11 +236,6 @@ def leases() -> list[tuple[str, Holder | None, bool, bool]]:
         held = _busy(lock)
         out.append((name, read_holder(name), held, held and stale(name) is not None))
     return out
-
-
-def _free(lock: Path) -> bool:
-    """Whether no process holds the lock on `lock` now."""
-    return not _busy(lock)
 
 
 def _busy(lock: Path) -> bool:

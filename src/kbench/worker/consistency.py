@@ -72,7 +72,7 @@ class Consistency:
             flat = out.detach().reshape(-1)
             where = self.positions[j]
             if where is not None:
-                flat = _take(flat, where if where.device == flat.device else where.to(flat.device))
+                flat = _take(flat, where.to(flat.device))  # a no-op on the positions' own device
             flat = flat if flat.is_floating_point() else flat.to(torch.float64)  # indices, masks
             rows.append(
                 _stack(
@@ -93,10 +93,7 @@ class Consistency:
         for input_set, prints in self.prints.items():
             table = _stack(prints).cpu()  # calls x outputs x 3
             median = table.median(dim=0).values  # outputs x 3
-            sizes = torch.tensor(
-                [self.sizes[j] if j < len(self.sizes) else 1 for j in range(table.shape[1])],
-                dtype=torch.float64,
-            )
+            sizes = torch.tensor(self.sizes, dtype=torch.float64)  # every row has the first call's outputs
             scale = (sizes.clamp(min=1).sqrt() * median[:, 1].abs()).unsqueeze(1)  # outputs x 1
             diff = (table - median).abs()
             both_nan = table.isnan() & median.isnan()
