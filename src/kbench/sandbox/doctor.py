@@ -90,7 +90,12 @@ def end_stale() -> tuple[list[Found], list[LeaseState]]:
     for state in leases():
         if state.stale and lease.reclaim(state.name) is not None:
             broken.append(state)
+    # SIGKILL is delivered, not done: wait (briefly) for the ended processes to vanish and for the locks
+    # of the reclaimed leases, which their killed holders keep until they exit, to come free.
+    names = {s.name for s in broken}
     deadline = time.monotonic() + 2.0
-    while any(_alive(p.pid) for p in ended) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        any(_alive(p.pid) for p in ended) or any(held for name, _, held, _ in lease.leases() if name in names)
+    ):
         time.sleep(0.02)
     return ended, broken
