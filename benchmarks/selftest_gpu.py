@@ -79,8 +79,13 @@ def _name(job: Job) -> str:
     return str(what.id if kind == "fixture" else what)
 
 
-def _row_name(row: dict[str, Any]) -> str:
-    return f"{row['backend']}/{row['name']}" if row["kind"] == "solution" else str(row["name"])
+def _row_name(row: dict[str, Any]) -> str | None:
+    """A row's job name; None for a solution row of the earliest format, which named no backend."""
+    if "kind" not in row:  # the first format: one fixture per row, under "fixture"
+        return str(row["fixture"])
+    if row["kind"] == "solution":
+        return f"{row['backend']}/{row['name']}" if "backend" in row else None
+    return str(row["name"])
 
 
 def main() -> None:
@@ -99,7 +104,7 @@ def main() -> None:
     ap.add_argument(
         "--rerun",
         default="",
-        help="comma-separated name parts: matching jobs run even if --skip-passed lists them (e.g. after a change)",
+        help="comma-separated name parts: matching jobs run first, even if --skip-passed lists them (e.g. after a change)",
     )
     ap.add_argument(
         "--fixtures-again", action="store_true", help="fixtures and prompt examples run even if passed before"
@@ -114,10 +119,11 @@ def main() -> None:
             json.loads(line) for f in args.skip_passed for line in f.read_text().splitlines() if line.strip()
         ]
         again = [part for part in args.rerun.split(",") if part]
-        passed = {_row_name(r) for r in rows_before if r["passed"]}
+        passed = {n for n in (_row_name(r) for r in rows_before if r["passed"]) if n is not None}
         passed = {n for n in passed if not any(part in n for part in again)}
         todo = [j for j in todo if _name(j) not in passed or (args.fixtures_again and j.tag[0] != "solution")]
-        todo.sort(key=lambda j: j.tag[0] != "solution")  # the controls still missing first
+        # the jobs named by --rerun first, then the controls still missing, then the rest
+        todo.sort(key=lambda j: (not any(part in _name(j) for part in again), j.tag[0] != "solution"))
     deadline = time.monotonic() + args.max_seconds
     pool = ReferencePool()  # one reference run per problem (and per fixture config), as `kbench run` does
     rows: list[dict[str, Any]] = []
