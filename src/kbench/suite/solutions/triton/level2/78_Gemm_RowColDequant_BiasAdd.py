@@ -51,7 +51,7 @@ def int8_gemm_dequant_bias_kernel(
         else:
             a = tl.load(pa, mask=rk[None, :] < K - k0, other=0)
             b = tl.load(pb, mask=rk[:, None] < K - k0, other=0)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(a, b, acc, out_dtype=tl.int32)  # Triton 3.6 requires out_dtype to match acc
         pa += BK
         pb += BK
     mmask = rm < M
