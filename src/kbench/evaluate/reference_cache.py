@@ -39,6 +39,8 @@ class ReferenceData:
     cache_hit: bool = False
     shared: bool = False  # reused from an earlier evaluation of this run (reference_pool)
     phases: dict[str, float] = field(default_factory=dict)  # the reference worker's, plus its wall time
+    # (seed, device) -> the outputs copied to a GPU, for comparisons there (evaluate/device_outputs.py)
+    device_outputs: dict[tuple[int, str], list[Any]] = field(default_factory=dict)
 
 
 def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:

@@ -1,0 +1,183 @@
+"""Correctness outputs through the host's device buffers (evaluate/device_outputs.py, worker/inbox.py).
+
+The CPU tests cover what does not need CUDA: sealed handles, the signed result's `received` entries,
+the judge comparing the host's buffers (CPU stand-ins) and refusing an entry it never offered, and a
+worker that falls back to files. The `gpu` tests run whole verdicts through real CUDA IPC buffers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from evalfixtures import fixture_source
+
+from kbench.config import RunConfig
+from kbench.evaluate.judge import WorkerOutcome, check_outputs
+from kbench.evaluate.reference_cache import ReferenceData
+from kbench.sandbox.protocol import (
+    RECEIVE_FILE,
+    ForgedResult,
+    Receive,
+    Slot,
+    TensorFile,
+    WorkerResult,
+    read_result,
+    save_tensors,
+    seal,
+    unseal,
+    write_result,
+)
+from kbench.types import Status
+
+KEY = bytes(range(32))
+
+
+def test_sealed_handles_open_only_with_the_jobs_key_and_their_place() -> None:
+    handle = os.urandom(64)
+    sealed = seal(KEY, "1000", 0, handle)
+    assert bytes.fromhex(sealed) != handle
+    assert unseal(KEY, "1000", 0, sealed) == handle
+    assert unseal(bytes(32), "1000", 0, sealed) != handle  # another job's key
+    assert unseal(KEY, "1000", 1, sealed) != handle  # another output's slot
+    with pytest.raises(ValueError):
+        unseal(KEY, "1000", 0, sealed[:-2])
+
+
+def _received(shape: list[int]) -> TensorFile:
+    return TensorFile(name="", sha256="", device="cuda:0", dtype="float32", shape=shape, received=True)
+
+
+def test_result_lists_received_outputs_without_files_but_never_received_samples(tmp_path: Path) -> None:
+    result = WorkerResult(outputs={"1000": [_received([2, 3])]})
+    write_result(tmp_path, result, KEY)
+    assert read_result(tmp_path, KEY) == result
+    forged = WorkerResult(samples=[(0, 0, [_received([2, 3])])])
+    write_result(tmp_path, forged, KEY)
+    with pytest.raises(ForgedResult):
+        read_result(tmp_path, KEY)
+
+
+class StandIn:
+    """A Receiver whose 'device buffers' are CPU tensors (the judge's side of the protocol)."""
+
+    device = "cpu"
+
+    def __init__(self, buffers: dict[tuple[str, int], Any]) -> None:
+        self.buffers = buffers
+
+    def tensor(self, seed: str, index: int) -> Any:
+        return self.buffers.get((seed, index))
+
+
+def _judge(tmp_path: Path, receiver: Any, files: list[TensorFile]) -> WorkerOutcome:
+    ref = ReferenceData(outputs={1000: [torch.ones(2, 3)]}, checksums={1000: ["c"]})
+    result = WorkerResult(outputs={"1000": files}, input_checksums={"1000": ["c"]})
+    return check_outputs(WorkerOutcome(Status.OK, result=result), tmp_path, ref, [1000], "cuda", 1e-4, (), receiver)
+
+
+def test_judge_compares_the_hosts_buffer_not_what_the_worker_claims(tmp_path: Path) -> None:
+    ok = _judge(tmp_path, StandIn({("1000", 0): torch.ones(2, 3)}), [_received([2, 3])])
+    assert ok.status is Status.OK and ok.correctness is not None and ok.correctness.passed
+    never_delivered = StandIn({("1000", 0): torch.full((2, 3), float("nan"))})  # as offered: NaN
+    bad = _judge(tmp_path, never_delivered, [_received([2, 3])])
+    assert bad.status is Status.MISMATCH
+    forged = _judge(tmp_path, StandIn({}), [_received([2, 3])])  # a buffer the host never offered
+    assert (forged.status, forged.rule) == (Status.CHEAT, "result-forged")
+    assert _judge(tmp_path, None, [_received([2, 3])]).rule == "result-forged"
+
+
+def test_outputs_in_files_and_buffers_mix(tmp_path: Path) -> None:
+    ref = ReferenceData(outputs={7: [torch.ones(4), torch.zeros(3)]}, checksums={7: ["c"]})
+    files = [_received([4]), *save_tensors(tmp_path, "out_7", [torch.zeros(3)], first=1)]
+    assert files[1].name == "out_7_1.bin"
+    files[1].device = "cuda:0"  # as a GPU worker would list it
+    result = WorkerResult(outputs={"7": files}, input_checksums={"7": ["c"]})
+    got = check_outputs(
+        WorkerOutcome(Status.OK, result=result), tmp_path, ref, [7], "cuda", 1e-4, (), StandIn({("7", 0): torch.ones(4)})
+    )
+    assert got.status is Status.OK, got.message
+
+
+def test_worker_falls_back_to_files_without_buffers(tmp_path: Path) -> None:
+    from kbench.worker.inbox import Inbox
+
+    (tmp_path / RECEIVE_FILE).write_text(Receive().model_dump_json())  # nothing offered
+    inbox = Inbox(tmp_path, KEY)
+    assert inbox.deliver("1000", 0, torch.ones(3)) is None and not inbox.failed
+    slot = Slot(handle=seal(KEY, "1000", 0, bytes(64)), dtype="float32", shape=[3])
+    (tmp_path / RECEIVE_FILE).write_text(Receive(slots={"1000": [slot]}).model_dump_json())
+    inbox = Inbox(tmp_path, KEY)
+    assert inbox.deliver("1000", 0, torch.ones(3)) is None  # a CPU output: to a file
+    (tmp_path / RECEIVE_FILE).write_text("{not json")
+    assert Inbox(tmp_path, KEY).failed.startswith("unreadable")
+
+
+def test_the_wait_for_buffers_has_its_own_budget() -> None:
+    budgets = RunConfig(reference_timeout_s=123.0).budgets("candidate")
+    assert list(budgets) == ["lease", "load", "receive", "correctness", "timing"]
+    assert budgets["receive"] == 123.0
+
+
+# --- on a GPU: real buffers, real IPC -------------------------------------------------------------------
+
+
+def _gpu_run(tmp_path: Path, source: str, **kw: Any) -> Any:
+    from kbench.evaluate.flow import evaluate
+    from kbench.problems import get_problem
+    from kbench.types import Candidate
+
+    problem = get_problem("kbench:2/1")
+    base: dict[str, Any] = {
+        "preset": "small",
+        "device": "cuda",
+        "backend": "triton",
+        "baselines": ["eager"],
+        "timing_budget_s": 0.5,
+        "cache_dir": tmp_path,
+    }
+    base.update(kw)
+    return evaluate(problem, Candidate(problem.key, "triton", source), RunConfig(**base))
+
+
+@pytest.mark.gpu
+def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> None:
+    from kbench.evaluate import flow
+
+    seen: list[WorkerResult] = []
+    real = flow.run_candidate
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        outcome = real(*args, **kw)
+        seen.append(outcome.result)
+        return outcome
+
+    flow.run_candidate = spy  # type: ignore[assignment]
+    try:
+        v = _gpu_run(tmp_path, fixture_source("triton_honest.py"))
+    finally:
+        flow.run_candidate = real  # type: ignore[assignment]
+    assert v.status is Status.OK, v.message + v.log_tail
+    (result,) = seen
+    entries = [f for files in result.outputs.values() for f in files]
+    assert entries and all(f.received for f in entries), result.warnings
+    off = _gpu_run(tmp_path, fixture_source("triton_honest.py"), device_outputs=False)
+    assert off.status is Status.OK and off.correctness is not None
+    assert v.correctness is not None and v.correctness.max_abs_err == pytest.approx(off.correctness.max_abs_err, abs=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_wrong_values_and_wrong_shapes_are_caught_as_before(tmp_path: Path) -> None:
+    honest = fixture_source("triton_honest.py")
+    wrong = honest.replace("return out", "return out * 1.5 + 0.1")
+    v = _gpu_run(tmp_path, wrong, measure=False)
+    assert v.status is Status.MISMATCH and "expected" in v.message, v.message
+    shape = honest.replace("return out", "return out[:, :-1]")
+    v = _gpu_run(tmp_path, shape, measure=False)
+    assert v.status is Status.MISMATCH and "shape" in v.message, v.message
+    cpu = honest.replace("return out", "return out.cpu()")
+    v = _gpu_run(tmp_path, cpu, measure=False)
+    assert v.status is Status.MISMATCH and "device" in v.message, v.message
