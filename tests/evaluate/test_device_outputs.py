@@ -76,7 +76,9 @@ class StandIn:
 def _judge(tmp_path: Path, receiver: Any, files: list[TensorFile]) -> WorkerOutcome:
     ref = ReferenceData(outputs={1000: [torch.ones(2, 3)]}, checksums={1000: ["c"]})
     result = WorkerResult(outputs={"1000": files}, input_checksums={"1000": ["c"]})
-    return check_outputs(WorkerOutcome(Status.OK, result=result), tmp_path, ref, [1000], "cuda", 1e-4, (), receiver)
+    return check_outputs(
+        WorkerOutcome(Status.OK, result=result), tmp_path, ref, [1000], "cuda", 1e-4, (), receiver
+    )
 
 
 def test_judge_compares_the_hosts_buffer_not_what_the_worker_claims(tmp_path: Path) -> None:
@@ -97,7 +99,14 @@ def test_outputs_in_files_and_buffers_mix(tmp_path: Path) -> None:
     files[1].device = "cuda:0"  # as a GPU worker would list it
     result = WorkerResult(outputs={"7": files}, input_checksums={"7": ["c"]})
     got = check_outputs(
-        WorkerOutcome(Status.OK, result=result), tmp_path, ref, [7], "cuda", 1e-4, (), StandIn({("7", 0): torch.ones(4)})
+        WorkerOutcome(Status.OK, result=result),
+        tmp_path,
+        ref,
+        [7],
+        "cuda",
+        1e-4,
+        (),
+        StandIn({("7", 0): torch.ones(4)}),
     )
     assert got.status is Status.OK, got.message
 
@@ -166,7 +175,9 @@ def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> Non
     assert entries and all(f.received for f in entries), result.warnings
     off = _gpu_run(tmp_path, fixture_source("triton_honest.py"), device_outputs=False)
     assert off.status is Status.OK and off.correctness is not None
-    assert v.correctness is not None and v.correctness.max_abs_err == pytest.approx(off.correctness.max_abs_err, abs=1e-6)
+    assert v.correctness is not None and v.correctness.max_abs_err == pytest.approx(
+        off.correctness.max_abs_err, abs=1e-6
+    )
 
 
 @pytest.mark.gpu

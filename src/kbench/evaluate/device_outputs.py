@@ -65,7 +65,9 @@ class Receiver:
             ]
             need = sum(r.numel() * r.element_size() for _, _, r in wanted)
             if wanted and devmem.free_bytes(self.device) < FREE_FACTOR * need:
-                raise devmem.DeviceMemoryError(f"less than {FREE_FACTOR} x {need >> 20} MiB free on the device")
+                raise devmem.DeviceMemoryError(
+                    f"less than {FREE_FACTOR} x {need >> 20} MiB free on the device"
+                )
             for seed, j, r in wanted:
                 nbytes = r.numel() * r.element_size()
                 ptr = devmem.alloc(self.device, nbytes)
@@ -124,7 +126,9 @@ def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
         if held is not None:
             _mirrors.move_to_end(key)
             return held
-    copies = [r.to(device, non_blocking=False) if isinstance(r, torch.Tensor) else r for r in ref.outputs[seed]]
+    copies = [
+        r.to(device, non_blocking=False) if isinstance(r, torch.Tensor) else r for r in ref.outputs[seed]
+    ]
     size = sum(c.numel() * c.element_size() for c in copies if isinstance(c, torch.Tensor))
     cap = torch.cuda.get_device_properties(torch.device(device)).total_memory // MIRROR_SHARE
     with _mirror_lock:

@@ -111,7 +111,9 @@ def open_handle(handle: bytes) -> int:
     if len(handle) != HANDLE_BYTES:
         raise DeviceMemoryError("an IPC handle is 64 bytes")
     ptr = ctypes.c_uint64()
-    _check(_driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), _LAZY_PEER), "cuIpcOpenMemHandle")
+    _check(
+        _driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), _LAZY_PEER), "cuIpcOpenMemHandle"
+    )
     return int(ptr.value)
 
 

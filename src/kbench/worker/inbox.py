@@ -67,8 +67,12 @@ class Inbox:
             self.failed = self.failed or f"{type(exc).__name__}: {exc}"[:300]
             return None
         return TensorFile(
-            name="", sha256="", device=str(out.device), dtype=str(out.dtype).removeprefix("torch."),
-            shape=list(out.shape), received=True,
+            name="",
+            sha256="",
+            device=str(out.device),
+            dtype=str(out.dtype).removeprefix("torch."),
+            shape=list(out.shape),
+            received=True,
         )
 
     def close(self) -> None:
