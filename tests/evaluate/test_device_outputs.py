@@ -47,6 +47,15 @@ def test_sealed_handles_open_only_with_the_jobs_key_and_their_place() -> None:
         unseal(KEY, "1000", 0, sealed[:-2])
 
 
+def test_ipc_handles_keep_every_byte() -> None:
+    from kbench.sandbox import devmem
+
+    handle = bytes([0, 7, 0, 0, 255] + [0] * 59)  # real handles hold NUL bytes
+    assert devmem._unpack(devmem._pack(handle)) == handle
+    with pytest.raises(devmem.DeviceMemoryError):
+        devmem._pack(handle[:-1])
+
+
 def _received(shape: list[int]) -> TensorFile:
     return TensorFile(name="", sha256="", device="cuda:0", dtype="float32", shape=shape, received=True)
 
@@ -173,6 +182,7 @@ def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> Non
     (result,) = seen
     entries = [f for files in result.outputs.values() for f in files]
     assert entries and all(f.received for f in entries), result.warnings
+    assert not any("went through files" in w for w in v.warnings), v.warnings
     off = _gpu_run(tmp_path, fixture_source("triton_honest.py"), device_outputs=False)
     assert off.status is Status.OK and off.correctness is not None
     assert v.correctness is not None and v.correctness.max_abs_err == pytest.approx(
@@ -191,4 +201,4 @@ def test_gpu_wrong_values_and_wrong_shapes_are_caught_as_before(tmp_path: Path) 
     assert v.status is Status.MISMATCH and "shape" in v.message, v.message
     cpu = honest.replace("return out", "return out.cpu()")
     v = _gpu_run(tmp_path, cpu, measure=False)
-    assert v.status is Status.MISMATCH and "device" in v.message, v.message
+    assert (v.status, v.rule) == (Status.MISMATCH, "output-device"), v.message

@@ -427,6 +427,8 @@ def evaluate(
                 acct.worker("cand", outcome.result.phases)
             with acct.part("judge"):
                 judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor, receiver)
+            if receiver is not None and receiver.why:
+                judged.warnings.append(f"correctness outputs went through files: {receiver.why}")
             judged.log_tail = outcome.log_tail
             if cfg.hidden_shapes:  # the same jobs again, at sizes the candidate never saw
                 from kbench.generalize import check_hidden

@@ -26,7 +26,18 @@ class DeviceMemoryError(RuntimeError):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
+    # unsigned bytes: a c_char array reads back as bytes cut at the first NUL
+    _fields_ = [("reserved", ctypes.c_ubyte * HANDLE_BYTES)]
+
+
+def _pack(handle: bytes) -> _Handle:
+    if len(handle) != HANDLE_BYTES:
+        raise DeviceMemoryError(f"an IPC handle is {HANDLE_BYTES} bytes, not {len(handle)}")
+    return _Handle((ctypes.c_ubyte * HANDLE_BYTES)(*handle))
+
+
+def _unpack(handle: _Handle) -> bytes:
+    return bytes(handle.reserved)
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,16 +114,14 @@ def export(device: Any, ptr: int) -> bytes:
     _current(device)
     handle = _Handle()
     _check(_driver().cuIpcGetMemHandle(ctypes.byref(handle), ptr), "cuIpcGetMemHandle")
-    return bytes(handle.reserved)
+    return _unpack(handle)
 
 
 def open_handle(handle: bytes) -> int:
     """Map another process's allocation into this one's current context; its device pointer."""
-    if len(handle) != HANDLE_BYTES:
-        raise DeviceMemoryError("an IPC handle is 64 bytes")
     ptr = ctypes.c_uint64()
     _check(
-        _driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _Handle(handle), _LAZY_PEER), "cuIpcOpenMemHandle"
+        _driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _pack(handle), _LAZY_PEER), "cuIpcOpenMemHandle"
     )
     return int(ptr.value)
 
