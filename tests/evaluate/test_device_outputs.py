@@ -134,6 +134,27 @@ def test_worker_falls_back_to_files_without_buffers(tmp_path: Path) -> None:
     assert Inbox(tmp_path, KEY).failed.startswith("unreadable")
 
 
+def test_reference_mirrors_are_shared_by_the_pools_copies_and_bounded() -> None:
+    import dataclasses
+    import gc
+
+    from kbench.evaluate import device_outputs as do
+
+    first = ReferenceData(outputs={1: [torch.ones(2)]})
+    shared = dataclasses.replace(first, shared=True)  # what the reference pool hands out
+    assert shared.device_outputs is first.device_outputs
+    do.remember(first.device_outputs, 1, "cuda:0", ["a"], 60, cap=100)
+    other = ReferenceData()
+    do.remember(other.device_outputs, 2, "cuda:0", ["b"], 60, cap=100)  # past the cap: the oldest goes
+    assert (1, "cuda:0") not in shared.device_outputs and other.device_outputs[(2, "cuda:0")] == ["b"]
+    del first, shared, other
+    gc.collect()
+    lone = ReferenceData()
+    do.remember(lone.device_outputs, 3, "cuda:0", ["c"], 60, cap=100)  # the dead reference's bytes are gone
+    assert lone.device_outputs[(3, "cuda:0")] == ["c"]
+    assert not any(seed == 2 for _, seed, _ in do._mirrors)  # forgotten with its reference
+
+
 def test_the_wait_for_buffers_has_its_own_budget() -> None:
     budgets = RunConfig(reference_timeout_s=123.0).budgets("candidate")
     assert list(budgets) == ["lease", "load", "receive", "correctness", "timing"]

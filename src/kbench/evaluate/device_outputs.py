@@ -24,7 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kbench.evaluate.reference_cache import ReferenceData
+from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
 from kbench.sandbox.protocol import KEY_BYTES, RECEIVE_FILE, Receive, Slot, seal
 
@@ -110,35 +110,41 @@ class Receiver:
 
 
 _mirror_lock = threading.Lock()
-_mirrors: OrderedDict[tuple[int, int, str], tuple[weakref.ref[ReferenceData], int]] = OrderedDict()
+# (id of the copies' holder, seed, device) -> (the holder, bytes), least recently used first
+_mirrors: OrderedDict[tuple[int, int, str], tuple[weakref.ref[DeviceCopies], int]] = OrderedDict()
 
 
 def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
-    """The reference's outputs for `seed` on `device`, copied once and kept with `ref` while the mirrors
-    of all references stay under 1/MIRROR_SHARE of the device's memory (least recently used go first)."""
+    """The reference's outputs for `seed` on `device`, copied once and kept with `ref` (and its shared
+    copies) while the mirrors of all references stay under 1/MIRROR_SHARE of the device's memory (least
+    recently used go first)."""
     import torch
 
     if torch.device(device).type != "cuda":
         return list(ref.outputs[seed])  # already there
-    key = (id(ref), seed, device)
+    holder = ref.device_outputs
+    key = (id(holder), seed, device)
     with _mirror_lock:
-        held = ref.device_outputs.get((seed, device))
-        if held is not None:
+        held = holder.get((seed, device))
+        if held is not None and key in _mirrors:
             _mirrors.move_to_end(key)
             return held
-    copies = [
-        r.to(device, non_blocking=False) if isinstance(r, torch.Tensor) else r for r in ref.outputs[seed]
-    ]
+    copies = [r.to(device) if isinstance(r, torch.Tensor) else r for r in ref.outputs[seed]]
     size = sum(c.numel() * c.element_size() for c in copies if isinstance(c, torch.Tensor))
     cap = torch.cuda.get_device_properties(torch.device(device)).total_memory // MIRROR_SHARE
+    remember(holder, seed, device, copies, size, cap)
+    return copies
+
+
+def remember(holder: DeviceCopies, seed: int, device: str, copies: list[Any], size: int, cap: int) -> None:
+    """Keep `copies` in `holder`; drop the least recently used mirrors of any reference past `cap` bytes."""
     with _mirror_lock:
-        ref.device_outputs[(seed, device)] = copies
-        _mirrors[key] = (weakref.ref(ref), size)
+        holder[(seed, device)] = copies
+        _mirrors[(id(holder), seed, device)] = (weakref.ref(holder), size)
         for gone in [k for k, (owner, _) in _mirrors.items() if owner() is None]:
             del _mirrors[gone]  # their copies went with their reference
         while sum(n for _, n in _mirrors.values()) > cap and len(_mirrors) > 1:
             (_, old_seed, old_device), (owner, _) = _mirrors.popitem(last=False)
             alive = owner()
             if alive is not None:
-                alive.device_outputs.pop((old_seed, old_device), None)
-    return copies
+                alive.pop((old_seed, old_device), None)
