@@ -38,7 +38,7 @@ from common import BENCHMARKS
 
 KBENCH = [sys.executable, "-m", "kbench"]
 UPSTREAM = [sys.executable, str(BENCHMARKS / "upstream_flow.py"), "--child", "eval"]
-TOP = ("cli", "checks", "ref", "offer", "build", "cand", "judge", "other")
+TOP = ("cli", "checks", "ref", "build", "cand", "judge", "other")
 
 
 def _solution(problem: str, backend: str, folder: Path) -> Path:

@@ -155,6 +155,49 @@ def test_reference_mirrors_are_shared_by_the_pools_copies_and_bounded() -> None:
     assert not any(seed == 2 for _, seed, _ in do._mirrors)  # forgotten with its reference
 
 
+def test_layouts_come_from_tensors_or_the_signed_listing() -> None:
+    from kbench.evaluate.device_outputs import layouts
+
+    listing = {
+        "5": [
+            TensorFile(name="out_5_0.bin", sha256="x", dtype="float16", shape=[2, 3]),
+            TensorFile(name="old.pt", sha256="x"),  # an old cache's pickle: no layout known
+        ]
+    }
+    assert layouts(listing, [5, 6]) == {5: [("float16", [2, 3]), None], 6: []}
+    tensors = {5: [torch.zeros(4, dtype=torch.bfloat16), 3]}
+    assert layouts(tensors, [5]) == {5: [("bfloat16", [4]), None]}
+
+
+def test_an_offer_that_cannot_be_made_is_still_written(tmp_path: Path) -> None:
+    """Without a usable GPU the worker must not wait for ever: an empty offer sends its outputs to files."""
+    from kbench.evaluate.device_outputs import Receiver
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU can take the offer (the gpu tests cover it)")
+    receiver = Receiver("cuda:0")
+    receiver.offer(tmp_path, {1000: [("float32", [2, 3])]})
+    assert receiver.offered and receiver.why and receiver.buffers == {}
+    assert Receive.model_validate_json((tmp_path / RECEIVE_FILE).read_text()).slots == {}
+
+
+@pytest.mark.slow
+def test_the_references_listing_reaches_the_offer_before_its_files_are_read(tmp_path: Path) -> None:
+    from evalfixtures import cpu_config
+
+    from kbench.evaluate.flow import get_reference, make_plan
+    from kbench.problems import get_problem
+
+    cfg = cpu_config(tmp_path, measure=False)
+    plan = make_plan(cfg, "cpu")
+    seen: list[dict[str, list[TensorFile]]] = []
+    ref = get_reference(get_problem("kbench:2/1"), cfg, plan, tmp_path / "work", on_outputs=seen.append)
+    (listing,) = seen
+    for seed in plan.fixed + plan.secret:
+        (out,) = ref.outputs[seed]
+        assert [(f.dtype, f.shape) for f in listing[str(seed)]] == [("float32", list(out.shape))]
+
+
 def test_the_wait_for_buffers_has_its_own_budget() -> None:
     budgets = RunConfig(reference_timeout_s=123.0).budgets("candidate")
     assert list(budgets) == ["lease", "load", "receive", "correctness", "timing"]

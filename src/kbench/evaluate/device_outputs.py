@@ -21,12 +21,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
-from kbench.sandbox.protocol import KEY_BYTES, RECEIVE_FILE, Receive, Slot, seal
+from kbench.sandbox.protocol import KEY_BYTES, RECEIVE_FILE, Receive, Slot, TensorFile, seal
 
 FREE_FACTOR = 4  # buffers are offered only where the device has this many times their size free
 MIRROR_SHARE = 8  # the reference mirrors of one host use at most 1/8 of a device's memory
@@ -42,6 +43,7 @@ class Receiver:
         self.key = secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (sandbox/host.run_worker takes it)
         self.buffers: dict[tuple[str, int], tuple[int, Any]] = {}  # (seed, output) -> (pointer, view)
         self.why = ""  # why nothing was offered
+        self.offered = False
 
     def prepare(self) -> None:
         """Start CUDA in this process and resolve the driver's functions (beside the reference run)."""
@@ -50,33 +52,37 @@ class Receiver:
         except Exception as exc:  # noqa: BLE001  (`offer` then writes an empty offer)
             self.why = f"{type(exc).__name__}: {exc}"
 
-    def offer(self, jobdir: Path, ref: ReferenceData, seeds: list[int]) -> None:
-        """Allocate a buffer per floating-point output of `seeds` and write RECEIVE_FILE, which the waiting
-        worker reads (empty when nothing can be offered: the outputs then go through files)."""
+    def offer(self, jobdir: Path, layouts: Mapping[int, Sequence[Layout | None]]) -> None:
+        """Allocate a buffer per floating-point output in `layouts` (seed -> per output (dtype, shape), or
+        None) and write RECEIVE_FILE, which the waiting worker reads (empty when nothing can be offered:
+        the outputs then go through files)."""
         import torch
 
         slots: dict[str, list[Slot | None]] = {}
         try:
-            wanted = [
-                (seed, j, r)
-                for seed in seeds
-                for j, r in enumerate(ref.outputs[seed])
-                if isinstance(r, torch.Tensor) and r.is_floating_point() and r.numel()
-            ]
-            need = sum(r.numel() * r.element_size() for _, _, r in wanted)
+            wanted = []
+            for seed, outputs in layouts.items():
+                for j, layout in enumerate(outputs):
+                    if layout is None:
+                        continue
+                    name, shape = layout
+                    dtype = getattr(torch, name, None)
+                    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and _numel(shape):
+                        wanted.append((seed, j, dtype, list(shape), len(outputs)))
+            need = sum(_numel(shape) * dtype.itemsize for _, _, dtype, shape, _ in wanted)
             if wanted and devmem.free_bytes(self.device) < FREE_FACTOR * need:
                 raise devmem.DeviceMemoryError(
                     f"less than {FREE_FACTOR} x {need >> 20} MiB free on the device"
                 )
-            for seed, j, r in wanted:
-                nbytes = r.numel() * r.element_size()
+            for seed, j, dtype, shape, count in wanted:
+                nbytes = _numel(shape) * dtype.itemsize
                 ptr = devmem.alloc(self.device, nbytes)
-                buffer = devmem.view(ptr, nbytes, r.dtype, list(r.shape), self.device)
+                buffer = devmem.view(ptr, nbytes, dtype, shape, self.device)
                 self.buffers[(str(seed), j)] = (ptr, buffer)
                 buffer.fill_(float("nan"))
                 handle = seal(self.key, str(seed), j, devmem.export(self.device, ptr))
-                row = slots.setdefault(str(seed), [None] * len(ref.outputs[seed]))
-                row[j] = Slot(handle=handle, dtype=str(r.dtype).removeprefix("torch."), shape=list(r.shape))
+                row = slots.setdefault(str(seed), [None] * count)
+                row[j] = Slot(handle=handle, dtype=str(dtype).removeprefix("torch."), shape=shape)
             torch.cuda.synchronize(self.device)
         except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path, as before)
             self.why = f"{type(exc).__name__}: {exc}"[:300]
@@ -86,6 +92,7 @@ class Receiver:
         tmp = jobdir / (RECEIVE_FILE + ".tmp")
         tmp.write_text(Receive(slots=slots).model_dump_json())
         tmp.replace(jobdir / RECEIVE_FILE)
+        self.offered = True
 
     def tensor(self, seed: str, index: int) -> Any:
         """The host's buffer for output `index` of `seed` (None if none was offered)."""
@@ -107,6 +114,34 @@ class Receiver:
             except devmem.DeviceMemoryError:
                 pass
         self.buffers.clear()
+
+
+Layout = tuple[str, list[int]]  # an output's dtype name and shape
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for size in shape:
+        n *= int(size)
+    return n
+
+
+def layouts(outputs: Mapping[Any, Sequence[Any]], seeds: Sequence[int]) -> dict[int, list[Layout | None]]:
+    """Per seed of `seeds`, each output's layout, from tensors or from the signed result's `TensorFile`s
+    (known before the files are read, so the worker need not wait for the host's read)."""
+    out: dict[int, list[Layout | None]] = {}
+    by_seed = {int(k): v for k, v in outputs.items()}
+    for seed in seeds:
+        row: list[Layout | None] = []
+        for item in by_seed.get(seed, []):
+            if isinstance(item, TensorFile):
+                row.append((item.dtype, list(item.shape)) if item.dtype and not item.received else None)
+            elif hasattr(item, "dtype") and hasattr(item, "shape"):
+                row.append((str(item.dtype).removeprefix("torch."), list(item.shape)))
+            else:
+                row.append(None)
+        out[seed] = row
+    return out
 
 
 _mirror_lock = threading.Lock()

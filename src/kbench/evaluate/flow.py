@@ -24,7 +24,7 @@ from kbench.backends import get_backend
 from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.device_outputs import Receiver
+from kbench.evaluate.device_outputs import Receiver, layouts
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
@@ -44,6 +44,7 @@ from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
+    TensorFile,
     WorkerResult,
     load_tensors,
     load_verified,
@@ -132,10 +133,16 @@ def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobS
 
 
 def get_reference(
-    problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path, skip: Collection[str] = ()
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    workdir: Path,
+    skip: Collection[str] = (),
+    on_outputs: Callable[[dict[str, list[TensorFile]]], None] | None = None,
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
-    fixed part from the disk cache, whose key holds the modes timed."""
+    fixed part from the disk cache, whose key holds the modes timed. `on_outputs` gets the signed listing
+    of every seed's output files as soon as the worker has exited, before they are read."""
     from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
@@ -173,6 +180,8 @@ def get_reference(
             why = f"failed: {crash_message(exit_.returncode)}"
         tail = exit_.log_tail or "(the worker wrote nothing to its log)"
         raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
+    if on_outputs is not None:
+        on_outputs({**(cached.outputs if cached else {}), **result.outputs})
     data = ReferenceData(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
@@ -256,7 +265,7 @@ def run_candidate(
     if receiver is not None:
         key = receiver.key
         if ref is not None:
-            receiver.offer(jobdir, ref, spec.seeds)
+            receiver.offer(jobdir, layouts(ref.outputs, spec.seeds))
     exit_ = run_worker(
         "kbench.worker.candidate", jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key
     )
@@ -382,10 +391,21 @@ def evaluate(
         reused = (
             reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
         )
+
+        def offer(files: dict[str, list[TensorFile]]) -> None:
+            # The early worker waits for its buffers: offered from the signed listing of the reference's
+            # files, so its correctness and timing overlap the host's read of those files.
+            if early is not None and receiver is not None:
+                t0 = time.perf_counter()
+                assert preparing is not None
+                preparing.result()
+                receiver.offer(workdir / "candidate", layouts(files, plan.fixed + plan.secret))
+                acct.nested["ref:offer"] = time.perf_counter() - t0
+
         with acct.part("ref"):
             try:
                 if references is None:
-                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys())
+                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys(), on_outputs=offer)
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
                     plan, ref, _ = references.get(
@@ -403,11 +423,6 @@ def evaluate(
                     raise WorkerError(f"the reference's files changed after it wrote them: {exc}") from None
                 raise
         acct.worker("ref", ref.phases)
-        if early is not None and receiver is not None:
-            with acct.part("offer"):  # the early worker waits for its buffers (device_outputs.py)
-                assert preparing is not None
-                preparing.result()
-                receiver.offer(workdir / "candidate", ref, plan.fixed + plan.secret)
         with acct.part("build"):
             built = building.result() if building is not None else built
         if built is not None and not built.ok:
