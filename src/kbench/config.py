@@ -182,6 +182,9 @@ class RunConfig(BaseModel):
     # Candidate and build workers confine themselves with Landlock (sandbox/confine.py): writes only to
     # their own folders, no TCP, no signals out. False only to debug a candidate the confinement breaks.
     confine: bool = True
+    # GPU: a candidate's correctness outputs go into device buffers this process owns and are compared
+    # there (evaluate/device_outputs.py); False: through files in the job folder, compared on the CPU.
+    device_outputs: bool = True
     timing_budget_s: float = _ref(5.0)
     baselines: list[str] = _ref(default_factory=lambda: ["eager", "compile"])
     reuse_baselines: bool = True  # use stored baselines of this GPU/torch/timing settings (store/reuse.py)
@@ -241,6 +244,7 @@ class RunConfig(BaseModel):
         return {
             "lease": lease,
             "load": self.load_timeout_s or self.timeout_s,
+            "receive": self.reference_timeout_s,  # waiting for the host's buffers: the reference's time
             "correctness": self.correctness_timeout_s or self.timeout_s,
             "timing": timing,
         }

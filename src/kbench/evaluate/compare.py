@@ -1,7 +1,8 @@
 """The comparison of a candidate's outputs against the reference (host side).
 
-The comparison runs on the host, on CPU copies, in float64: |out - ref| <= tol + tol * |ref|, with
-NaN and inf required at the same positions with the same sign.
+The comparison runs in the host process, where the two tensors lie (CPU copies, or on a GPU the host's
+own buffers: evaluate/device_outputs.py), with float64 the judge: |out - ref| <= tol * (floor + |ref|),
+with NaN and inf required at the same positions with the same sign.
 """
 
 from __future__ import annotations
@@ -90,12 +91,13 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float, scale: float | Non
     acc = _Acc(floor=floor)
     # three chunk-sized buffers for the whole comparison: a fresh 16 MiB tensor per step cost more in page
     # faults than its arithmetic (a subtraction into a new tensor 3.7x slower than into a reused one)
-    scratch = torch.empty(3, min(n, COMPARE_CHUNK)) if fast and n else None
+    where = o_all.device  # the CPU, or the GPU both lie on
+    scratch = torch.empty(3, min(n, COMPARE_CHUNK), device=where) if fast and n else None
     for start in range(0, n, COMPARE_CHUNK):
         o, r = o_all[start : start + COMPARE_CHUNK], r_all[start : start + COMPARE_CHUNK]
-        o32, r32 = o.to("cpu", torch.float32), r.to("cpu", torch.float32)
+        o32, r32 = o.to(where, torch.float32), r.to(where, torch.float32)
         if not (scratch is not None and _fp32_chunk(o32, r32, tol, acc, scratch[:, : o.numel()])):
-            _fp64_chunk(o.to("cpu", torch.float64), r.to("cpu", torch.float64), tol, start, acc)
+            _fp64_chunk(o.to(where, torch.float64), r.to(where, torch.float64), tol, start, acc)
     mean_abs = acc.finite_sum / acc.finite_n if acc.finite_n else 0.0
     if not acc.wrong_n:
         return Comparison(True, "", acc.max_abs, mean_abs, acc.max_rel, needed_tol=acc.needed)

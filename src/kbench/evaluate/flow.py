@@ -9,11 +9,12 @@ timing sets (the reference computes their outputs every run, so sampled outputs 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from kbench.backends import get_backend
 from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
+from kbench.evaluate.device_outputs import Receiver, layouts
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
@@ -42,6 +44,7 @@ from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import (
     ForgedResult,
     JobSpec,
+    TensorFile,
     WorkerResult,
     load_tensors,
     load_verified,
@@ -130,10 +133,16 @@ def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobS
 
 
 def get_reference(
-    problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path, skip: Collection[str] = ()
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    workdir: Path,
+    skip: Collection[str] = (),
+    on_outputs: Callable[[dict[str, list[TensorFile]]], None] | None = None,
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
-    fixed part from the disk cache, whose key holds the modes timed."""
+    fixed part from the disk cache, whose key holds the modes timed. `on_outputs` gets the signed listing
+    of every seed's output files as soon as the worker has exited, before they are read."""
     from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
@@ -171,6 +180,8 @@ def get_reference(
             why = f"failed: {crash_message(exit_.returncode)}"
         tail = exit_.log_tail or "(the worker wrote nothing to its log)"
         raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
+    if on_outputs is not None:
+        on_outputs({**(cached.outputs if cached else {}), **result.outputs})
     data = ReferenceData(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
@@ -222,10 +233,14 @@ def run_candidate(
     plan: Plan,
     workdir: Path,
     cancel: threading.Event | None = None,
+    receiver: Receiver | None = None,
+    ref: ReferenceData | None = None,
 ) -> WorkerOutcome:
+    """The candidate's worker, start to exit. With `receiver` its correctness outputs go into the host's
+    device buffers, offered here when `ref` is known, else by the caller once it is (the worker waits)."""
     backend = get_backend(candidate.backend)
     jobdir = workdir / "candidate"
-    jobdir.mkdir(parents=True)
+    jobdir.mkdir(parents=True, exist_ok=True)
     path = jobdir / "candidate.py"
     path.write_text(candidate.source)
     spec = job_spec(
@@ -241,11 +256,19 @@ def run_candidate(
         sample_count=SAMPLE_COUNT,
         sample_whole_bytes=cfg.sample_whole_mib << 20,
         measure=cfg.measure,
+        receive=receiver is not None,
     )
     env = worker_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
     start = cfg.worker_start
-    exit_ = run_worker("kbench.worker.candidate", jobdir, spec, budgets, env=env, start=start, cancel=cancel)
+    key = None
+    if receiver is not None:
+        key = receiver.key
+        if ref is not None:
+            receiver.offer(jobdir, layouts(ref.outputs, spec.seeds))
+    exit_ = run_worker(
+        "kbench.worker.candidate", jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key
+    )
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
@@ -269,13 +292,15 @@ def _judge(
     workdir: Path,
     acct: Account,
     floor: Future[float | None] | None = None,
+    receiver: Receiver | None = None,
 ) -> WorkerOutcome:
     jobdir = workdir / "candidate"
     tol = problem.tol(cfg.dtype)
     if outcome.status is not Status.OK and outcome.rule != "child-process":
         return outcome
     t0 = time.perf_counter()
-    checked = check_outputs(outcome, jobdir, ref, plan.fixed + plan.secret, plan.device, tol, plan.secret)
+    seeds = plan.fixed + plan.secret
+    checked = check_outputs(outcome, jobdir, ref, seeds, plan.device, tol, plan.secret, receiver)
     acct.nested["judge:compare"] = time.perf_counter() - t0
     if checked.status is not Status.OK or outcome.status is not Status.OK:
         return (
@@ -305,6 +330,16 @@ def _judge(
     return checked
 
 
+@contextlib.contextmanager
+def _closing(receiver: Receiver | None) -> Iterator[None]:
+    """Free the host's device buffers however the evaluation ends (after its workers have exited)."""
+    try:
+        yield
+    finally:
+        if receiver is not None:
+            receiver.close()
+
+
 def evaluate(
     problem: Problem,
     candidate: Candidate,
@@ -332,14 +367,17 @@ def evaluate(
     backend = get_backend(candidate.backend)
     backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    receiver = Receiver(device) if cfg.device_outputs and device.startswith("cuda") else None
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
-        ThreadPoolExecutor(max_workers=3, thread_name_prefix="kbench-eval") as pool,
+        _closing(receiver),  # after the pool below has waited for the early worker
+        ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
         # The speed-of-light floor (a meta-device trace of the model, seconds on a first call) is worked
-        # out while the workers run, not after them.
+        # out while the workers run, not after them; so is this process's CUDA start for device outputs.
         floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
+        preparing = pool.submit(receiver.prepare) if receiver is not None else None
         building = (
             pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
         )
@@ -349,14 +387,25 @@ def evaluate(
         # itself, so there the workers run one after the other.
         early, cancel = None, threading.Event()
         if device.startswith("cuda") and references is None and building is None and (not built or built.ok):
-            early = pool.submit(run_candidate, problem, candidate, cfg, plan, workdir, cancel)
+            early = pool.submit(run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver)
         reused = (
             reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
         )
+
+        def offer(files: dict[str, list[TensorFile]]) -> None:
+            # The early worker waits for its buffers: offered from the signed listing of the reference's
+            # files, so its correctness and timing overlap the host's read of those files.
+            if early is not None and receiver is not None:
+                t0 = time.perf_counter()
+                assert preparing is not None
+                preparing.result()
+                receiver.offer(workdir / "candidate", layouts(files, plan.fixed + plan.secret))
+                acct.nested["ref:offer"] = time.perf_counter() - t0
+
         with acct.part("ref"):
             try:
                 if references is None:
-                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys())
+                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys(), on_outputs=offer)
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
                     plan, ref, _ = references.get(
@@ -382,11 +431,19 @@ def evaluate(
             judged.log_tail = built.log[-4000:]
         else:
             with acct.part("cand"):
-                outcome = early.result() if early else run_candidate(problem, candidate, cfg, plan, workdir)
+                if early is None and preparing is not None:
+                    preparing.result()
+                outcome = (
+                    early.result()
+                    if early
+                    else run_candidate(problem, candidate, cfg, plan, workdir, receiver=receiver, ref=ref)
+                )
             if outcome.result is not None:
                 acct.worker("cand", outcome.result.phases)
             with acct.part("judge"):
-                judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor)
+                judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor, receiver)
+            if receiver is not None and receiver.why:
+                judged.warnings.append(f"correctness outputs went through files: {receiver.why}")
             judged.log_tail = outcome.log_tail
             if cfg.hidden_shapes:  # the same jobs again, at sizes the candidate never saw
                 from kbench.generalize import check_hidden

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbench.errors import WorkerError
 from kbench.evaluate.compare import Comparison, compare, output_scale, seed_label, summarize_correctness
@@ -26,6 +26,9 @@ from kbench.sandbox.protocol import (
     read_result,
 )
 from kbench.types import Correctness, Status
+
+if TYPE_CHECKING:
+    from kbench.evaluate.device_outputs import Receiver
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
 
@@ -117,9 +120,11 @@ def check_outputs(
     device: str,
     tol: float,
     secret: Collection[int] = (),
+    receiver: Receiver | None = None,
 ) -> WorkerOutcome:
     """Compare the candidate's outputs (and input checksums) with the reference for each seed; messages
-    name the seeds in `secret` only as "a secret seed" (compare.summarize_correctness says why)."""
+    name the seeds in `secret` only as "a secret seed" (compare.summarize_correctness says why). Outputs
+    listed as `received` are the host's device buffers of `receiver`, compared on that device."""
     result = outcome.result
     assert result is not None
     per: list[tuple[int, Comparison]] = []
@@ -131,9 +136,17 @@ def check_outputs(
         if result.input_checksums.get(str(seed)) != ref.checksums.get(seed):
             msg = f"inputs for {label} differ from the reference's (random state or inputs tampered)"
             return WorkerOutcome(Status.CHEAT, msg, "inputs-mutated", result)
-        comps = _compare_seed(
-            str(seed), load_tensors(jobdir, files), ref.outputs[seed], [f.device for f in files], device, tol
-        )
+        outs = _outputs(str(seed), files, jobdir, receiver)
+        if outs is None:
+            msg = f"{label}: an output is listed in a device buffer the host never offered"
+            return WorkerOutcome(Status.CHEAT, msg, "result-forged", result)
+        refs = ref.outputs[seed]
+        if any(f.received for f in files):
+            from kbench.evaluate.device_outputs import mirrored
+
+            assert receiver is not None
+            refs = mirrored(ref, seed, receiver.device)
+        comps = _compare_seed(str(seed), outs, refs, [f.device for f in files], device, tol)
         per.extend((seed, c) for c in comps)
         structural = next((c for c in comps if c.rule), None)
         if structural is not None:
@@ -145,6 +158,20 @@ def check_outputs(
     if not correctness.passed:
         return WorkerOutcome(Status.MISMATCH, correctness.report, "", result, correctness)
     return WorkerOutcome(Status.OK, result=result, correctness=correctness)
+
+
+def _outputs(seed: str, files: list[TensorFile], jobdir: Path, receiver: Receiver | None) -> list[Any] | None:
+    """A seed's outputs: mapped files, and for `received` ones the host's buffer (None: one not offered)."""
+    outs = []
+    for i, f in enumerate(files):
+        if not f.received:
+            outs.extend(load_tensors(jobdir, [f]))
+            continue
+        buffer = receiver.tensor(seed, i) if receiver is not None else None
+        if buffer is None:
+            return None
+        outs.append(buffer)
+    return outs
 
 
 def check_samples(

@@ -2,8 +2,9 @@
 
 Top-level names (no colon) are consecutive segments of the evaluating thread's wall time and add up to
 `Verdict.seconds`: `cli` (the command's own start: interpreter, imports, before evaluating), `checks`,
-`ref` (the reference run, or the wait for the one the run shares), `build` (waiting for the candidate's
-build once the reference is done), `cand` (the candidate worker and reading its result), `judge`
+`ref` (the reference run, or the wait for the one the run shares; `ref:offer` is the host's offer of
+device buffers to a candidate worker started beside it: evaluate/device_outputs.py), `build` (waiting
+for the candidate's build once the reference is done), `cand` (the candidate worker and reading its result), `judge`
 (comparing outputs and samples, the speed-of-light floor), `hidden` (with --hidden-shapes: the second
 check at unseen sizes), and `other`: whatever no segment covered.
 

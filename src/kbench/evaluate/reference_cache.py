@@ -31,6 +31,10 @@ CACHE_FILE = "reference.json"
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
 
 
+class DeviceCopies(dict[tuple[int, str], list[Any]]):
+    """A reference's outputs mirrored on GPUs, by (seed, device); weakly referable, unlike a dict."""
+
+
 @dataclass
 class ReferenceData:
     outputs: dict[int, list[Any]] = field(default_factory=dict)  # seed -> CPU tensors
@@ -39,6 +43,9 @@ class ReferenceData:
     cache_hit: bool = False
     shared: bool = False  # reused from an earlier evaluation of this run (reference_pool)
     phases: dict[str, float] = field(default_factory=dict)  # the reference worker's, plus its wall time
+    # (seed, device) -> the outputs copied to a GPU, for comparisons there (evaluate/device_outputs.py);
+    # one object for this reference and its shared copies (reference_pool)
+    device_outputs: DeviceCopies = field(default_factory=lambda: DeviceCopies())
 
 
 def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:

@@ -249,6 +249,7 @@ def run_worker(
     env: dict[str, str] | None = None,
     start: str = "auto",
     cancel: threading.Event | None = None,
+    key: bytes | None = None,
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
     raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
@@ -256,14 +257,15 @@ def run_worker(
     `budgets`: seconds per announced phase (see `_wait`). `start`: `fork` takes the worker from the warm
     starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
     when a starter runs here and spawns otherwise. Setting `cancel` kills the worker and raises
-    `Cancelled` (its caller no longer needs the job).
+    `Cancelled` (its caller no longer needs the job). `key`: the job's HMAC key when the caller has used
+    it already (evaluate/device_outputs.Receiver seals with it), else a new one.
     """
     _check_stop()
     asked = time.monotonic()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
-    key = secrets.token_bytes(KEY_BYTES)
+    key = key or secrets.token_bytes(KEY_BYTES)
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
         proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         if start != "spawn":

@@ -30,6 +30,7 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
+RECEIVE_FILE = "receive.json"  # the host's device buffers for a candidate's outputs (`Receive`)
 KEY_BYTES = 32
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
@@ -86,6 +87,8 @@ class JobSpec(BaseModel):
         "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
     )
     confine: bool = True  # candidate and build workers confine themselves (RunConfig.confine)
+    # candidate on a GPU: wait for RECEIVE_FILE and copy the correctness outputs into the host's buffers
+    receive: bool = False
 
 
 class TensorFile(BaseModel):
@@ -98,6 +101,39 @@ class TensorFile(BaseModel):
     # the whole output's shape. The values file then holds the elements at those positions.
     index: TensorFile | None = None
     whole_shape: list[int] | None = None
+    # The output went into the host's device buffer for it (`Receive`), not into a file (no name, no digest):
+    # the host compares the buffer it owns, whatever this entry says.
+    received: bool = False
+
+
+class Slot(BaseModel):
+    """One device buffer the host offers for one output of one seed: its IPC handle, sealed (`seal`)."""
+
+    handle: str  # hex
+    dtype: str
+    shape: list[int]
+
+
+class Receive(BaseModel):
+    """RECEIVE_FILE: per correctness seed, a slot (or None) per output of the reference's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slots: dict[str, list[Slot | None]] = Field(default_factory=dict)
+
+
+def _pad(key: bytes, seed: str, index: int) -> bytes:
+    return hmac.new(key, f"receive:{seed}:{index}".encode(), hashlib.sha512).digest()
+
+
+def seal(key: bytes, seed: str, index: int, handle: bytes) -> str:
+    """An IPC handle readable only with the job's key: the job folder is readable by other jobs' workers,
+    and a handle would let one write into another job's buffers."""
+    return bytes(a ^ b for a, b in zip(handle, _pad(key, seed, index), strict=True)).hex()
+
+
+def unseal(key: bytes, seed: str, index: int, sealed: str) -> bytes:
+    return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _pad(key, seed, index), strict=True))
 
 
 class WorkerResult(BaseModel):
@@ -205,12 +241,13 @@ def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | 
         result = WorkerResult.model_validate_json(body)
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
         raise ForgedResult(f"malformed result file: {type(exc).__name__}") from None
-    for listed in [*result.outputs.values(), *(s[2] for s in result.samples)] if files else []:
-        for f in listed:
-            for g in (f, f.index) if f.index is not None else (f,):
-                target = jobdir / g.name
-                if "/" in g.name or not target.is_file() or _file_digest(g, target) != g.sha256:
-                    raise ForgedResult(f"tensor file {g.name} missing or altered")
+    outputs = [f for listed in result.outputs.values() for f in listed if not f.received]  # received: in
+    samples = [f for s in result.samples for f in s[2]]  # the host's own device buffer, nothing to verify
+    for f in outputs + samples if files else []:
+        for g in (f, f.index) if f.index is not None else (f,):
+            target = jobdir / g.name
+            if "/" in g.name or not target.is_file() or _file_digest(g, target) != g.sha256:
+                raise ForgedResult(f"tensor file {g.name} missing or altered")
     return result
 
 
@@ -246,12 +283,12 @@ class Subsample:
     device: str
 
 
-def save_tensors(jobdir: Path, tag: str, values: list[Any]) -> list[TensorFile]:
-    """Write `values` (plain tensors, or `Subsample`s) as raw `TAG_i.bin` files; returns their names,
-    digests, dtypes, shapes (a subsample's positions go to `TAG_i.index.bin`)."""
+def save_tensors(jobdir: Path, tag: str, values: list[Any], first: int = 0) -> list[TensorFile]:
+    """Write `values` (plain tensors, or `Subsample`s) as raw `TAG_i.bin` files, i counting from `first`;
+    returns their names, digests, dtypes, shapes (a subsample's positions go to `TAG_i.index.bin`)."""
 
     files = []
-    for i, value in enumerate(values):
+    for i, value in enumerate(values, start=first):
         if isinstance(value, Subsample):
             f = _save_one(jobdir, f"{tag}_{i}.bin", value.values, value.device)
             f.index = _save_one(jobdir, f"{tag}_{i}.index.bin", value.index, value.device)

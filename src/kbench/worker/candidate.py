@@ -75,18 +75,19 @@ def _swappable(a: list[Any], b: list[Any]) -> bool:
 
 
 class CandidateJob:
-    def __init__(self, spec: JobSpec, jobdir: Path) -> None:
+    def __init__(self, spec: JobSpec, jobdir: Path, key: bytes = b"") -> None:
         import torch
 
         from kbench.backends import KernelRecorder, get_backend
         from kbench.problems.inputs import ieee_numerics
-        from kbench.worker import consistency, timing  # noqa: F401  (bind clocks and reductions before the candidate)
+        from kbench.worker import consistency, inbox, timing  # noqa: F401  (bound before the candidate)
         from kbench.worker.guards import Guards
 
         ieee_numerics()
         torch.set_grad_enabled(False)
         timing.pin_threads(spec.timing)
-        self.spec, self.jobdir = spec, jobdir
+        self.spec, self.jobdir, self.key = spec, jobdir, key
+        self.inbox: Any = None  # worker/inbox.py: the host's device buffers for the correctness outputs
         self.device = torch.device(spec.device)
         self.result = WorkerResult()
         self.backend = get_backend(spec.backend)
@@ -187,6 +188,12 @@ class CandidateJob:
         if changed:
             raise Stop(Status.CHEAT, f"forward modified input(s) {changed}", "inputs-mutated")
 
+    def receive(self) -> None:
+        """Wait for the host's device buffers (RECEIVE_FILE); it writes them once the reference is known."""
+        from kbench.worker.inbox import Inbox
+
+        self.inbox = Inbox(self.jobdir, self.key)
+
     def correctness(self, loaded: Any) -> None:
         from kbench.problems.inputs import make_inputs
         from kbench.worker.checksums import checksum
@@ -197,8 +204,21 @@ class CandidateJob:
             self.result.input_checksums[str(seed)] = before
             outs = self.forward(inputs)
             self.check_outputs(outs, inputs, before)
-            self.result.outputs[str(seed)] = save_tensors(self.jobdir, f"out_{seed}", outs)
+            self.result.outputs[str(seed)] = self.keep(str(seed), outs)
             self.guard("forward")
+        if self.inbox is not None:
+            self.inbox.close()
+            if self.inbox.failed:
+                self.result.warnings.append(f"outputs went through files: {self.inbox.failed}")
+
+    def keep(self, seed: str, outs: list[Any]) -> list[Any]:
+        """Each output into the host's device buffer for it where there is one, else into a file."""
+        if self.inbox is None:
+            return save_tensors(self.jobdir, f"out_{seed}", outs)
+        return [
+            self.inbox.deliver(seed, i, out) or save_tensors(self.jobdir, f"out_{seed}", [out], first=i)[0]
+            for i, out in enumerate(outs)
+        ]
 
     def kernel_use(self, loaded: Any) -> None:
         from kbench.backends.profile import cpu_calls, gpu_kernels
@@ -335,6 +355,9 @@ class CandidateJob:
                 return self.result
             loaded = load(self.spec.problem, self.spec.preset)
             self.phase("construct", lambda: self.build_model(loaded))
+            if self.spec.receive:
+                say("receive")
+                self.phase("receive", self.receive)
             say("correctness")
             self.phase("correctness", lambda: self.correctness(loaded))
             self.phase("kernel_use", lambda: self.kernel_use(loaded))
@@ -362,7 +385,7 @@ def main(argv: list[str]) -> int:
         # workers, which hold the device while they run: a starved lane leaves the GPU idle.
         os.nice(BUILD_NICE)
     t0 = time.perf_counter()
-    job = CandidateJob(spec, jobdir)
+    job = CandidateJob(spec, jobdir, key)
     setup = round(time.perf_counter() - t0, 3)  # torch import, hooks, guard snapshots
     result = job.run()
     result.phases = {"setup": setup, **result.phases}

@@ -1,0 +1,268 @@
+"""Correctness outputs through the host's device buffers (evaluate/device_outputs.py, worker/inbox.py).
+
+The CPU tests cover what does not need CUDA: sealed handles, the signed result's `received` entries,
+the judge comparing the host's buffers (CPU stand-ins) and refusing an entry it never offered, and a
+worker that falls back to files. The `gpu` tests run whole verdicts through real CUDA IPC buffers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from evalfixtures import fixture_source
+
+from kbench.config import RunConfig
+from kbench.evaluate.judge import WorkerOutcome, check_outputs
+from kbench.evaluate.reference_cache import ReferenceData
+from kbench.sandbox.protocol import (
+    RECEIVE_FILE,
+    ForgedResult,
+    Receive,
+    Slot,
+    TensorFile,
+    WorkerResult,
+    read_result,
+    save_tensors,
+    seal,
+    unseal,
+    write_result,
+)
+from kbench.types import Status
+
+KEY = bytes(range(32))
+
+
+def test_sealed_handles_open_only_with_the_jobs_key_and_their_place() -> None:
+    handle = os.urandom(64)
+    sealed = seal(KEY, "1000", 0, handle)
+    assert bytes.fromhex(sealed) != handle
+    assert unseal(KEY, "1000", 0, sealed) == handle
+    assert unseal(bytes(32), "1000", 0, sealed) != handle  # another job's key
+    assert unseal(KEY, "1000", 1, sealed) != handle  # another output's slot
+    with pytest.raises(ValueError):
+        unseal(KEY, "1000", 0, sealed[:-2])
+
+
+def test_ipc_handles_keep_every_byte() -> None:
+    from kbench.sandbox import devmem
+
+    handle = bytes([0, 7, 0, 0, 255] + [0] * 59)  # real handles hold NUL bytes
+    assert devmem._unpack(devmem._pack(handle)) == handle
+    with pytest.raises(devmem.DeviceMemoryError):
+        devmem._pack(handle[:-1])
+
+
+def _received(shape: list[int]) -> TensorFile:
+    return TensorFile(name="", sha256="", device="cuda:0", dtype="float32", shape=shape, received=True)
+
+
+def test_result_lists_received_outputs_without_files_but_never_received_samples(tmp_path: Path) -> None:
+    result = WorkerResult(outputs={"1000": [_received([2, 3])]})
+    write_result(tmp_path, result, KEY)
+    assert read_result(tmp_path, KEY) == result
+    forged = WorkerResult(samples=[(0, 0, [_received([2, 3])])])
+    write_result(tmp_path, forged, KEY)
+    with pytest.raises(ForgedResult):
+        read_result(tmp_path, KEY)
+
+
+class StandIn:
+    """A Receiver whose 'device buffers' are CPU tensors (the judge's side of the protocol)."""
+
+    device = "cpu"
+
+    def __init__(self, buffers: dict[tuple[str, int], Any]) -> None:
+        self.buffers = buffers
+
+    def tensor(self, seed: str, index: int) -> Any:
+        return self.buffers.get((seed, index))
+
+
+def _judge(tmp_path: Path, receiver: Any, files: list[TensorFile]) -> WorkerOutcome:
+    ref = ReferenceData(outputs={1000: [torch.ones(2, 3)]}, checksums={1000: ["c"]})
+    result = WorkerResult(outputs={"1000": files}, input_checksums={"1000": ["c"]})
+    return check_outputs(
+        WorkerOutcome(Status.OK, result=result), tmp_path, ref, [1000], "cuda", 1e-4, (), receiver
+    )
+
+
+def test_judge_compares_the_hosts_buffer_not_what_the_worker_claims(tmp_path: Path) -> None:
+    ok = _judge(tmp_path, StandIn({("1000", 0): torch.ones(2, 3)}), [_received([2, 3])])
+    assert ok.status is Status.OK and ok.correctness is not None and ok.correctness.passed
+    never_delivered = StandIn({("1000", 0): torch.full((2, 3), float("nan"))})  # as offered: NaN
+    bad = _judge(tmp_path, never_delivered, [_received([2, 3])])
+    assert bad.status is Status.MISMATCH
+    forged = _judge(tmp_path, StandIn({}), [_received([2, 3])])  # a buffer the host never offered
+    assert (forged.status, forged.rule) == (Status.CHEAT, "result-forged")
+    assert _judge(tmp_path, None, [_received([2, 3])]).rule == "result-forged"
+
+
+def test_outputs_in_files_and_buffers_mix(tmp_path: Path) -> None:
+    ref = ReferenceData(outputs={7: [torch.ones(4), torch.zeros(3)]}, checksums={7: ["c"]})
+    files = [_received([4]), *save_tensors(tmp_path, "out_7", [torch.zeros(3)], first=1)]
+    assert files[1].name == "out_7_1.bin"
+    files[1].device = "cuda:0"  # as a GPU worker would list it
+    result = WorkerResult(outputs={"7": files}, input_checksums={"7": ["c"]})
+    got = check_outputs(
+        WorkerOutcome(Status.OK, result=result),
+        tmp_path,
+        ref,
+        [7],
+        "cuda",
+        1e-4,
+        (),
+        StandIn({("7", 0): torch.ones(4)}),
+    )
+    assert got.status is Status.OK, got.message
+
+
+def test_worker_falls_back_to_files_without_buffers(tmp_path: Path) -> None:
+    from kbench.worker.inbox import Inbox
+
+    (tmp_path / RECEIVE_FILE).write_text(Receive().model_dump_json())  # nothing offered
+    inbox = Inbox(tmp_path, KEY)
+    assert inbox.deliver("1000", 0, torch.ones(3)) is None and not inbox.failed
+    slot = Slot(handle=seal(KEY, "1000", 0, bytes(64)), dtype="float32", shape=[3])
+    (tmp_path / RECEIVE_FILE).write_text(Receive(slots={"1000": [slot]}).model_dump_json())
+    inbox = Inbox(tmp_path, KEY)
+    assert inbox.deliver("1000", 0, torch.ones(3)) is None  # a CPU output: to a file
+    (tmp_path / RECEIVE_FILE).write_text("{not json")
+    assert Inbox(tmp_path, KEY).failed.startswith("unreadable")
+
+
+def test_reference_mirrors_are_shared_by_the_pools_copies_and_bounded() -> None:
+    import dataclasses
+    import gc
+
+    from kbench.evaluate import device_outputs as do
+
+    first = ReferenceData(outputs={1: [torch.ones(2)]})
+    shared = dataclasses.replace(first, shared=True)  # what the reference pool hands out
+    assert shared.device_outputs is first.device_outputs
+    do.remember(first.device_outputs, 1, "cuda:0", ["a"], 60, cap=100)
+    other = ReferenceData()
+    do.remember(other.device_outputs, 2, "cuda:0", ["b"], 60, cap=100)  # past the cap: the oldest goes
+    assert (1, "cuda:0") not in shared.device_outputs and other.device_outputs[(2, "cuda:0")] == ["b"]
+    del first, shared, other
+    gc.collect()
+    lone = ReferenceData()
+    do.remember(lone.device_outputs, 3, "cuda:0", ["c"], 60, cap=100)  # the dead reference's bytes are gone
+    assert lone.device_outputs[(3, "cuda:0")] == ["c"]
+    assert not any(seed == 2 for _, seed, _ in do._mirrors)  # forgotten with its reference
+
+
+def test_layouts_come_from_tensors_or_the_signed_listing() -> None:
+    from kbench.evaluate.device_outputs import layouts
+
+    listing = {
+        "5": [
+            TensorFile(name="out_5_0.bin", sha256="x", dtype="float16", shape=[2, 3]),
+            TensorFile(name="old.pt", sha256="x"),  # an old cache's pickle: no layout known
+        ]
+    }
+    assert layouts(listing, [5, 6]) == {5: [("float16", [2, 3]), None], 6: []}
+    tensors = {5: [torch.zeros(4, dtype=torch.bfloat16), 3]}
+    assert layouts(tensors, [5]) == {5: [("bfloat16", [4]), None]}
+
+
+def test_an_offer_that_cannot_be_made_is_still_written(tmp_path: Path) -> None:
+    """Without a usable GPU the worker must not wait for ever: an empty offer sends its outputs to files."""
+    from kbench.evaluate.device_outputs import Receiver
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU can take the offer (the gpu tests cover it)")
+    receiver = Receiver("cuda:0")
+    receiver.offer(tmp_path, {1000: [("float32", [2, 3])]})
+    assert receiver.offered and receiver.why and receiver.buffers == {}
+    assert Receive.model_validate_json((tmp_path / RECEIVE_FILE).read_text()).slots == {}
+
+
+@pytest.mark.slow
+def test_the_references_listing_reaches_the_offer_before_its_files_are_read(tmp_path: Path) -> None:
+    from evalfixtures import cpu_config
+
+    from kbench.evaluate.flow import get_reference, make_plan
+    from kbench.problems import get_problem
+
+    cfg = cpu_config(tmp_path, measure=False)
+    plan = make_plan(cfg, "cpu")
+    seen: list[dict[str, list[TensorFile]]] = []
+    ref = get_reference(get_problem("kbench:2/1"), cfg, plan, tmp_path / "work", on_outputs=seen.append)
+    (listing,) = seen
+    for seed in plan.fixed + plan.secret:
+        (out,) = ref.outputs[seed]
+        assert [(f.dtype, f.shape) for f in listing[str(seed)]] == [("float32", list(out.shape))]
+
+
+def test_the_wait_for_buffers_has_its_own_budget() -> None:
+    budgets = RunConfig(reference_timeout_s=123.0).budgets("candidate")
+    assert list(budgets) == ["lease", "load", "receive", "correctness", "timing"]
+    assert budgets["receive"] == 123.0
+
+
+# --- on a GPU: real buffers, real IPC -------------------------------------------------------------------
+
+
+def _gpu_run(tmp_path: Path, source: str, **kw: Any) -> Any:
+    from kbench.evaluate.flow import evaluate
+    from kbench.problems import get_problem
+    from kbench.types import Candidate
+
+    problem = get_problem("kbench:2/1")
+    base: dict[str, Any] = {
+        "preset": "small",
+        "device": "cuda",
+        "backend": "triton",
+        "baselines": ["eager"],
+        "timing_budget_s": 0.5,
+        "cache_dir": tmp_path,
+    }
+    base.update(kw)
+    return evaluate(problem, Candidate(problem.key, "triton", source), RunConfig(**base))
+
+
+@pytest.mark.gpu
+def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> None:
+    from kbench.evaluate import flow
+
+    seen: list[WorkerResult] = []
+    real = flow.run_candidate
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        outcome = real(*args, **kw)
+        seen.append(outcome.result)
+        return outcome
+
+    flow.run_candidate = spy  # type: ignore[assignment]
+    try:
+        v = _gpu_run(tmp_path, fixture_source("triton_honest.py"))
+    finally:
+        flow.run_candidate = real  # type: ignore[assignment]
+    assert v.status is Status.OK, v.message + v.log_tail
+    (result,) = seen
+    entries = [f for files in result.outputs.values() for f in files]
+    assert entries and all(f.received for f in entries), result.warnings
+    assert not any("went through files" in w for w in v.warnings), v.warnings
+    off = _gpu_run(tmp_path, fixture_source("triton_honest.py"), device_outputs=False)
+    assert off.status is Status.OK and off.correctness is not None
+    assert v.correctness is not None and v.correctness.max_abs_err == pytest.approx(
+        off.correctness.max_abs_err, abs=1e-6
+    )
+
+
+@pytest.mark.gpu
+def test_gpu_wrong_values_and_wrong_shapes_are_caught_as_before(tmp_path: Path) -> None:
+    honest = fixture_source("triton_honest.py")
+    wrong = honest.replace("return out", "return out * 1.5 + 0.1")
+    v = _gpu_run(tmp_path, wrong, measure=False)
+    assert v.status is Status.MISMATCH and "expected" in v.message, v.message
+    shape = honest.replace("return out", "return out[:, :-1]")
+    v = _gpu_run(tmp_path, shape, measure=False)
+    assert v.status is Status.MISMATCH and "shape" in v.message, v.message
+    cpu = honest.replace("return out", "return out.cpu()")
+    v = _gpu_run(tmp_path, cpu, measure=False)
+    assert (v.status, v.rule) == (Status.MISMATCH, "output-device"), v.message
