@@ -2,13 +2,17 @@
 
 The result is signed with HMAC-SHA256 under a per-job key the host writes to the worker's stdin, or for
 a forked worker into a FIFO in the job folder that the worker reads and removes first thing (never to a
-file); the signature covers the JSON body, which lists the SHA-256 of every tensor file. A candidate
+file); the signature covers the JSON body, which lists the digest of every tensor file. A candidate
 that writes its own `result.json` and exits does not know the key, so the host reports `result-forged`.
 Tensor files are raw bytes (`.bin`; dtype and shape in the signed body), written in one pass and mapped
-by the host, never unpickled; their digest is the SHA-256 of the SHA-256s of their 64 MiB chunks, hashed
-on all cores (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side). Files
-listed without a dtype (reference caches of earlier versions) are `.pt` files read with
-`torch.load(weights_only=True)`, which unpickles tensors only.
+by the host, never unpickled; their digest (`digest`) is a BLAKE3 of the BLAKE3s of their 64 MiB chunks,
+hashed on all cores (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side;
+`TensorFile.sha256` keeps its old name). Files listed without a dtype (reference caches of earlier
+versions) are `.pt` files read with `torch.load(weights_only=True)`, which unpickles tensors only.
+
+On a GPU, `receive.json` (RECEIVE_FILE, host to candidate worker) offers device buffers for the
+correctness outputs, and the result lists an output copied into one as `received`, without a file
+(evaluate/device_outputs.py).
 """
 
 from __future__ import annotations
