@@ -4,7 +4,7 @@ Through files, an output crossed the host four times per seed: the worker's devi
 write, the host's read and its comparison on the CPU -- 1.3 s of a 3.8 s warm verdict for 256 MiB
 outputs on an H200, 3.9 s of 6.5 s at 1 GiB. Instead the host (this module) allocates one device
 buffer per correctness output of the reference's dtype and shape (sandbox/devmem.py: each its own
-allocation, filled with NaN), offers their IPC handles to the worker in RECEIVE_FILE, sealed with the
+allocation, filled with NaN), offers their IPC handles to the worker in `receive.json` (sandbox/offer.py), sealed with the
 job's key, and the worker copies each output into its buffer (worker/inbox.py). After the worker has
 exited, the host compares its buffers with the reference's outputs, mirrored on the same device, by the
 same rule as on the CPU (evaluate/compare.py).
@@ -18,6 +18,8 @@ shape or dtype, and every sampled timed output go through files as before.
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import threading
 import weakref
 from collections import OrderedDict
@@ -27,72 +29,69 @@ from typing import Any
 
 from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
-from kbench.sandbox.protocol import KEY_BYTES, RECEIVE_FILE, Receive, Slot, TensorFile, seal
+from kbench.sandbox.offer import Slot, seal, write_offer
+from kbench.sandbox.protocol import KEY_BYTES, TensorFile, dtype_name
 
 FREE_FACTOR = 4  # buffers are offered only where the device has this many times their size free
 MIRROR_SHARE = 8  # the reference mirrors of one host use at most 1/8 of a device's memory
 
 
 class Receiver:
-    """The device buffers of one candidate job; `close` frees them."""
+    """The device buffers of one candidate job; closing it (or leaving its `with`) frees them."""
 
     def __init__(self, device: str) -> None:
-        import secrets
-
         self.device = device
         self.key = secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (sandbox/host.run_worker takes it)
         self.buffers: dict[tuple[str, int], tuple[int, Any]] = {}  # (seed, output) -> (pointer, view)
         self.why = ""  # why nothing was offered
-        self.offered = False
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def prepare(self) -> None:
-        """Start CUDA in this process and resolve the driver's functions (beside the reference run)."""
-        try:
+        """Start CUDA in this process and resolve the driver's functions ahead of `offer` (which then
+        waits on torch's start, and says why if it failed)."""
+        with contextlib.suppress(Exception):
             devmem.free_bytes(self.device)
-        except Exception as exc:  # noqa: BLE001  (`offer` then writes an empty offer)
-            self.why = f"{type(exc).__name__}: {exc}"
 
     def offer(self, jobdir: Path, layouts: Mapping[int, Sequence[Layout | None]]) -> None:
         """Allocate a buffer per floating-point output in `layouts` (seed -> per output (dtype, shape), or
-        None) and write RECEIVE_FILE, which the waiting worker reads (empty when nothing can be offered:
-        the outputs then go through files)."""
+        None) and write the offer, which the waiting worker reads (empty when nothing can be offered: the
+        outputs then go through files)."""
         import torch
 
         slots: dict[str, list[Slot | None]] = {}
         try:
-            wanted = []
+            wanted = []  # (seed, output, dtype, shape, outputs of the seed, bytes)
             for seed, outputs in layouts.items():
                 for j, layout in enumerate(outputs):
-                    if layout is None:
-                        continue
-                    name, shape = layout
-                    dtype = getattr(torch, name, None)
-                    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and _numel(shape):
-                        wanted.append((seed, j, dtype, list(shape), len(outputs)))
-            need = sum(_numel(shape) * dtype.itemsize for _, _, dtype, shape, _ in wanted)
+                    dtype = getattr(torch, layout[0], None) if layout is not None else None
+                    if layout is not None and isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+                        nbytes = torch.Size(layout[1]).numel() * dtype.itemsize
+                        if nbytes:
+                            wanted.append((seed, j, dtype, list(layout[1]), len(outputs), nbytes))
+            need = sum(w[-1] for w in wanted)
             if wanted and devmem.free_bytes(self.device) < FREE_FACTOR * need:
                 raise devmem.DeviceMemoryError(
                     f"less than {FREE_FACTOR} x {need >> 20} MiB free on the device"
                 )
-            for seed, j, dtype, shape, count in wanted:
-                nbytes = _numel(shape) * dtype.itemsize
+            for seed, j, dtype, shape, count, nbytes in wanted:
                 ptr = devmem.alloc(self.device, nbytes)
                 buffer = devmem.view(ptr, nbytes, dtype, shape, self.device)
                 self.buffers[(str(seed), j)] = (ptr, buffer)
                 buffer.fill_(float("nan"))
                 handle = seal(self.key, str(seed), j, devmem.export(self.device, ptr))
                 row = slots.setdefault(str(seed), [None] * count)
-                row[j] = Slot(handle=handle, dtype=str(dtype).removeprefix("torch."), shape=shape)
+                row[j] = Slot(handle=handle, dtype=dtype_name(dtype), shape=shape)
             torch.cuda.synchronize(self.device)
         except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path, as before)
             self.why = f"{type(exc).__name__}: {exc}"[:300]
             self.close()
             slots = {}
-        jobdir.mkdir(parents=True, exist_ok=True)
-        tmp = jobdir / (RECEIVE_FILE + ".tmp")
-        tmp.write_text(Receive(slots=slots).model_dump_json())
-        tmp.replace(jobdir / RECEIVE_FILE)
-        self.offered = True
+        write_offer(jobdir, slots)
 
     def tensor(self, seed: str, index: int) -> Any:
         """The host's buffer for output `index` of `seed` (None if none was offered)."""
@@ -119,13 +118,6 @@ class Receiver:
 Layout = tuple[str, list[int]]  # an output's dtype name and shape
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for size in shape:
-        n *= int(size)
-    return n
-
-
 def layouts(outputs: Mapping[Any, Sequence[Any]], seeds: Sequence[int]) -> dict[int, list[Layout | None]]:
     """Per seed of `seeds`, each output's layout, from tensors or from the signed result's `TensorFile`s
     (known before the files are read, so the worker need not wait for the host's read)."""
@@ -137,7 +129,7 @@ def layouts(outputs: Mapping[Any, Sequence[Any]], seeds: Sequence[int]) -> dict[
             if isinstance(item, TensorFile):
                 row.append((item.dtype, list(item.shape)) if item.dtype and not item.received else None)
             elif hasattr(item, "dtype") and hasattr(item, "shape"):
-                row.append((str(item.dtype).removeprefix("torch."), list(item.shape)))
+                row.append((dtype_name(item.dtype), list(item.shape)))
             else:
                 row.append(None)
         out[seed] = row

@@ -14,7 +14,7 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -330,16 +330,6 @@ def _judge(
     return checked
 
 
-@contextlib.contextmanager
-def _closing(receiver: Receiver | None) -> Iterator[None]:
-    """Free the host's device buffers however the evaluation ends (after its workers have exited)."""
-    try:
-        yield
-    finally:
-        if receiver is not None:
-            receiver.close()
-
-
 def evaluate(
     problem: Problem,
     candidate: Candidate,
@@ -370,14 +360,15 @@ def evaluate(
     receiver = Receiver(device) if cfg.device_outputs and device.startswith("cuda") else None
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
-        _closing(receiver),  # after the pool below has waited for the early worker
+        receiver or contextlib.nullcontext(),  # closed after the pool below waited for the early worker
         ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
         # The speed-of-light floor (a meta-device trace of the model, seconds on a first call) is worked
         # out while the workers run, not after them; so is this process's CUDA start for device outputs.
         floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
-        preparing = pool.submit(receiver.prepare) if receiver is not None else None
+        if receiver is not None:
+            pool.submit(receiver.prepare)
         building = (
             pool.submit(prebuild, candidate, cfg, device) if built is None and backend.prebuilds else None
         )
@@ -397,8 +388,6 @@ def evaluate(
             # files, so its correctness and timing overlap the host's read of those files.
             if early is not None and receiver is not None:
                 t0 = time.perf_counter()
-                assert preparing is not None
-                preparing.result()
                 receiver.offer(workdir / "candidate", layouts(files, plan.fixed + plan.secret))
                 acct.nested["ref:offer"] = time.perf_counter() - t0
 
@@ -431,8 +420,6 @@ def evaluate(
             judged.log_tail = built.log[-4000:]
         else:
             with acct.part("cand"):
-                if early is None and preparing is not None:
-                    preparing.result()
                 outcome = (
                     early.result()
                     if early

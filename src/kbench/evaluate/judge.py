@@ -12,10 +12,11 @@ import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbench.errors import WorkerError
 from kbench.evaluate.compare import Comparison, compare, output_scale, seed_label, summarize_correctness
+from kbench.evaluate.device_outputs import Receiver, mirrored
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import (
     SAMPLE_ELEMENTS,
@@ -26,9 +27,6 @@ from kbench.sandbox.protocol import (
     read_result,
 )
 from kbench.types import Correctness, Status
-
-if TYPE_CHECKING:
-    from kbench.evaluate.device_outputs import Receiver
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
 
@@ -142,8 +140,6 @@ def check_outputs(
             return WorkerOutcome(Status.CHEAT, msg, "result-forged", result)
         refs = ref.outputs[seed]
         if any(f.received for f in files):
-            from kbench.evaluate.device_outputs import mirrored
-
             assert receiver is not None
             refs = mirrored(ref, seed, receiver.device)
         comps = _compare_seed(str(seed), outs, refs, [f.device for f in files], device, tol)

@@ -10,7 +10,7 @@ hashed on all cores (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA
 `TensorFile.sha256` keeps its old name). Files listed without a dtype (reference caches of earlier
 versions) are `.pt` files read with `torch.load(weights_only=True)`, which unpickles tensors only.
 
-On a GPU, `receive.json` (RECEIVE_FILE, host to candidate worker) offers device buffers for the
+On a GPU, `receive.json` (sandbox/offer.py, host to candidate worker) offers device buffers for the
 correctness outputs, and the result lists an output copied into one as `received`, without a file
 (evaluate/device_outputs.py).
 """
@@ -34,7 +34,6 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
-RECEIVE_FILE = "receive.json"  # the host's device buffers for a candidate's outputs (`Receive`)
 KEY_BYTES = 32
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
@@ -58,11 +57,21 @@ def read_key() -> bytes:
     return key
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader sees the old file or the whole new one, never a part."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def announce(jobdir: Path, phase: str) -> None:
     """Tell the host this worker entered `phase` (its budget starts now)."""
-    tmp = jobdir / (PHASE_FILE + ".tmp")
-    tmp.write_text(phase)
-    tmp.replace(jobdir / PHASE_FILE)
+    write_atomic(jobdir / PHASE_FILE, phase)
+
+
+def dtype_name(dtype: Any) -> str:
+    """A torch dtype as the exchanged files name it: "float32"."""
+    return str(dtype).removeprefix("torch.")
 
 
 class JobSpec(BaseModel):
@@ -105,39 +114,9 @@ class TensorFile(BaseModel):
     # the whole output's shape. The values file then holds the elements at those positions.
     index: TensorFile | None = None
     whole_shape: list[int] | None = None
-    # The output went into the host's device buffer for it (`Receive`), not into a file (no name, no digest):
+    # The output went into the host's device buffer for it (sandbox/offer.py), not into a file (no name, no digest):
     # the host compares the buffer it owns, whatever this entry says.
     received: bool = False
-
-
-class Slot(BaseModel):
-    """One device buffer the host offers for one output of one seed: its IPC handle, sealed (`seal`)."""
-
-    handle: str  # hex
-    dtype: str
-    shape: list[int]
-
-
-class Receive(BaseModel):
-    """RECEIVE_FILE: per correctness seed, a slot (or None) per output of the reference's."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    slots: dict[str, list[Slot | None]] = Field(default_factory=dict)
-
-
-def _pad(key: bytes, seed: str, index: int) -> bytes:
-    return hmac.new(key, f"receive:{seed}:{index}".encode(), hashlib.sha512).digest()
-
-
-def seal(key: bytes, seed: str, index: int, handle: bytes) -> str:
-    """An IPC handle readable only with the job's key: the job folder is readable by other jobs' workers,
-    and a handle would let one write into another job's buffers."""
-    return bytes(a ^ b for a, b in zip(handle, _pad(key, seed, index), strict=True)).hex()
-
-
-def unseal(key: bytes, seed: str, index: int, sealed: str) -> bytes:
-    return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _pad(key, seed, index), strict=True))
 
 
 class WorkerResult(BaseModel):
@@ -222,9 +201,7 @@ def sign(body: str, key: bytes) -> str:
 
 def write_result(jobdir: Path, result: WorkerResult, key: bytes) -> None:
     body = result.model_dump_json()
-    tmp = jobdir / (RESULT_FILE + ".tmp")
-    tmp.write_text(json.dumps({"body": body, "mac": sign(body, key)}))
-    tmp.replace(jobdir / RESULT_FILE)
+    write_atomic(jobdir / RESULT_FILE, json.dumps({"body": body, "mac": sign(body, key)}))
 
 
 class ForgedResult(Exception):
@@ -320,9 +297,7 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
         with (jobdir / name).open("wb") as fh:
             fh.write(memoryview(data).cast("B"))
         sha = digest(data)
-    return TensorFile(
-        name=name, sha256=sha, device=device, dtype=str(t.dtype).removeprefix("torch."), shape=list(t.shape)
-    )
+    return TensorFile(name=name, sha256=sha, device=device, dtype=dtype_name(t.dtype), shape=list(t.shape))
 
 
 def _stream_to_file(flat: Any, path: Path) -> str:

@@ -189,7 +189,7 @@ class CandidateJob:
             raise Stop(Status.CHEAT, f"forward modified input(s) {changed}", "inputs-mutated")
 
     def receive(self) -> None:
-        """Wait for the host's device buffers (RECEIVE_FILE); it writes them once the reference is known."""
+        """Wait for the host's device buffers (sandbox/offer.py); it offers them once the reference is known."""
         from kbench.worker.inbox import Inbox
 
         self.inbox = Inbox(self.jobdir, self.key)

@@ -1,7 +1,7 @@
 """A GPU candidate's correctness outputs into the host's device buffers (worker side).
 
 With `JobSpec.receive` the host offers one device buffer per correctness output (sandbox/devmem.py,
-evaluate/device_outputs.py) in RECEIVE_FILE, its IPC handles sealed with the job's key. An output whose
+evaluate/device_outputs.py) in `receive.json` (sandbox/offer.py), its IPC handles sealed with the job's key. An output whose
 device, dtype and shape are the buffer's is copied into it on the device and listed as `received`;
 anything else (another shape or dtype, a CPU tensor, a buffer that does not open) is written to a file
 as before, so structural mismatches are reported as they always were.
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from kbench.sandbox import devmem
-from kbench.sandbox.protocol import RECEIVE_FILE, Receive, Slot, TensorFile, unseal
+from kbench.sandbox.offer import RECEIVE_FILE, Slot, read_offer, unseal
+from kbench.sandbox.protocol import TensorFile, dtype_name
 
 POLL_S = 0.002  # how often the worker looks for the host's offer while it waits
 
@@ -31,18 +32,17 @@ class Inbox:
         self.opened: dict[tuple[str, int], Any] = {}  # (seed, output) -> device tensor over the buffer
         self.pointers: list[int] = []
         self.failed = ""  # why outputs went to files after all
-        path = jobdir / RECEIVE_FILE
-        while not path.exists():  # written by the host once the reference's outputs are known
+        while not (jobdir / RECEIVE_FILE).exists():  # written by the host once the reference's are known
             time.sleep(POLL_S)
         try:
-            self.slots = Receive.model_validate_json(path.read_text()).slots
+            self.slots = read_offer(jobdir).slots
         except (OSError, ValueError) as exc:
             self.failed = f"unreadable {RECEIVE_FILE}: {type(exc).__name__}"
 
     def _buffer(self, seed: str, index: int, out: Any) -> Any:
         slots = self.slots.get(seed) or []
         slot = slots[index] if index < len(slots) else None
-        if slot is None or out.device.type != "cuda" or str(out.dtype).removeprefix("torch.") != slot.dtype:
+        if slot is None or out.device.type != "cuda" or dtype_name(out.dtype) != slot.dtype:
             return None
         if list(out.shape) != slot.shape or out.numel() == 0:
             return None
@@ -70,7 +70,7 @@ class Inbox:
             name="",
             sha256="",
             device=str(out.device),
-            dtype=str(out.dtype).removeprefix("torch."),
+            dtype=dtype_name(out.dtype),
             shape=list(out.shape),
             received=True,
         )
