@@ -100,7 +100,7 @@ class JobSpec(BaseModel):
         "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
     )
     confine: bool = True  # candidate and build workers confine themselves (RunConfig.confine)
-    # candidate on a GPU: wait for RECEIVE_FILE and copy the correctness outputs into the host's buffers
+    # candidate on a GPU: wait for the host's offer (sandbox/offer.py), copy the correctness outputs into its buffers
     receive: bool = False
 
 
