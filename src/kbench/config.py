@@ -242,10 +242,11 @@ class RunConfig(BaseModel):
             return {"load": self.reference_timeout_s, "lease": lease, "reference": self.reference_timeout_s}
         timing = self.timing_timeout_s or max(self.timeout_s, 4 * self.timing_budget_s)
         return {
+            "receive": self.reference_timeout_s,  # waiting for the host's buffers: the reference's time
             "lease": lease,
             "load": self.load_timeout_s or self.timeout_s,
-            "receive": self.reference_timeout_s,  # waiting for the host's buffers: the reference's time
             "correctness": self.correctness_timeout_s or self.timeout_s,
+            "settle": self.reference_timeout_s,  # waiting for the reference's write and the host's read
             "timing": timing,
         }
 

@@ -8,6 +8,7 @@ worker that falls back to files. The `gpu` tests run whole verdicts through real
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,16 @@ from evalfixtures import fixture_source
 from kbench.config import RunConfig
 from kbench.evaluate.judge import WorkerOutcome, check_outputs
 from kbench.evaluate.reference_cache import ReferenceData
-from kbench.sandbox.offer import RECEIVE_FILE, Receive, Slot, seal, unseal
+from kbench.sandbox.offer import (
+    LAYOUTS_FILE,
+    RECEIVE_FILE,
+    Receive,
+    Slot,
+    read_layouts,
+    seal,
+    unseal,
+    write_layouts,
+)
 from kbench.sandbox.protocol import (
     ForgedResult,
     TensorFile,
@@ -178,7 +188,7 @@ def test_an_offer_that_cannot_be_made_is_still_written(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_references_listing_reaches_the_offer_before_its_files_are_read(tmp_path: Path) -> None:
+def test_the_references_layouts_reach_the_offer(tmp_path: Path) -> None:
     from evalfixtures import cpu_config
 
     from kbench.evaluate.flow import get_reference, make_plan
@@ -186,17 +196,65 @@ def test_the_references_listing_reaches_the_offer_before_its_files_are_read(tmp_
 
     cfg = cpu_config(tmp_path, measure=False)
     plan = make_plan(cfg, "cpu")
-    seen: list[dict[str, list[TensorFile]]] = []
-    ref = get_reference(get_problem("kbench:2/1"), cfg, plan, tmp_path / "work", on_outputs=seen.append)
-    (listing,) = seen
-    for seed in plan.fixed + plan.secret:
+    seen: list[dict[int, list[Any]]] = []
+    ref = get_reference(get_problem("kbench:2/1"), cfg, plan, tmp_path / "work", on_layouts=seen.append)
+    (listing,) = seen  # once
+    for seed in plan.fixed + plan.secret + plan.timing:
         (out,) = ref.outputs[seed]
-        assert [(f.dtype, f.shape) for f in listing[str(seed)]] == [("float32", list(out.shape))]
+        assert listing[seed] == [("float32", list(out.shape))]
+    assert (tmp_path / "work" / "reference" / LAYOUTS_FILE).exists()  # signed by the worker itself
+
+
+def test_the_references_layouts_are_signed(tmp_path: Path) -> None:
+    outputs = {"1000": [torch.zeros(2, 3), 7], "2000": [torch.zeros(4, dtype=torch.float16)]}
+    assert read_layouts(tmp_path, KEY) is None  # not written yet
+    write_layouts(tmp_path, outputs, KEY)
+    assert read_layouts(tmp_path, KEY) == {1000: [("float32", [2, 3]), None], 2000: [("float16", [4])]}
+    assert read_layouts(tmp_path, bytes(32)) is None  # another key: not the reference's
+    text = (tmp_path / LAYOUTS_FILE).read_text().replace("[2,3]", "[2000,3000]")
+    (tmp_path / LAYOUTS_FILE).write_text(text)
+    assert read_layouts(tmp_path, KEY) is None  # altered after signing (the candidate's files sit beside)
+
+
+def test_layouts_are_delivered_once_early_or_from_the_result(tmp_path: Path) -> None:
+    from kbench.evaluate.device_outputs import LayoutWatch
+
+    got: list[dict[int, Any]] = []
+    watch = LayoutWatch(tmp_path, KEY, {1000: [("float32", [1])]}, got.append)
+    write_layouts(tmp_path, {"2000": [torch.zeros(5)]}, KEY)
+    for _ in range(400):
+        if got:
+            break
+        time.sleep(0.005)
+    files = {"2000": [TensorFile(name="x", sha256="", dtype="float32", shape=[5])]}
+    watch.settle(files)  # already delivered: not again
+    assert watch.early and got == [{1000: [("float32", [1])], 2000: [("float32", [5])]}]
+
+    late: list[dict[int, Any]] = []
+    watch = LayoutWatch(tmp_path / "none", KEY, {}, late.append)
+    watch.settle(files)  # the worker signed no layouts: they come from its result
+    assert not watch.early and late == [{2000: [("float32", [5])]}]
+
+
+def test_a_candidate_beside_the_reference_times_only_once_settled(tmp_path: Path) -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from kbench.sandbox.offer import SETTLED_FILE, mark_settled
+    from kbench.worker.candidate import CandidateJob
+
+    job = SimpleNamespace(jobdir=tmp_path)
+    threading.Timer(0.3, mark_settled, (tmp_path,)).start()
+    t0 = time.monotonic()
+    CandidateJob.wait_settled(job)  # type: ignore[arg-type]
+    assert time.monotonic() - t0 >= 0.25 and (tmp_path / SETTLED_FILE).exists()
+    budgets = RunConfig(reference_timeout_s=77.0).budgets("candidate")
+    assert list(budgets)[-2:] == ["settle", "timing"] and budgets["settle"] == 77.0
 
 
 def test_the_wait_for_buffers_has_its_own_budget() -> None:
     budgets = RunConfig(reference_timeout_s=123.0).budgets("candidate")
-    assert list(budgets) == ["lease", "load", "receive", "correctness", "timing"]
+    assert list(budgets) == ["receive", "lease", "load", "correctness", "settle", "timing"]  # receive first
     assert budgets["receive"] == 123.0
 
 
@@ -240,6 +298,9 @@ def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> Non
         flow.run_candidate = real  # type: ignore[assignment]
     assert v.status is Status.OK, v.message + v.log_tail
     (result,) = seen
+    order = list(result.phases)
+    assert order.index("receive") < order.index("lease")  # never waits for the reference holding the GPU
+    assert order.index("settle") < order.index("timing")  # started beside the reference: timed once settled
     entries = [f for files in result.outputs.values() for f in files]
     assert entries and all(f.received for f in entries), result.warnings
     assert not any("went through files" in w for w in v.warnings), v.warnings

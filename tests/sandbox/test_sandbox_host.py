@@ -266,7 +266,7 @@ def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Pa
     )
     one_shot = Starter(env, optional_preload=False)
     try:
-        assert one_shot.ready, one_shot.reason
+        assert one_shot.wait_ready(), one_shot.reason
         time.sleep(1.0)  # a preload would have begun 20 ms after "ready"
         t0 = time.monotonic()
         log = tmp_path / "one.log"
@@ -279,6 +279,25 @@ def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Pa
         assert one_shot.preloaded == [] and log.read_text().strip() == "[]"
     finally:
         one_shot.close()
+
+
+def test_prewarm_launches_the_starter_before_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The starter's process is launched by the call itself, not by a thread that would have to win the
+    GIL from the host's torch import; the first job then waits for it to be ready."""
+    from kbench.sandbox import starter
+    from kbench.sandbox.host import worker_env
+
+    monkeypatch.setattr(starter, "_starters", {})
+    monkeypatch.setattr(starter, "_failed", {})
+    starter.prewarm(one_shot=True)
+    env = worker_env({})
+    (launched,) = starter._starters.values()
+    try:
+        assert launched.alive()  # launched before prewarm returned; not waited for
+        assert starter.starter_for(env) is launched and launched.ready  # the first job waits, then forks
+        assert launched.preloaded == []  # one-shot: nothing optional
+    finally:
+        launched.close()
 
 
 def test_spawn_is_used_when_no_starter_can_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,13 +48,14 @@ def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
 
     from kbench.sandbox.starter import prewarm as start
 
+    if cfg.worker_start != "spawn":
+        # Launched from this thread before the torch import below starts: a thread started beside that
+        # import competes with it for the GIL, which the import holds for long stretches.
+        no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
+        start(triton_interpret=cfg.backend == "triton" and no_gpu, one_shot=one_shot)
     # This process needs torch only to read and compare outputs, after its workers started: imported
     # meanwhile on a thread, it is loaded when they finish instead of delaying what comes next.
     threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()
-    if cfg.worker_start == "spawn":
-        return
-    no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    start(triton_interpret=cfg.backend == "triton" and no_gpu, one_shot=one_shot)
 
 
 def _import_torch() -> None:

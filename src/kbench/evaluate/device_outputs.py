@@ -23,14 +23,14 @@ import secrets
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
-from kbench.sandbox.offer import Slot, seal, write_offer
-from kbench.sandbox.protocol import KEY_BYTES, TensorFile, dtype_name
+from kbench.sandbox.offer import Layout, Slot, layout_of, read_layouts, seal, write_offer
+from kbench.sandbox.protocol import KEY_BYTES, dtype_name
 
 FREE_FACTOR = 4  # buffers are offered only where the device has this many times their size free
 MIRROR_SHARE = 8  # the reference mirrors of one host use at most 1/8 of a device's memory
@@ -115,25 +115,59 @@ class Receiver:
         self.buffers.clear()
 
 
-Layout = tuple[str, list[int]]  # an output's dtype name and shape
-
-
 def layouts(outputs: Mapping[Any, Sequence[Any]], seeds: Sequence[int]) -> dict[int, list[Layout | None]]:
     """Per seed of `seeds`, each output's layout, from tensors or from the signed result's `TensorFile`s
     (known before the files are read, so the worker need not wait for the host's read)."""
-    out: dict[int, list[Layout | None]] = {}
     by_seed = {int(k): v for k, v in outputs.items()}
-    for seed in seeds:
-        row: list[Layout | None] = []
-        for item in by_seed.get(seed, []):
-            if isinstance(item, TensorFile):
-                row.append((item.dtype, list(item.shape)) if item.dtype and not item.received else None)
-            elif hasattr(item, "dtype") and hasattr(item, "shape"):
-                row.append((dtype_name(item.dtype), list(item.shape)))
-            else:
-                row.append(None)
-        out[seed] = row
-    return out
+    return {seed: [layout_of(item) for item in by_seed.get(seed, [])] for seed in seeds}
+
+
+class LayoutWatch:
+    """Hands `deliver` the reference worker's output layouts once: the moment the worker has signed them
+    (sandbox/offer.py's LAYOUTS_FILE, looked for every POLL_S on a thread), or from its signed result
+    (`settle`) if it wrote none. `known`: layouts of seeds the worker does not run (cached ones)."""
+
+    POLL_S = 0.005
+
+    def __init__(
+        self,
+        jobdir: Path,
+        key: bytes,
+        known: dict[int, list[Layout | None]],
+        deliver: Callable[[dict[int, list[Layout | None]]], None],
+    ) -> None:
+        self.jobdir, self.key, self.known, self.deliver = jobdir, key, known, deliver
+        self.early = False  # delivered before the worker exited
+        self._sent = False
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="kbench-layouts", daemon=True)
+        self._thread.start()
+
+    def _send(self, found: dict[int, list[Layout | None]]) -> bool:
+        with self._lock:
+            if self._sent:
+                return False
+            self._sent = True
+        self.deliver({**self.known, **found})
+        return True
+
+    def _poll(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            found = read_layouts(self.jobdir, self.key)
+            if found is not None:
+                self.early = self._send(found)
+                return
+
+    def stop(self) -> None:
+        """The worker has exited: stop looking (a delivery under way completes first)."""
+        self._done.set()
+        self._thread.join()
+
+    def settle(self, outputs: Mapping[Any, Sequence[Any]]) -> None:
+        """Deliver from the worker's signed result (`outputs`: seed -> TensorFiles) if nothing was."""
+        self.stop()
+        self._send(layouts(outputs, [int(seed) for seed in outputs]))
 
 
 _mirror_lock = threading.Lock()

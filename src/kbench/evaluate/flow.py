@@ -2,7 +2,8 @@
 
 The host (this module) never imports candidate code: it reads the source as text, runs the static
 checks, starts the trusted reference worker and the untrusted candidate worker (sandbox/), compares
-outputs on CPU copies, and decides exactly one status. Seeds: `cfg.seeds` fixed ones, one per-run
+outputs (on the GPU, in buffers it owns: evaluate/device_outputs.py; else CPU copies), and decides exactly
+one status. Seeds: `cfg.seeds` fixed ones, one per-run
 secret seed (secrets.randbelow) for correctness, and three more secret seeds whose inputs are the
 timing sets (the reference computes their outputs every run, so sampled outputs can be re-checked).
 """
@@ -24,7 +25,7 @@ from kbench.backends import get_backend
 from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.device_outputs import Receiver, layouts
+from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
@@ -41,10 +42,11 @@ from kbench.evaluate.verdict import make_verdict, sol_ms
 from kbench.hardware import device_name
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
+from kbench.sandbox.offer import Layout, mark_settled
 from kbench.sandbox.protocol import (
+    KEY_BYTES,
     ForgedResult,
     JobSpec,
-    TensorFile,
     WorkerResult,
     load_tensors,
     load_verified,
@@ -138,11 +140,12 @@ def get_reference(
     plan: Plan,
     workdir: Path,
     skip: Collection[str] = (),
-    on_outputs: Callable[[dict[str, list[TensorFile]]], None] | None = None,
+    on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None = None,
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
-    fixed part from the disk cache, whose key holds the modes timed. `on_outputs` gets the signed listing
-    of every seed's output files as soon as the worker has exited, before they are read."""
+    fixed part from the disk cache, whose key holds the modes timed. `on_layouts` gets every seed's output
+    layouts (dtype, shape) once, as soon as the worker has signed them: when its GPU work is done, before it
+    writes the outputs and long before the host has read them (device_outputs.LayoutWatch)."""
     from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
@@ -168,7 +171,16 @@ def get_reference(
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     budgets = cfg.budgets("reference")
-    exit_ = run_worker("kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+    key = secrets.token_bytes(KEY_BYTES)
+    known = layouts(cached.outputs, plan.fixed) if cached else {}
+    watch = LayoutWatch(jobdir, key, known, on_layouts) if on_layouts is not None else None
+    try:
+        exit_ = run_worker(
+            "kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key
+        )
+    finally:
+        if watch is not None:
+            watch.stop()  # layouts not delivered yet come from the signed result below
     t0 = time.perf_counter()
     result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
     if result is not None and result.error:
@@ -180,8 +192,8 @@ def get_reference(
             why = f"failed: {crash_message(exit_.returncode)}"
         tail = exit_.log_tail or "(the worker wrote nothing to its log)"
         raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
-    if on_outputs is not None:
-        on_outputs({**(cached.outputs if cached else {}), **result.outputs})
+    if watch is not None:
+        watch.settle(result.outputs)
     data = ReferenceData(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
@@ -235,9 +247,11 @@ def run_candidate(
     cancel: threading.Event | None = None,
     receiver: Receiver | None = None,
     ref: ReferenceData | None = None,
+    settle: bool = False,
 ) -> WorkerOutcome:
     """The candidate's worker, start to exit. With `receiver` its correctness outputs go into the host's
-    device buffers, offered here when `ref` is known, else by the caller once it is (the worker waits)."""
+    device buffers, offered here when `ref` is known, else by the caller once it is (the worker waits).
+    With `settle` (started beside the reference) it times only once the caller has settled it."""
     backend = get_backend(candidate.backend)
     jobdir = workdir / "candidate"
     jobdir.mkdir(parents=True, exist_ok=True)
@@ -257,6 +271,7 @@ def run_candidate(
         sample_whole_bytes=cfg.sample_whole_mib << 20,
         measure=cfg.measure,
         receive=receiver is not None,
+        settle=settle,
     )
     env = worker_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
@@ -378,23 +393,27 @@ def evaluate(
         # itself, so there the workers run one after the other.
         early, cancel = None, threading.Event()
         if device.startswith("cuda") and references is None and building is None and (not built or built.ok):
-            early = pool.submit(run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver)
+            early = pool.submit(
+                run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver, settle=True
+            )
         reused = (
             reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
         )
 
-        def offer(files: dict[str, list[TensorFile]]) -> None:
-            # The early worker waits for its buffers: offered from the signed listing of the reference's
-            # files, so its correctness and timing overlap the host's read of those files.
+        def offer(found: dict[int, list[Layout | None]]) -> None:
+            # The early worker waits for its buffers: offered from the reference's signed layouts the
+            # moment its GPU work is done, so the candidate's correctness and timing overlap the
+            # reference's write of its outputs and the host's read of them.
             if early is not None and receiver is not None:
                 t0 = time.perf_counter()
-                receiver.offer(workdir / "candidate", layouts(files, plan.fixed + plan.secret))
+                wanted = plan.fixed + plan.secret
+                receiver.offer(workdir / "candidate", {s: found[s] for s in wanted if s in found})
                 acct.nested["ref:offer"] = time.perf_counter() - t0
 
         with acct.part("ref"):
             try:
                 if references is None:
-                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys(), on_outputs=offer)
+                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys(), on_layouts=offer)
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
                     plan, ref, _ = references.get(
@@ -411,6 +430,8 @@ def evaluate(
                 if isinstance(exc, ForgedResult):
                     raise WorkerError(f"the reference's files changed after it wrote them: {exc}") from None
                 raise
+        if early is not None:
+            mark_settled(workdir / "candidate")  # the reference's outputs are written and read: it may time
         acct.worker("ref", ref.phases)
         with acct.part("build"):
             built = building.result() if building is not None else built

@@ -1,21 +1,35 @@
-"""`receive.json`: the device buffers the host offers a GPU candidate worker for its correctness outputs.
+"""The files of the device-output exchange: `receive.json` and the reference's `layouts.json`.
 
-The host writes it (evaluate/device_outputs.py) into the worker's job folder, the worker waits for it and
+`receive.json`: the device buffers the host offers a GPU candidate worker for its correctness outputs. The
+host writes it (evaluate/device_outputs.py) into the worker's job folder, the worker waits for it and
 copies each output into its slot's buffer (worker/inbox.py). Each slot's CUDA IPC handle is sealed with
 the job's HMAC key, which only this worker holds besides the host.
+
+`layouts.json`: the reference worker's outputs, per seed each one's dtype and shape, signed with its job's
+key and written the moment its GPU work is done -- before it writes the outputs themselves and exits --
+so the host can size and offer the candidate's buffers while the candidate already holds the GPU.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.sandbox.protocol import write_atomic
+from kbench.sandbox.protocol import TensorFile, dtype_name, sign, write_atomic
 
 RECEIVE_FILE = "receive.json"
+LAYOUTS_FILE = "layouts.json"
+# Written by the host into a candidate's job folder once the reference started beside it has written its
+# outputs and the host has read them: the candidate's timing loop waits for it (JobSpec.settle), so
+# neither falls within the loop. A candidate that writes it itself only times itself beside that work.
+SETTLED_FILE = "settled"
+Layout = tuple[str, list[int]]  # an output's dtype name and shape
 
 
 class Slot(BaseModel):
@@ -48,6 +62,11 @@ def unseal(key: bytes, seed: str, index: int, sealed: str) -> bytes:
     return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _pad(key, seed, index), strict=True))
 
 
+def mark_settled(jobdir: Path) -> None:
+    jobdir.mkdir(parents=True, exist_ok=True)
+    write_atomic(jobdir / SETTLED_FILE, "")
+
+
 def write_offer(jobdir: Path, slots: dict[str, list[Slot | None]]) -> None:
     jobdir.mkdir(parents=True, exist_ok=True)
     write_atomic(jobdir / RECEIVE_FILE, Receive(slots=slots).model_dump_json())
@@ -56,3 +75,42 @@ def write_offer(jobdir: Path, slots: dict[str, list[Slot | None]]) -> None:
 def read_offer(jobdir: Path) -> Receive:
     """The host's offer; ValueError (pydantic's included) when it is not one."""
     return Receive.model_validate_json((jobdir / RECEIVE_FILE).read_text())
+
+
+def layout_of(item: Any) -> Layout | None:
+    """An output's layout, from a tensor or a signed result's `TensorFile` (None: neither, or an entry
+    already delivered into a device buffer)."""
+    if isinstance(item, TensorFile):
+        return (item.dtype, list(item.shape)) if item.dtype and not item.received else None
+    if hasattr(item, "dtype") and hasattr(item, "shape"):
+        return (dtype_name(item.dtype), list(item.shape))
+    return None
+
+
+class Layouts(BaseModel):
+    """LAYOUTS_FILE's signed body: per seed, each output's (dtype, shape) or None."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seeds: dict[str, list[tuple[str, list[int]] | None]]
+
+
+def write_layouts(jobdir: Path, outputs: Mapping[str, Sequence[Any]], key: bytes) -> None:
+    """Sign and write the layouts of `outputs` (seed -> tensors) for the host (read_layouts)."""
+    body = Layouts(seeds={seed: [layout_of(v) for v in values] for seed, values in outputs.items()})
+    text = body.model_dump_json()
+    write_atomic(jobdir / LAYOUTS_FILE, json.dumps({"body": text, "mac": sign(text, key)}))
+
+
+def read_layouts(jobdir: Path, key: bytes) -> dict[int, list[Layout | None]] | None:
+    """The worker's signed layouts by seed; None while there are none, or when they do not verify (the
+    host then waits for the signed result, which says the same or fails as forged)."""
+    try:
+        wrapper = json.loads((jobdir / LAYOUTS_FILE).read_text())
+        text, mac = wrapper["body"], wrapper["mac"]
+        if not isinstance(text, str) or not hmac.compare_digest(sign(text, key), str(mac)):
+            return None
+        seeds = Layouts.model_validate_json(text).seeds
+        return {int(s): [None if x is None else (x[0], list(x[1])) for x in row] for s, row in seeds.items()}
+    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        return None

@@ -102,6 +102,9 @@ class JobSpec(BaseModel):
     confine: bool = True  # candidate and build workers confine themselves (RunConfig.confine)
     # candidate on a GPU: wait for the host's offer (sandbox/offer.py), copy the correctness outputs into its buffers
     receive: bool = False
+    # candidate started beside the reference: time only once the host has read the reference's outputs
+    # (sandbox/offer.py SETTLED_FILE), so that read and the reference's write do not fall in the loop
+    settle: bool = False
 
 
 class TensorFile(BaseModel):
@@ -149,26 +152,30 @@ class WorkerResult(BaseModel):
 
 
 DIGEST_CHUNK_BYTES = 64 << 20
+# Cores one digest may use: a quarter of this process's. The host verifies a reference's files while the
+# workers beside it run (a candidate's correctness, another lane's job): a hash on every core left them
+# none.
+HASH_THREADS = max(1, len(os.sched_getaffinity(0)) // 4)
 
 
-def _hash(data: Any) -> bytes:
-    """BLAKE3 of a buffer, on several threads for a large one: 4 GB/s per core where SHA-256 gave 1.25, and
-    a tensor file is hashed twice per verdict (the worker writes it, the host verifies it)."""
-    return blake3.blake3(data, max_threads=blake3.blake3.AUTO if len(data) >= 1 << 22 else 1).digest()
+def _hash(data: Any, threads: int = HASH_THREADS) -> bytes:
+    """BLAKE3 of a buffer, on up to `threads` threads for a large one: 4 GB/s per core where SHA-256 gave
+    1.25, and a tensor file is hashed twice per verdict (the worker writes it, the host verifies it)."""
+    return blake3.blake3(data, max_threads=threads if len(data) >= 1 << 22 else 1).digest()
 
 
-def digest(data: Any) -> str:
-    """The hash (`_hash`) of the concatenated hashes of `data`'s 64 MiB chunks (a buffer), chunks hashed in
-    threads (the hash releases the GIL on large buffers)."""
+def digest(data: Any, threads: int = HASH_THREADS) -> str:
+    """The hash (`_hash`) of the concatenated hashes of `data`'s 64 MiB chunks (a buffer), chunks hashed on
+    up to `threads` threads, one each (the hash releases the GIL on large buffers)."""
     from concurrent.futures import ThreadPoolExecutor
 
     view = memoryview(data).cast("B")
     chunks = [view[i : i + DIGEST_CHUNK_BYTES] for i in range(0, len(view), DIGEST_CHUNK_BYTES)] or [view]
-    if len(chunks) == 1:
-        parts = [_hash(chunks[0])]
+    if len(chunks) == 1 or threads == 1:
+        parts = [_hash(chunk, threads) for chunk in chunks]
     else:
-        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
-            parts = list(pool.map(_hash, chunks))
+        with ThreadPoolExecutor(max_workers=min(len(chunks), threads)) as pool:
+            parts = list(pool.map(_hash, chunks, [1] * len(chunks)))
     return _chunk_digest(parts, len(view))
 
 
@@ -354,23 +361,23 @@ def load_verified(jobdir: Path, files: list[TensorFile]) -> list[Any]:
     for f in files:
         if "/" in f.name or not f.dtype or not (jobdir / f.name).is_file():
             raise ForgedResult(f"tensor file {f.name} missing or not a raw tensor file")
-    if len(files) <= 1:
+    if len(files) <= 1 or HASH_THREADS == 1:
         return [_read_verified(jobdir / f.name, f) for f in files]
     # Files at once: reading and hashing release the GIL, and a reference has 7 outputs per output name
     # (256 MiB each took the host 2 s one after the other on an H200 host, on a cold verdict's critical
-    # path while the candidate had already finished).
-    with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda f: _read_verified(jobdir / f.name, f), files))
+    # path while the candidate had already finished); HASH_THREADS in all, each hashing on one.
+    with ThreadPoolExecutor(max_workers=min(len(files), HASH_THREADS)) as pool:
+        return list(pool.map(lambda f: _read_verified(jobdir / f.name, f, threads=1), files))
 
 
-def _read_verified(path: Path, f: TensorFile) -> Any:
+def _read_verified(path: Path, f: TensorFile, threads: int = HASH_THREADS) -> Any:
     import torch
 
     dtype, nbytes = _raw_layout(path, f)
     raw = torch.empty(nbytes, dtype=torch.uint8)
     with path.open("rb") as fh:
         got = fh.readinto(memoryview(raw.numpy()).cast("B")) if nbytes else 0  # type: ignore[arg-type]
-    if got != nbytes or digest(raw.numpy() if nbytes else b"") != f.sha256:
+    if got != nbytes or digest(raw.numpy() if nbytes else b"", threads) != f.sha256:
         raise ForgedResult(f"tensor file {f.name} missing or altered")
     return raw.view(dtype).reshape(f.shape) if nbytes else torch.empty(f.shape, dtype=dtype)
 

@@ -89,35 +89,40 @@ class Starter:
                 stderr=log,
                 start_new_session=True,
             )
-        ready = self._first_line()
-        self.ready = bool(ready.get("ready"))
-        self.reason = str(ready.get("reason", ""))
+        # The first line says whether it is ready (after its torch import: seconds); `wait_ready` waits
+        # for it, so the process is launched at once and the caller goes on meanwhile.
+        self.ready = False
+        self.reason = "the starter did not answer in time"
+        self._answered = threading.Event()
         self.preloaded: list[str] = []  # beyond torch and kbench, as the starter reports them
         self.retired = ""  # why the starter forks no more (a preload proved unsafe)
-        if self.ready:
-            threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
-        else:
+        threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
+        """Whether the starter came up (closed if it did not, `reason` says why)."""
+        self._answered.wait(timeout)
+        if not self.ready:
             self.close()
+        return self.ready
 
-    def _first_line(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        result: dict[str, Any] = {"ready": False, "reason": "the starter did not answer in time"}
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            line = self.proc.stdout.readline()
-            if line:
-                result.update(json.loads(line))
-            else:
-                result["reason"] = f"the starter exited ({self.log.read_text(errors='replace')[-500:]})"
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(START_TIMEOUT_S)
-        return result
+    def failed(self) -> bool:
+        return self._answered.is_set() and not self.ready
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()
+        try:
+            if first:
+                answer = json.loads(first)
+                self.ready, self.reason = bool(answer.get("ready")), str(answer.get("reason", ""))
+            else:
+                self.reason = f"the starter exited ({self.log.read_text(errors='replace')[-500:]})"
+        except (ValueError, AttributeError, OSError) as exc:
+            self.reason = f"the starter's first line was not understood ({exc})"
+        finally:
+            self._answered.set()
+        if not self.ready:
+            return
         for line in self.proc.stdout:
             msg = json.loads(line)
             with self._changed:
@@ -195,35 +200,44 @@ def _signature(env: dict[str, str]) -> tuple[str, ...]:
     return (sys.executable, *(env.get(v, "") for v in STARTUP_VARS))
 
 
-def starter_for(env: dict[str, str], optional_preload: bool = True) -> Starter | None:
+def starter_for(env: dict[str, str], optional_preload: bool = True, wait: bool = True) -> Starter | None:
     """The live starter for this start-up environment, started on first use; None if it cannot run.
-    `optional_preload` is decided by the call that starts it (zygote.serve)."""
+    `optional_preload` is decided by the call that starts it (zygote.serve). `wait=False` only launches
+    it (returns None): the first job waits for it to be ready."""
     key = _signature(env)
     with _guard:
         if key in _failed:
             return None
         found = _starters.get(key)
-        if found is not None and found.usable():
-            return found
-        if found is not None and found.alive():
-            _retired.append(found)
-        starter = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV}, optional_preload)
-        if not starter.ready:
-            _failed[key] = starter.reason
+        if found is not None and found.failed():
+            _failed[key] = found.reason
+            del _starters[key]
+            found.close()
             return None
-        _starters[key] = starter
-        return starter
+        if found is None or not found.usable():
+            if found is not None and found.alive():
+                _retired.append(found)
+            found = Starter({k: v for k, v in env.items() if k != KEY_FIFO_ENV}, optional_preload)
+            _starters[key] = found
+    if not wait:
+        return None
+    if not found.wait_ready():
+        with _guard:
+            _failed[key] = found.reason
+            if _starters.get(key) is found:
+                del _starters[key]
+        return None
+    return found
 
 
 def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
-    """Start the warm starter for the usual worker environment in the background now, so its torch import
-    (2-10 s) overlaps the caller's own imports and set-up instead of delaying its first worker. `one_shot`:
-    the caller evaluates one candidate and exits, so the starter preloads nothing beyond what every worker
-    imports (an optional preload would only hold up its requests)."""
+    """Launch the warm starter for the usual worker environment now, so its torch import (2-10 s) overlaps
+    the caller's own imports and set-up instead of delaying its first worker. `one_shot`: the caller
+    evaluates one candidate and exits, so the starter preloads nothing beyond what every worker imports
+    (an optional preload would only hold up its requests)."""
     from kbench.sandbox.host import worker_env
 
-    env = worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {})
-    threading.Thread(target=starter_for, args=(env, not one_shot), name="kbench-prewarm", daemon=True).start()
+    starter_for(worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {}), not one_shot, wait=False)
 
 
 def start_worker(

@@ -189,10 +189,22 @@ class CandidateJob:
             raise Stop(Status.CHEAT, f"forward modified input(s) {changed}", "inputs-mutated")
 
     def receive(self) -> None:
-        """Wait for the host's device buffers (sandbox/offer.py); it offers them once the reference is known."""
+        """Start CUDA, then wait for the host's device buffers (sandbox/offer.py), which it offers once the
+        reference's outputs are known: beside a reference still running, both overlap its GPU phase."""
+        import torch
+
         from kbench.worker.inbox import Inbox
 
+        torch.empty(1, device=self.device)  # this process's CUDA context (0.3-0.5 s on an H200 host)
         self.inbox = Inbox(self.jobdir, self.key)
+
+    def wait_settled(self) -> None:
+        """Wait for the host's word that the reference beside this worker has written its outputs and the
+        host has read them (sandbox/offer.py SETTLED_FILE)."""
+        from kbench.sandbox.offer import SETTLED_FILE
+
+        while not (self.jobdir / SETTLED_FILE).exists():
+            time.sleep(0.002)
 
     def correctness(self, loaded: Any) -> None:
         from kbench.problems.inputs import make_inputs
@@ -344,6 +356,11 @@ class CandidateJob:
 
         say = lambda phase: announce(self.jobdir, phase)  # noqa: E731  (the host's budget per phase)
         try:
+            if self.spec.receive and self.spec.role != "build":
+                # Before the lease: a worker holding it while it waits for the reference's outputs would
+                # keep the reference from the GPU it needs to compute them.
+                say("receive")
+                self.phase("receive", self.receive)
             if lease.required(self.spec.role, self.spec.device):
                 say("lease")
                 name = lease.device_id(self.spec.device)
@@ -355,14 +372,14 @@ class CandidateJob:
                 return self.result
             loaded = load(self.spec.problem, self.spec.preset)
             self.phase("construct", lambda: self.build_model(loaded))
-            if self.spec.receive:
-                say("receive")
-                self.phase("receive", self.receive)
             say("correctness")
             self.phase("correctness", lambda: self.correctness(loaded))
             self.phase("kernel_use", lambda: self.kernel_use(loaded))
             self.phase("compile_check", self.compile_check)
             if self.spec.measure and self.spec.timing_seeds:
+                if self.spec.settle:
+                    say("settle")
+                    self.phase("settle", self.wait_settled)
                 say("timing")
                 self.phase("timing", lambda: self.measure(loaded))
         except Stop as stop:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kbench.baselines.modes import get_mode
 from kbench.sandbox import procs
+from kbench.sandbox.offer import write_layouts
 from kbench.sandbox.protocol import (
     JOB_FILE,
     JobSpec,
@@ -48,7 +49,7 @@ def _timed_modes(spec: JobSpec, model: Any, loaded: Any, phases: dict[str, float
     return out
 
 
-def compute_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
+def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> WorkerResult:
     import torch
 
     from kbench.problems import build_model, load
@@ -94,6 +95,10 @@ def compute_reference(spec: JobSpec, jobdir: Path) -> WorkerResult:
     result.phases["outputs"] = round(time.perf_counter() - t0, 3)
     if spec.measure:
         result.timings = _timed_modes(spec, model, loaded, result.phases)
+    if key is not None:
+        # The outputs' shapes, signed, before their slow write: the host offers the candidate its device
+        # buffers from them while this worker writes (sandbox/offer.py).
+        write_layouts(jobdir, {tag: values for tag, (_, values) in outputs.items()}, key)
     if leased:
         # The GPU work is done and the code is trusted: the next job may start its GPU phase while this
         # one writes its files and exits (a candidate worker keeps its lease until it dies). Outputs kept
@@ -138,7 +143,7 @@ def main(argv: list[str]) -> int:
     jobdir = Path(argv[1])
     key = read_key()
     spec = JobSpec.model_validate_json((jobdir / JOB_FILE).read_text())
-    write_result(jobdir, compute_reference(spec, jobdir), key)
+    write_result(jobdir, compute_reference(spec, jobdir, key), key)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: after torch.compile it waits ~3 s (2 loaded cores) for Inductor's
