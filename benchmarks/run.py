@@ -92,7 +92,7 @@ MEASUREMENTS: dict[str, Measurement] = {
     # speed of the harness
     "speed-cold": Measurement(
         "benchmarks/verdict_speed.py --out {out} --cold 2/1,2/3,2/7,2/13,2/23,2/29,2/30,2/33,2/35,2/17 "
-        "--big 2/25,2/36 --warm 2/1,2/23,2/25",
+        "--big 2/25,2/36 --warm 2/1,2/23,2/25 --max-seconds 480",
         "cold and warm verdict latency against the upstream flow",
         records=True,
     ),

@@ -15,6 +15,10 @@ Warm: in one process with one reference pool (as `kbench run` or a long-lived ev
 solution of each `--warm` problem is judged once (cold) and then `--repeats` more times: the warm
 verdicts' seconds, median and max.
 
+Order: cold, warm, then big. With `--max-seconds`, a problem is not started once the time left would
+not cover it (judged from the longest one so far); the report names what was left out, and the record
+is filed with what ran.
+
 Writes OUT/verdict_speed.json and OUT/verdict_speed.md.
 """
 
@@ -102,11 +106,31 @@ def _kbench(
     }
 
 
+class Clock:
+    """The call's time limit: whether another item fits, judged from the longest one so far."""
+
+    def __init__(self, limit_s: float | None) -> None:
+        self.t0, self.limit_s, self.longest = time.monotonic(), limit_s, 0.0
+        self.left_out: list[str] = []
+
+    def fits(self, what: str) -> bool:
+        if self.limit_s is None or time.monotonic() - self.t0 + self.longest <= self.limit_s:
+            return True
+        self.left_out.append(what)
+        return False
+
+    def done(self, started: float) -> None:
+        self.longest = max(self.longest, time.monotonic() - started)
+
+
 def cold(
-    problems: list[str], args: argparse.Namespace, folder: Path, env: dict[str, str]
+    problems: list[str], args: argparse.Namespace, folder: Path, env: dict[str, str], clock: Clock
 ) -> list[dict[str, Any]]:
     rows = []
     for problem in problems:
+        if not clock.fits(f"cold {problem}"):
+            continue
+        started = time.monotonic()
         path = _solution(problem, args.backend, folder)
         _upstream(problem, path, args.preset, args.device, env)  # compiles its kernels: untimed
         if args.backend != "triton":  # kbench's build cache as warm as upstream's extensions folder
@@ -117,10 +141,11 @@ def cold(
                "ratio": round(k["wall_s"] / u["wall_s"], 2) if u.get("wall_s") else None}  # fmt: skip
         rows.append(row)
         print(json.dumps(row), flush=True)
+        clock.done(started)
     return rows
 
 
-def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+def warm(problems: list[str], args: argparse.Namespace, folder: Path, clock: Clock) -> list[dict[str, Any]]:
     from kbench.config import resolve
     from kbench.evaluate.flow import evaluate
     from kbench.evaluate.reference_pool import ReferencePool
@@ -133,6 +158,9 @@ def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[di
         cfg = resolve(flags={"backend": args.backend, "preset": args.preset, "baselines": ["eager"],
                              "cache_dir": Path(cache), "device": args.device})  # fmt: skip
         for problem in problems:
+            if not clock.fits(f"warm {problem}"):
+                continue
+            started = time.monotonic()
             prob = get_problem(problem)
             cand = Candidate(prob.key, args.backend, _solution(problem, args.backend, folder).read_text())
             seconds, statuses, phases = [], [], []
@@ -145,6 +173,7 @@ def warm(problems: list[str], args: argparse.Namespace, folder: Path) -> list[di
                    "warm_s": seconds[1:], "statuses": statuses, "warm_phases": phases[-1]}  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
+            clock.done(started)
     return rows
 
 
@@ -159,6 +188,7 @@ def main() -> None:
     ap.add_argument("--preset", default="full")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-speed-cache-")))
+    ap.add_argument("--max-seconds", type=float, help="start no problem the time left would not cover")
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -167,14 +197,18 @@ def main() -> None:
     from kbench.hardware import environment
 
     result["env"] = environment()
+    clock = Clock(args.max_seconds)
     with tempfile.TemporaryDirectory(prefix="kbench-speed-") as tmp:
         folder = Path(tmp)
-        for name, problems in (("cold", args.cold), ("big", args.big)):
-            if problems:
-                result[name] = cold(problems.split(","), args, folder, env)
-                _write(args.out, result)
+        if args.cold:
+            result["cold"] = cold(args.cold.split(","), args, folder, env, clock)
+            _write(args.out, result)
         if args.warm:
-            result["warm"] = warm(args.warm.split(","), args, folder)
+            result["warm"] = warm(args.warm.split(","), args, folder, clock)
+            _write(args.out, result)
+        if args.big:
+            result["big"] = cold(args.big.split(","), args, folder, env, clock)
+    result["left_out"] = clock.left_out
     _write(args.out, result)
     common.record_markdown(
         args.record, "verdict-speed", report(result), artifacts=[args.out / "verdict_speed.json"]
@@ -209,6 +243,8 @@ def report(result: dict[str, Any]) -> str:
             lines.append(f"| {r['problem']} | {r['output_mib']} | {u.get('wall_s')} | {k.get('wall_s')} | {r.get('ratio')} "
                          f"| {status} | {acc} | " + " | ".join(f"{ph.get(t, 0.0):.2f}" for t in TOP) + " |")  # fmt: skip
         lines.append("")
+    if result.get("left_out"):
+        lines += [f"Not run (the call's time limit): {', '.join(result['left_out'])}.", ""]
     if result.get("warm"):
         warm_all = [s for r in result["warm"] for s in r["warm_s"]]
         lines += ["## Warm latency (one process, the reference kept)", "",
