@@ -235,6 +235,17 @@ def test_layouts_are_delivered_once_early_or_from_the_result(tmp_path: Path) -> 
     watch.settle(files)  # the worker signed no layouts: they come from its result
     assert not watch.early and late == [{2000: [("float32", [5])]}]
 
+    def broken(_: Any) -> None:
+        raise OSError("no space left on device")
+
+    watch = LayoutWatch(tmp_path, KEY, {}, broken)  # the early delivery fails on its thread
+    for _ in range(400):
+        if watch.error is not None:
+            break
+        time.sleep(0.005)
+    with pytest.raises(OSError, match="no space"):
+        watch.settle(files)  # raised on the evaluating thread: the evaluation fails, the candidate ends
+
 
 def test_a_candidate_beside_the_reference_times_only_once_settled(tmp_path: Path) -> None:
     import threading

@@ -138,6 +138,7 @@ class LayoutWatch:
     ) -> None:
         self.jobdir, self.key, self.known, self.deliver = jobdir, key, known, deliver
         self.early = False  # delivered before the worker exited
+        self.error: BaseException | None = None  # what `deliver` raised on the thread (settle raises it)
         self._sent = False
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -156,7 +157,10 @@ class LayoutWatch:
         while not self._done.wait(self.POLL_S):
             found = read_layouts(self.jobdir, self.key)
             if found is not None:
-                self.early = self._send(found)
+                try:
+                    self.early = self._send(found)
+                except BaseException as exc:  # noqa: BLE001  (the evaluating thread raises it: stop)
+                    self.error = exc
                 return
 
     def stop(self) -> None:
@@ -165,8 +169,11 @@ class LayoutWatch:
         self._thread.join()
 
     def settle(self, outputs: Mapping[Any, Sequence[Any]]) -> None:
-        """Deliver from the worker's signed result (`outputs`: seed -> TensorFiles) if nothing was."""
+        """Deliver from the worker's signed result (`outputs`: seed -> TensorFiles) if nothing was; raise
+        what an early delivery raised, so a candidate waiting for its offer is not left waiting."""
         self.stop()
+        if self.error is not None:
+            raise self.error
         self._send(layouts(outputs, [int(seed) for seed in outputs]))
 
 

@@ -155,7 +155,9 @@ DIGEST_CHUNK_BYTES = 64 << 20
 # Cores one digest may use: a quarter of this process's. The host verifies a reference's files while the
 # workers beside it run (a candidate's correctness, another lane's job): a hash on every core left them
 # none.
-HASH_THREADS = max(1, len(os.sched_getaffinity(0)) // 4)
+HASH_THREADS = max(
+    1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) // 4
+)
 
 
 def _hash(data: Any, threads: int = HASH_THREADS) -> bytes:
