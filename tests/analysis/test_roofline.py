@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -77,3 +79,32 @@ def test_floor_of_a_compute_bound_problem_is_half_its_compute() -> None:
     sol = sol_from_counts(counts, get_gpu("H200"), "fp32", tf32=True)
     assert sol.bound == "compute" and sol.floor_ms == pytest.approx(sol.compute_ms / 2)
     assert sol.floor_ms < sol.sol_ms
+
+
+def test_counts_are_kept_on_disk_for_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from kbench.analysis import roofline
+
+    problem = get_problem("kbench:2/1")
+    gpu = get_gpu("H200")
+    first = speed_of_light(problem, "small", "fp32", gpu, tf32=True, cache_dir=tmp_path)
+    (kept,) = tmp_path.glob("*.json")
+
+    def no_trace(*_: object) -> None:
+        raise AssertionError("counted again")
+
+    monkeypatch.setattr(roofline, "_cached_counts", no_trace)  # as in a new process: only the disk has it
+    assert speed_of_light(problem, "small", "fp32", gpu, tf32=True, cache_dir=tmp_path) == first
+    assert roofline.disk_counts(problem, "small", "fp32", tmp_path) == problem_flops(problem, "small", "fp32")
+
+    monkeypatch.undo()
+    kept.write_text("{not json")  # unreadable: counted again and kept again
+    assert speed_of_light(problem, "small", "fp32", gpu, tf32=True, cache_dir=tmp_path) == first
+    assert (
+        json.loads(kept.read_text())["matmul_flops"] == problem_flops(problem, "small", "fp32").matmul_flops
+    )
+    other = speed_of_light(problem, "full", "fp32", gpu, tf32=True, cache_dir=tmp_path)  # its own entry
+    assert other.floor_ms > first.floor_ms and len(list(tmp_path.glob("*.json"))) == 2

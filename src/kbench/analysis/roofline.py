@@ -19,8 +19,13 @@ The counting runs on the meta device, so the `full` preset costs nothing on a CP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from kbench.analysis.gpus import GPUSpec
@@ -165,6 +170,39 @@ def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
     return problem_flops(problem, preset, dtype)
 
 
-def speed_of_light(problem: Problem, preset: str, dtype: str, gpu: GPUSpec, tf32: bool = False) -> SOL:
-    """The SOL of (problem, preset, dtype) on `gpu`; counts are cached per problem/preset/dtype."""
+COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under another revision are not used
+
+
+def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
+    """`problem_flops`, kept in `folder` across processes. A first count imports torch._dynamo (every
+    dispatch mode does) and traces the model: seconds of a host's time, on every `kbench eval`, for numbers
+    that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+    from kbench.hardware import torch_version
+
+    key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
+    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    try:
+        kept = json.loads(path.read_text())
+        by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
+        return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # not kept yet, or unreadable: counted again
+    found = _cached_counts(problem, preset, dtype)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as fh:
+            json.dump(asdict(found), fh)
+        os.replace(fh.name, path)
+    except OSError:
+        pass  # a read-only or full cache: the count stands, the next process counts again
+    return found
+
+
+def speed_of_light(
+    problem: Problem, preset: str, dtype: str, gpu: GPUSpec, tf32: bool = False, cache_dir: Path | None = None
+) -> SOL:
+    """The SOL of (problem, preset, dtype) on `gpu`; counts are cached per problem/preset/dtype in this
+    process, and with `cache_dir` on disk too (disk_counts)."""
+    if cache_dir is not None:
+        return sol_from_counts(disk_counts(problem, preset, dtype, cache_dir), gpu, dtype, tf32)
     return sol_from_counts(_cached_counts(problem, preset, dtype), gpu, dtype, tf32)

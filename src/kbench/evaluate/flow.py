@@ -379,8 +379,8 @@ def evaluate(
         ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
-        # The speed-of-light floor (a meta-device trace of the model, seconds on a first call) is worked
-        # out while the workers run, not after them; so is this process's CUDA start for device outputs.
+        # The speed-of-light floor (a meta-device trace of the model, seconds on a first count; the counts are
+        # kept on disk) is worked out while the workers run, not after them; so is this process's CUDA start.
         floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
         if receiver is not None:
             pool.submit(receiver.prepare)
