@@ -393,8 +393,11 @@ def evaluate(
         # itself, so there the workers run one after the other.
         early, cancel = None, threading.Event()
         if device.startswith("cuda") and references is None and building is None and (not built or built.ok):
+            # Settled only when it waits for its buffers: it then takes the lease after the reference's GPU
+            # phase, so it never holds the lease while the reference, which settles it, still needs it.
+            settled = receiver is not None
             early = pool.submit(
-                run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver, settle=True
+                run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver, settle=settled
             )
         reused = (
             reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}

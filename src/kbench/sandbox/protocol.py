@@ -103,7 +103,9 @@ class JobSpec(BaseModel):
     # candidate on a GPU: wait for the host's offer (sandbox/offer.py), copy the correctness outputs into its buffers
     receive: bool = False
     # candidate started beside the reference: time only once the host has read the reference's outputs
-    # (sandbox/offer.py SETTLED_FILE), so that read and the reference's write do not fall in the loop
+    # (sandbox/offer.py SETTLED_FILE), so that read and the reference's write do not fall in the loop. Only
+    # with `receive`: waiting for its buffers, the worker takes the lease after the reference's GPU phase;
+    # one holding the lease while it waits would keep the reference from finishing.
     settle: bool = False
 
 

@@ -75,6 +75,7 @@ class Starter:
         self._cwd = tempfile.TemporaryDirectory(prefix="kbench-starter-")
         self.log = Path(self._cwd.name) / "starter.log"
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self._changed = threading.Condition()
         self._started: dict[int, int] = {}  # request id -> pid (-1: refused)
         self._exits: dict[int, int] = {}
@@ -178,16 +179,18 @@ class Starter:
 
     def close(self, wait_s: float = 5.0) -> None:
         """Close the starter's pipe: it ends the sessions of the workers it started and exits (killed
-        after `wait_s`; its workers then die with it, `procs.die_with_parent`)."""
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-                self.proc.wait(timeout=wait_s)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        self._cwd.cleanup()
+        after `wait_s`; its workers then die with it, `procs.die_with_parent`). Safe to call from several
+        threads (each job waiting for a starter that failed closes it)."""
+        with self._closing:
+            if self.proc.poll() is None:
+                try:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.close()
+                    self.proc.wait(timeout=wait_s)
+                except (OSError, ValueError, subprocess.TimeoutExpired):
+                    self.proc.kill()
+                    self.proc.wait()
+            self._cwd.cleanup()
 
 
 _starters: dict[tuple[str, ...], Starter] = {}

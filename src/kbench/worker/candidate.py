@@ -189,13 +189,11 @@ class CandidateJob:
             raise Stop(Status.CHEAT, f"forward modified input(s) {changed}", "inputs-mutated")
 
     def receive(self) -> None:
-        """Start CUDA, then wait for the host's device buffers (sandbox/offer.py), which it offers once the
-        reference's outputs are known: beside a reference still running, both overlap its GPU phase."""
-        import torch
-
+        """Wait for the host's device buffers (sandbox/offer.py), which it offers once the reference's
+        outputs are known. CUDA starts later, under the lease: a context made here, beside a reference
+        still timing its baselines, lengthened that loop from ~0.5 s to 0.75-1.3 s on an H200 host."""
         from kbench.worker.inbox import Inbox
 
-        torch.empty(1, device=self.device)  # this process's CUDA context (0.3-0.5 s on an H200 host)
         self.inbox = Inbox(self.jobdir, self.key)
 
     def wait_settled(self) -> None:
