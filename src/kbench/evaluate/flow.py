@@ -405,18 +405,23 @@ def evaluate(
 
         def offer(found: dict[int, list[Layout | None]]) -> None:
             # The early worker waits for its buffers: offered from the reference's signed layouts the
-            # moment its GPU work is done, so the candidate's correctness and timing overlap the
-            # reference's write of its outputs and the host's read of them.
-            if early is not None and receiver is not None:
-                t0 = time.perf_counter()
-                wanted = plan.fixed + plan.secret
-                receiver.offer(workdir / "candidate", {s: found[s] for s in wanted if s in found})
-                acct.nested["ref:offer"] = time.perf_counter() - t0
+            # moment its GPU work is done, so the candidate's correctness overlaps the reference's write
+            # of its outputs and the host's read of them (its timing waits for both: settled).
+            assert receiver is not None
+            t0 = time.perf_counter()
+            wanted = plan.fixed + plan.secret
+            receiver.offer(workdir / "candidate", {s: found[s] for s in wanted if s in found})
+            acct.nested["ref:offer"] = time.perf_counter() - t0
+
+        # Only an early worker with buffers to wait for needs the layouts: else nothing looks for them.
+        on_layouts = offer if early is not None and receiver is not None else None
 
         with acct.part("ref"):
             try:
                 if references is None:
-                    ref = get_reference(problem, cfg, plan, workdir, skip=reused.keys(), on_layouts=offer)
+                    ref = get_reference(
+                        problem, cfg, plan, workdir, skip=reused.keys(), on_layouts=on_layouts
+                    )
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
                     plan, ref, _ = references.get(

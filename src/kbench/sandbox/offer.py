@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.sandbox.protocol import TensorFile, dtype_name, sign, write_atomic
+from kbench.sandbox.protocol import (
+    ForgedResult,
+    TensorFile,
+    dtype_name,
+    read_signed,
+    write_atomic,
+    write_signed,
+)
 
 RECEIVE_FILE = "receive.json"
 LAYOUTS_FILE = "layouts.json"
@@ -29,6 +36,7 @@ LAYOUTS_FILE = "layouts.json"
 # outputs and the host has read them: the candidate's timing loop waits for it (JobSpec.settle), so
 # neither falls within the loop. A candidate that writes it itself only times itself beside that work.
 SETTLED_FILE = "settled"
+POLL_S = 0.002  # how often a waiting worker looks for the host's file
 Layout = tuple[str, list[int]]  # an output's dtype name and shape
 
 
@@ -60,6 +68,12 @@ def seal(key: bytes, seed: str, index: int, handle: bytes) -> str:
 
 def unseal(key: bytes, seed: str, index: int, sealed: str) -> bytes:
     return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _pad(key, seed, index), strict=True))
+
+
+def wait_for(path: Path) -> None:
+    """Wait until the host has written `path` (its offer, or SETTLED_FILE), looking every POLL_S."""
+    while not path.exists():
+        time.sleep(POLL_S)
 
 
 def mark_settled(jobdir: Path) -> None:
@@ -98,19 +112,14 @@ class Layouts(BaseModel):
 def write_layouts(jobdir: Path, outputs: Mapping[str, Sequence[Any]], key: bytes) -> None:
     """Sign and write the layouts of `outputs` (seed -> tensors) for the host (read_layouts)."""
     body = Layouts(seeds={seed: [layout_of(v) for v in values] for seed, values in outputs.items()})
-    text = body.model_dump_json()
-    write_atomic(jobdir / LAYOUTS_FILE, json.dumps({"body": text, "mac": sign(text, key)}))
+    write_signed(jobdir / LAYOUTS_FILE, body.model_dump_json(), key)
 
 
 def read_layouts(jobdir: Path, key: bytes) -> dict[int, list[Layout | None]] | None:
     """The worker's signed layouts by seed; None while there are none, or when they do not verify (the
     host then waits for the signed result, which says the same or fails as forged)."""
     try:
-        wrapper = json.loads((jobdir / LAYOUTS_FILE).read_text())
-        text, mac = wrapper["body"], wrapper["mac"]
-        if not isinstance(text, str) or not hmac.compare_digest(sign(text, key), str(mac)):
-            return None
-        seeds = Layouts.model_validate_json(text).seeds
+        seeds = Layouts.model_validate_json(read_signed(jobdir / LAYOUTS_FILE, key)).seeds
         return {int(s): [None if x is None else (x[0], list(x[1])) for x in row] for s, row in seeds.items()}
-    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+    except (ForgedResult, OSError, ValueError, KeyError, TypeError, ValidationError):
         return None

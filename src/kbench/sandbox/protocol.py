@@ -6,7 +6,7 @@ file); the signature covers the JSON body, which lists the digest of every tenso
 that writes its own `result.json` and exits does not know the key, so the host reports `result-forged`.
 Tensor files are raw bytes (`.bin`; dtype and shape in the signed body), written in one pass and mapped
 by the host, never unpickled; their digest (`digest`) is a BLAKE3 of the BLAKE3s of their 64 MiB chunks,
-hashed on all cores (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side;
+hashed on a quarter of the cores (`HASH_THREADS`; a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side;
 `TensorFile.sha256` keeps its old name). Files listed without a dtype (reference caches of earlier
 versions) are `.pt` files read with `torch.load(weights_only=True)`, which unpickles tensors only.
 
@@ -210,13 +210,27 @@ def sign(body: str, key: bytes) -> str:
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
-def write_result(jobdir: Path, result: WorkerResult, key: bytes) -> None:
-    body = result.model_dump_json()
-    write_atomic(jobdir / RESULT_FILE, json.dumps({"body": body, "mac": sign(body, key)}))
+def write_signed(path: Path, body: str, key: bytes) -> None:
+    """`body` with its HMAC under the job's `key`, written atomically (read back by `read_signed`)."""
+    write_atomic(path, json.dumps({"body": body, "mac": sign(body, key)}))
 
 
 class ForgedResult(Exception):
     """The result file exists but is malformed or its signature/file hashes do not verify."""
+
+
+def read_signed(path: Path, key: bytes) -> str:
+    """The body of a `write_signed` file; ForgedResult when its signature does not verify (OSError,
+    ValueError, KeyError or TypeError when it is missing or not such a file)."""
+    wrapper = json.loads(path.read_text())
+    body, mac = wrapper["body"], wrapper["mac"]
+    if not isinstance(body, str) or not hmac.compare_digest(sign(body, key), str(mac)):
+        raise ForgedResult("signature does not verify")
+    return body
+
+
+def write_result(jobdir: Path, result: WorkerResult, key: bytes) -> None:
+    write_signed(jobdir / RESULT_FILE, result.model_dump_json(), key)
 
 
 def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | None:
@@ -226,11 +240,7 @@ def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | 
     if not path.exists():
         return None
     try:
-        wrapper = json.loads(path.read_text())
-        body, mac = wrapper["body"], wrapper["mac"]
-        if not isinstance(body, str) or not hmac.compare_digest(sign(body, key), str(mac)):
-            raise ForgedResult("signature does not verify")
-        result = WorkerResult.model_validate_json(body)
+        result = WorkerResult.model_validate_json(read_signed(path, key))
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
         raise ForgedResult(f"malformed result file: {type(exc).__name__}") from None
     outputs = [f for listed in result.outputs.values() for f in listed if not f.received]  # received: in

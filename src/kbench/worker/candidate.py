@@ -199,10 +199,9 @@ class CandidateJob:
     def wait_settled(self) -> None:
         """Wait for the host's word that the reference beside this worker has written its outputs and the
         host has read them (sandbox/offer.py SETTLED_FILE)."""
-        from kbench.sandbox.offer import SETTLED_FILE
+        from kbench.sandbox.offer import SETTLED_FILE, wait_for
 
-        while not (self.jobdir / SETTLED_FILE).exists():
-            time.sleep(0.002)
+        wait_for(self.jobdir / SETTLED_FILE)
 
     def correctness(self, loaded: Any) -> None:
         from kbench.problems.inputs import make_inputs

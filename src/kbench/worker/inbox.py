@@ -12,15 +12,12 @@ offer, so an output that never arrived is a mismatch, and the buffers reach noth
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from kbench.sandbox import devmem
-from kbench.sandbox.offer import RECEIVE_FILE, Slot, read_offer, unseal
+from kbench.sandbox.offer import RECEIVE_FILE, Slot, read_offer, unseal, wait_for
 from kbench.sandbox.protocol import TensorFile, dtype_name
-
-POLL_S = 0.002  # how often the worker looks for the host's offer while it waits
 
 devmem.bind()  # the driver's functions, resolved before the candidate is imported
 
@@ -32,8 +29,7 @@ class Inbox:
         self.opened: dict[tuple[str, int], Any] = {}  # (seed, output) -> device tensor over the buffer
         self.pointers: list[int] = []
         self.failed = ""  # why outputs went to files after all
-        while not (jobdir / RECEIVE_FILE).exists():  # written by the host once the reference's are known
-            time.sleep(POLL_S)
+        wait_for(jobdir / RECEIVE_FILE)  # written by the host once the reference's outputs are known
         try:
             self.slots = read_offer(jobdir).slots
         except (OSError, ValueError) as exc:
