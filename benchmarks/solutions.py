@@ -4,15 +4,18 @@
 
 Three phases; a failing solution is recorded and the run goes on:
 1. warm-up, in parallel subprocesses (one per job, each with a hard timeout): build every CUDA solution
-   (load_inline caches by name in a shared extension folder), run every Triton solution once (Triton's disk
-   cache) and torch.compile every reference once (Inductor's disk cache). Cold, one CUDA build takes ~55 s
-   on an H200 host; 16 at a time bring the phase to ~3 minutes there.
+   (through kbench's content-addressed build cache, with the evaluator's cheaper header recipes), run every
+   Triton solution once (Triton's disk cache) and torch.compile every reference once (Inductor's disk
+   cache). CUDA builds are the long pole and start first.
 2. timing, one subprocess per batch (baseline, cuda, triton; benchmarks/solutions_worker.py), problems in
    order; each result is appended to OUT/BATCH.jsonl as soon as it exists, so a crash loses one problem:
    the batch is restarted after it. All modes use kbench.timing.time_callable (CUDA events, L2 flush,
    warm-up, >= 50 calls, a per-mode budget).
 3. report: OUT/results.json, OUT/solutions.md (a row per problem and a summary) and a printed summary with
-   the geometric-mean speedups over eager of each backend and of torch.compile on the same problems.
+   the geometric-mean speedups over eager of each backend, of the best solution per problem and of
+   torch.compile on the same problems; each solution's max error next to fp32 eager's, both against an fp64
+   run of the reference; and, where the best solution does not beat torch.compile, the row says why in
+   speed-of-light terms.
 
 `--report-only` rebuilds step 3 from the JSONL files already in OUT. `--device cpu --preset small` (with
 TRITON_INTERPRET=1) dry-runs the whole pipeline without a GPU; its timings mean nothing.
@@ -25,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,17 +35,16 @@ from typing import Any
 
 import common
 from solutions_report import build_table, machine, markdown, summarize
-from solutions_worker import BACKENDS, ROOT, parse_ids, solution_path
+from solutions_worker import BACKENDS, CACHE, ROOT, parse_ids, solution_path
 
 WORKER = Path(__file__).resolve().parent / "solutions_worker.py"
 
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    cache = Path(tempfile.gettempdir()) / "kbench-solutions-cache"  # builds stay out of the results folder
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(cache / "torch_extensions"))
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache / "inductor"))
-    env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(CACHE / "torch_extensions"))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
+    env.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
     env.setdefault("MAX_JOBS", "2")  # one .cu and one .cpp per extension
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
@@ -145,19 +146,26 @@ def report(args: argparse.Namespace, ids: list[int], extra: dict[str, Any]) -> N
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--problems", default="1-36")
+    ap.add_argument("--problems", default="1-113", help="level-2 ids (default: the whole level)")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument(
         "--budget-s", type=float, default=0.3, help="timing budget per mode and problem (>= 50 calls)"
     )
     ap.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--warm-timeout-s", type=float, default=240.0)
-    ap.add_argument("--batch-timeout-s", type=float, default=300.0, help="cap per batch (~2-3 min expected)")
+    ap.add_argument(
+        "--batch-timeout-s", type=float, default=900.0, help="cap per batch (~1.5 s a problem expected)"
+    )
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from OUT/*.jsonl")
     ap.add_argument("--warm-only", action="store_true", help="phase 1 only: fill the build/compile caches")
+    ap.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="skip phase 1 (caches filled by an earlier --warm-only); batches resume after the rows in OUT",
+    )
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
@@ -166,7 +174,7 @@ def main() -> None:
     if args.report_only:
         return report(args, ids, {})
     env, t0 = _env(), time.perf_counter()
-    warmed = phase_warm(args, ids, env)
+    warmed = {} if args.no_warm else phase_warm(args, ids, env)
     if args.warm_only:
         print(json.dumps({"warm_failed": [j for j, w in warmed.items() if w["rc"]]}))
         return None

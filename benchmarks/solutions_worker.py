@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import json
 import math
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -24,6 +25,8 @@ from common import ROOT
 SOLUTIONS = ROOT / "src" / "kbench" / "suite" / "solutions"
 BACKENDS = ("cuda", "triton")
 BATCHES = ("baseline", *BACKENDS)
+CACHE = Path(tempfile.gettempdir()) / "kbench-solutions-cache"  # builds stay out of the results folder
+BUILDS = CACHE / "builds"
 
 
 def parse_ids(spec: str) -> list[int]:
@@ -69,6 +72,15 @@ def _model(args: argparse.Namespace, loaded: Any, model_cls: Any = None) -> Any:
     init = loaded.get_init_inputs()
     torch.manual_seed(42)
     return (model_cls or loaded.Model)(*init).to(args.device)
+
+
+def _install_build_cache(root: Path) -> None:
+    """Build CUDA solutions through kbench's content-addressed build cache, as the evaluator's workers do:
+    the cheaper header recipes first (same binary meaning, about a third of a plain `load_inline`'s time),
+    one finished build per source shared by every process, no lock files."""
+    from kbench.backends import KernelRecorder, buildcache
+
+    buildcache.install(KernelRecorder(), root)
 
 
 def _import(path: Path) -> Any:
@@ -135,6 +147,29 @@ def _compare(out: Any, ref: Any, tol: float) -> tuple[bool, float]:
     return ok, float(err.max().item()) if err.numel() else 0.0
 
 
+def _reference64(args: argparse.Namespace, loaded: Any, inputs: list[Any]) -> Any:
+    """The reference run in fp64 (same parameters, inputs widened), the yardstick for fp32 rounding; None
+    where an operator has no fp64 kernel."""
+    import torch
+
+    wide = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    try:
+        with torch.no_grad():
+            out = _model(args, loaded).double()(*wide)
+    except (RuntimeError, NotImplementedError):
+        return None
+    return out if isinstance(out, torch.Tensor) else None
+
+
+def _err64(out: Any, ref64: Any) -> float | None:
+    """Max abs difference from the fp64 reference."""
+    import torch
+
+    if ref64 is None or not isinstance(out, torch.Tensor) or out.shape != ref64.shape:
+        return None
+    return float((out.double() - ref64).abs().max().item()) if out.numel() else 0.0
+
+
 def run_baseline(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     import torch
 
@@ -142,6 +177,8 @@ def run_baseline(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     model = _model(args, loaded)
     row: dict[str, Any] = {"problem": pid, "name": problem.name, "tags": list(problem.tags)}
     row.update(_sol(problem, args.preset))
+    with torch.no_grad():
+        row["eager_err64"] = _err64(model(*inputs), _reference64(args, loaded, inputs))
     row["eager"] = _time(args, model, inputs)
     if not args.no_compile:
         compiled = torch.compile(model)
@@ -167,6 +204,8 @@ def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     _sync(args.device)
     ok, max_err = _compare(out, ref, problem.tol("fp32"))
     row: dict[str, Any] = {"problem": pid, "status": "ok" if ok else "mismatch", "max_abs_err": max_err}
+    row["err64"] = _err64(out, _reference64(args, loaded, inputs))
+    del ref
     if ok:
         row["time"] = _time(args, model, inputs)
     return row
@@ -213,14 +252,16 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", choices=BATCHES)
     ap.add_argument("--warm", help="KIND:ID with KIND one of cuda, triton, compile")
-    ap.add_argument("--problems", default="1-36")
+    ap.add_argument("--problems", default="1-113")
     ap.add_argument("--budget-s", type=float, default=0.5)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="full")
+    ap.add_argument("--builds", type=Path, default=BUILDS, help="kbench's build cache for the CUDA solutions")
     args = ap.parse_args()
     from kbench.problems.inputs import ieee_numerics
 
+    _install_build_cache(args.builds)
     ieee_numerics()  # fp32 as fp32 (TF32 off for cuDNN too), as the evaluator's workers run
     if args.warm:
         warm(args)

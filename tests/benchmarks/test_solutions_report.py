@@ -1,0 +1,124 @@
+"""benchmarks/solutions_report.py: the best solution per problem, the note where it does not beat
+torch.compile, and the summary a whole-level run is judged by; plus a CPU dry run of the whole pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import solutions_report as report  # noqa: E402
+
+
+def _rows() -> dict[str, dict[int, dict]]:
+    t = lambda ms: {"median_ms": ms}  # noqa: E731
+    base = {
+        # memory-bound, compile far from the floor, the Triton solution wins
+        1: {
+            "name": "Ew",
+            "tags": ["elementwise-chain"],
+            "bound": "memory",
+            "sol_ms": 0.1,
+            "eager": t(1.0),
+            "compile": t(0.4),
+            "eager_err64": 1e-7,
+        },
+        # compute-bound GEMM chain, nobody beats compile
+        2: {
+            "name": "Gemm",
+            "tags": ["gemm-epilogue"],
+            "bound": "compute",
+            "sol_ms": 1.0,
+            "eager": t(2.0),
+            "compile": t(1.5),
+        },
+        # compile already at 90 % of the floor
+        3: {
+            "name": "Norm",
+            "tags": ["norm-act"],
+            "bound": "memory",
+            "sol_ms": 0.9,
+            "eager": t(3.0),
+            "compile": t(1.0),
+        },
+        # no correct solution
+        4: {"name": "Bad", "tags": [], "bound": "memory", "sol_ms": 0.1, "eager": t(1.0), "compile": t(0.5)},
+    }
+    cuda = {
+        1: {"status": "ok", "time": t(0.2), "max_abs_err": 0.0, "err64": 2e-7},
+        2: {"status": "ok", "time": t(1.5)},
+        3: {"status": "ok", "time": t(1.005)},
+        4: {"status": "mismatch", "max_abs_err": 1.0},
+    }
+    triton = {1: {"status": "ok", "time": t(0.125)}, 2: {"status": "ok", "time": t(1.6)}}
+    return {"baseline": base, "cuda": cuda, "triton": triton}
+
+
+def test_best_is_the_faster_backend_and_notes_say_why_not_faster() -> None:
+    table = report.build_table([1, 2, 3, 4], _rows())
+    by_id = {e["problem"]: e for e in table}
+    assert by_id[1]["best"]["backend"] == "triton" and by_id[1]["best"]["vs_eager"] == pytest.approx(8.0)
+    assert by_id[1]["note"] == ""
+    assert by_id[2]["best"]["backend"] == "cuda"
+    assert "GEMM/convolution dominates" in by_id[2]["note"] and "67% of SOL" in by_id[2]["note"]
+    assert "already near the floor" in by_id[3]["note"]  # 1.005 ms vs 1.0: a tie within the noise floor
+    assert by_id[4]["best"]["backend"] is None and by_id[4]["note"] == "no correct solution"
+    assert by_id[4]["triton"]["status"] == "not run"
+
+
+def test_summary_counts_the_best_per_problem() -> None:
+    table = report.build_table([1, 2, 3, 4], _rows())
+    best = report.summarize(table, ["cuda", "triton"])["best"]
+    assert (best["correct"], best["of"]) == (3, 4)
+    assert best["faster_than_compile"] == 1
+    assert best["not_ok"] == {4: "none"}
+    assert best["geomean_vs_eager"] == pytest.approx((8.0 * (2.0 / 1.5) * (3.0 / 1.005)) ** (1 / 3))
+    page = report.markdown(
+        table,
+        report.summarize(table, ["cuda", "triton"]),
+        ["cuda", "triton"],
+        {"date": "D", "torch": "T", "triton": "R", "cuda": "C", "gpu": "G", "preset": "full"},
+    )
+    assert "| 1_Ew | memory |" in page and "best solution per problem: 3 of 4 correct" in page
+    assert "1.0e-07" in page and "2.0e-07" in page  # fp32 eager's error and the CUDA solution's, vs fp64
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_of_the_whole_pipeline(tmp_path: Path) -> None:
+    """`--device cpu --preset small` with the Triton interpreter: warm-up, the batches and the report."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TMPDIR": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        str(BENCHMARKS / "solutions.py"),
+        "--out",
+        str(tmp_path / "out"),
+        "--problems",
+        "23,24",
+        "--backends",
+        "triton",
+        "--device",
+        "cpu",
+        "--preset",
+        "small",
+        "--no-compile",
+        "--budget-s",
+        "0.01",
+        "--jobs",
+        "2",
+    ]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [e["problem"] for e in results["table"]] == [23, 24]
+    for e in results["table"]:
+        assert e["triton"]["status"] == "ok" and e["best"]["backend"] == "triton"
+        assert e["eager_err64"] is not None and e["triton"]["err64"] is not None
+        assert e["triton"]["err64"] < 1e-4
+    assert results["summary"]["best"]["correct"] == 2
