@@ -334,3 +334,15 @@ def test_gpu_wrong_values_and_wrong_shapes_are_caught_as_before(tmp_path: Path) 
     cpu = honest.replace("return out", "return out.cpu()")
     v = _gpu_run(tmp_path, cpu, measure=False)
     assert (v.status, v.rule) == (Status.MISMATCH, "output-device"), v.message
+
+
+@pytest.mark.gpu
+def test_gpu_premirror_copies_once_and_the_judge_reuses_it() -> None:
+    from kbench.evaluate.device_outputs import mirrored, premirror
+
+    ref = ReferenceData(outputs={1: [torch.arange(6.0)], 2: [torch.ones(3), 5]}, checksums={})
+    premirror(ref, [1, 2, 3], "cuda:0")  # 3: a seed the reference does not hold is skipped
+    held = ref.device_outputs[(1, "cuda:0")]
+    assert held[0].is_cuda and torch.equal(held[0].cpu(), torch.arange(6.0))
+    assert mirrored(ref, 1, "cuda:0") is held  # the judge's lookup: no second copy
+    assert ref.device_outputs[(2, "cuda:0")][1] == 5 and (3, "cuda:0") not in ref.device_outputs

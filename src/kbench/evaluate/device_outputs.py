@@ -52,10 +52,17 @@ class Receiver:
         self.close()
 
     def prepare(self) -> None:
-        """Start CUDA in this process and resolve the driver's functions ahead of `offer` (which then
-        waits on torch's start, and says why if it failed)."""
+        """Start CUDA in this process, resolve the driver's functions ahead of `offer` (which then waits
+        on torch's start, and says why if it failed) and load the comparison's kernels, so the verdict's
+        first comparison on the device does not pay for them."""
         with contextlib.suppress(Exception):
             devmem.free_bytes(self.device)
+            import torch
+
+            from kbench.evaluate.compare import compare
+
+            tiny = torch.ones(4, device=self.device)
+            compare(tiny, tiny.clone(), 1e-4)
 
     def offer(self, jobdir: Path, layouts: Mapping[int, Sequence[Layout | None]]) -> None:
         """Allocate a buffer per floating-point output in `layouts` (seed -> per output (dtype, shape), or
@@ -202,6 +209,15 @@ def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
     cap = torch.cuda.get_device_properties(torch.device(device)).total_memory // MIRROR_SHARE
     remember(holder, seed, device, copies, size, cap)
     return copies
+
+
+def premirror(ref: ReferenceData, seeds: Sequence[int], device: str) -> None:
+    """Mirror the reference's outputs of `seeds` onto `device` ahead of the judge, while the candidate
+    runs; a failure here (memory) is left for the judge's own `mirrored` to report."""
+    with contextlib.suppress(Exception):
+        for seed in seeds:
+            if seed in ref.outputs:
+                mirrored(ref, seed, device)
 
 
 def remember(holder: DeviceCopies, seed: int, device: str, copies: list[Any], size: int, cap: int) -> None:
