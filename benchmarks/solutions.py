@@ -46,6 +46,8 @@ def _env() -> dict[str, str]:
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE / "inductor"))
     env.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
     env.setdefault("MAX_JOBS", "2")  # one .cu and one .cpp per extension
+    # the warm-up runs --jobs compiles at once: one Inductor compile worker each, not a pool per process
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
     return env
