@@ -1,32 +1,95 @@
-"""Linear + softmax: cuBLAS GEMM without its bias, then one Triton program per row adds the bias and runs an
-online softmax in place: one pass for the running max and rescaled sum, one pass to write (eager: addmm
-+ softmax)."""
+"""Linear + softmax as a Triton GEMM whose epilogue starts the reduction, and one row pass:
+1. GEMM: each [128 x 128] tile adds the bias, writes y, and stores per row the tile's max m_t and
+   s_t = sum exp(y - m_t) (64 partials per row at the full size);
+2. one program per row merges its partials in a fixed order (m = max m_t, s = sum s_t exp(m_t - m)) and
+   writes exp(y - m) / s in place.
+The 134 MB logits (full size) are written once, read once and written once, as eager's addmm + softmax do
+at best, but the GEMM itself runs on tensor cores (below).
+
+The GEMM (137 GFLOP at the full size) runs on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
+accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-4 tolerance -- where cuBLAS with
+TF32 off runs on the fp32 SIMT units (~75 % of their peak, the ceiling the eager and compiled references
+share). Programs are grouped 8 row-tiles at a time so neighbouring programs reuse the same weight tiles from
+L2.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+7.4e-9."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
+BM, BN, BK = 128, 128, 64  # 8 warps, 3 stages of 64 KB: 92 TFLOP/s on an H200 (78 at BK = 32, 57 at 128 x 256)
+
 
 @triton.jit
-def bias_softmax_kernel(y_ptr, b_ptr, n, BLOCK: tl.constexpr):
-    row = y_ptr + tl.program_id(0).to(tl.int64) * n
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, n, BLOCK):
+def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row block, column block) of this program; GROUP_M row blocks share each band of W tiles in L2."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    per_group = GROUP_M * tl.cdiv(N, BN)
+    first_m = (pid // per_group) * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % size_m, (pid % per_group) // size_m
+
+
+@triton.jit
+def gemm_tile(x_ptr, w_ptr, rows, cols, K,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
+    """fp32 [BM, BN] tile of x @ W^T on 3xTF32 tensor cores, for in-bounds indices `rows` of x [M, K] and
+    `cols` of W [N, K]: both operands are K-contiguous, the layout tensor cores read directly."""
+    rk = tl.arange(0, BK)
+    px = x_ptr + rows.to(tl.int64)[:, None] * K + rk[None, :]
+    pw = w_ptr + cols.to(tl.int64)[None, :] * K + rk[:, None]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        if EVEN_K:
+            a = tl.load(px)
+            b = tl.load(pw)
+        else:
+            a = tl.load(px, mask=rk[None, :] < K - k0, other=0.0)
+            b = tl.load(pw, mask=rk[:, None] < K - k0, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="tf32x3")
+        px += BK
+        pw += BK
+    return acc
+
+
+@triton.jit
+def linear_partial_softmax_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, pm_ptr, ps_ptr, M, N, K,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    # rows/columns past the edge compute on row/column 0 (in bounds, no masks in the K loop); stores drop them
+    acc = gemm_tile(x_ptr, w_ptr, rm % M, rn % N, K, BM, BN, BK, EVEN_K)
+    y = acc + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    tl.store(y_ptr + rm.to(tl.int64)[:, None] * N + rn[None, :], y, mask=mask)
+    y = tl.where((rn < N)[None, :], y, float("-inf"))
+    mx = tl.max(y, axis=1)
+    s = tl.sum(tl.exp(y - mx[:, None]), axis=1)
+    offs = rm.to(tl.int64) * tl.cdiv(N, BN) + pid_n
+    tl.store(pm_ptr + offs, mx, mask=rm < M)
+    tl.store(ps_ptr + offs, s, mask=rm < M)
+
+
+@triton.jit
+def softmax_finish_kernel(y_ptr, pm_ptr, ps_ptr, N, T, BT: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    t = tl.arange(0, BT)
+    pm = tl.load(pm_ptr + row * T + t, mask=t < T, other=float("-inf"))
+    ps = tl.load(ps_ptr + row * T + t, mask=t < T, other=0.0)
+    mx = tl.max(pm, axis=0)
+    inv = 1.0 / tl.sum(ps * tl.exp(pm - mx), axis=0)
+    base = y_ptr + row * N
+    for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < n
-        v = tl.load(row + cols, mask=mask, other=float("-inf")) + tl.load(b_ptr + cols, mask=mask, other=0.0)
-        m_new = tl.maximum(m, v)
-        s = s * tl.exp(tl.where(m_new == float("-inf"), 0.0, m - m_new)) + tl.where(mask, tl.exp(v - m_new), 0.0)
-        m = m_new
-    mb = tl.max(m, axis=0)
-    inv = 1.0 / tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp(m - mb)), axis=0)
-    for start in range(0, n, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        mask = cols < n
-        v = tl.load(row + cols, mask=mask) + tl.load(b_ptr + cols, mask=mask)
-        tl.store(row + cols, tl.exp(v - mb) * inv, mask=mask)
+        mask = cols < N
+        tl.store(base + cols, tl.exp(tl.load(base + cols, mask=mask, other=0.0) - mx) * inv, mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -35,7 +98,21 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(in_features, out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.mm(x, self.linear.weight.t())
-        m, n = y.shape
-        bias_softmax_kernel[(m,)](y, self.linear.bias, n, BLOCK=1024)
+        x = x.contiguous()
+        w = self.linear.weight.contiguous()
+        m, k = x.shape
+        n = w.shape[0]
+        tiles = triton.cdiv(n, BN)
+        y = torch.empty((m, n), device=x.device, dtype=x.dtype)
+        pm = torch.empty((m, tiles), device=x.device, dtype=torch.float32)
+        ps = torch.empty_like(pm)
+        linear_partial_softmax_kernel[(triton.cdiv(m, BM) * tiles,)](
+            x, w, self.linear.bias, y, pm, ps, m, n, k,
+            BM=BM, BN=BN, BK=BK, GROUP_M=8, EVEN_K=k % BK == 0, num_warps=8, num_stages=3,
+        )
+        block = min(4096, triton.next_power_of_2(n))
+        softmax_finish_kernel[(m,)](
+            y, pm, ps, n, tiles,
+            BT=max(2, triton.next_power_of_2(tiles)), BLOCK=block, num_warps=max(1, min(8, block // 512)),
+        )
         return y
