@@ -1,38 +1,71 @@
-"""Conv2d + logsumexp over channels + shift + sigmoid: cuDNN convolution without its bias, then one Triton
-kernel: each program takes a sample's block of pixels, streams the channels (each channel's pixels are
-contiguous, so every load is coalesced) with the bias added on the fly, keeps a running max and rescaled sum
-per pixel (online logsumexp, one read of the conv output) and writes sigmoid(lse - shift). At the full size
-the 268 MB conv output is read once and 2 MB written; eager adds the bias (a read and a write), then
-logsumexp's max, subtract, exp, sum and log passes and two more elementwise kernels.
+"""Conv2d + logsumexp over channels + shift + sigmoid as one Triton implicit-GEMM convolution with the
+reduction in its epilogue: GEMM rows are 128 consecutive output pixels of one sample and one tile holds every
+output channel (128 at the full size), so each pixel's logsumexp over the channels finishes in registers.
+The reduction runs over (input channel, kh, kw) in steps of 32; each step gathers the [32 x 128] input patch
+straight from x (zero padding by masks, threads along the pixels so the gather is coalesced) and multiplies
+it by the weight viewed as [Cout, Cin*KH*KW]. The epilogue adds the bias, forms max + log(sum(exp(y - max)))
+per pixel (padding channels at -inf) and writes sigmoid(lse - shift): only the 2 MB result (full size)
+reaches memory, where eager writes the 268 MB conv output and reads it back for logsumexp.
 
-The convolution (77 GFLOP at the full size) stays in cuDNN, IEEE fp32 with TF32 off as the reference runs it:
-it is most of the time at the full size, and beating it takes a 3xTF32 implicit-GEMM kernel on the tensor
-cores that has to be tuned on the GPU; what follows it is fused.
+The products (77 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
+accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-4 tolerance -- where cuDNN with
+TF32 off runs on the fp32 SIMT units.
 Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
 7.5e-8."""
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def channel_lse_sigmoid_kernel(y_ptr, b_ptr, out_ptr, channels, hw, shift, BP: tl.constexpr):
-    n = tl.program_id(0)
-    p = tl.program_id(1) * BP + tl.arange(0, BP)
-    pmask = p < hw
-    base = y_ptr + n.to(tl.int64) * channels * hw + p
-    m = tl.full([BP], float("-inf"), tl.float32)
-    s = tl.zeros([BP], dtype=tl.float32)
-    for c in range(0, channels):
-        v = tl.load(base + c * hw, mask=pmask, other=0.0) + tl.load(b_ptr + c)
-        m_new = tl.maximum(m, v)
-        s = s * tl.exp(m - m_new) + tl.exp(v - m_new)
-        m = m_new
-    lse = m + tl.log(s)
-    tl.store(out_ptr + n.to(tl.int64) * hw + p, tl.sigmoid(lse - shift), mask=pmask)
+def _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
+               KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
+               PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # acc[p, c] = sum_k x[ci, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW] * w[c, k] over k = (ci, kh, kw)
+    ih0 = (p // out_w) * SH - PH
+    iw0 = (p % out_w) * SW - PW
+    red = cin * KH * KW
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k0 in range(0, red, BK):
+        k = k0 + tl.arange(0, BK)
+        kmask = k < red
+        ci = k // (KH * KW)
+        kh = (k % (KH * KW)) // KW
+        kw = k % KW
+        # the patch is gathered as [BK, BM] (pixels fastest: neighbouring threads read neighbouring ow)
+        ih = ih0[None, :] + (kh * DH)[:, None]
+        iw = iw0[None, :] + (kw * DW)[:, None]
+        amask = kmask[:, None] & pmask[None, :] & (ih >= 0) & (ih < height) & (iw >= 0) & (iw < width)
+        at = tl.load(x_base + ci[:, None] * (height * width) + ih * width + iw, mask=amask, other=0.0)
+        b = tl.load(w_ptr + co[None, :] * red + k[:, None], mask=kmask[:, None] & cmask[None, :], other=0.0)
+        acc = tl.dot(tl.trans(at), b, acc, input_precision="tf32x3")
+    return acc
+
+
+@triton.jit
+def conv_lse_sigmoid_kernel(x_ptr, w_ptr, b_ptr, out_ptr, cin, height, width, cout, out_h, out_w, shift,
+                            KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                            PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # program (pixel tile, sample); BN >= cout: the tile holds every channel
+    n = tl.program_id(1)
+    npix = out_h * out_w
+    p = tl.program_id(0) * BM + tl.arange(0, BM)
+    co = tl.arange(0, BN)
+    pmask = p < npix
+    cmask = co < cout
+    x_base = x_ptr + n.to(tl.int64) * cin * height * width
+    acc = _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
+                     KH, KW, SH, SW, PH, PW, DH, DW, BM, BN, BK)
+    y = acc + tl.load(b_ptr + co, mask=cmask, other=0.0)[None, :]
+    y = tl.where(cmask[None, :], y, float("-inf"))
+    mx = tl.max(y, axis=1)
+    lse = mx + tl.log(tl.sum(tl.exp(y - mx[:, None]), axis=1))
+    tl.store(out_ptr + n.to(tl.int64) * npix + p, tl.sigmoid(lse - shift), mask=pmask)
 
 
 class ModelNew(nn.Module):
@@ -42,9 +75,18 @@ class ModelNew(nn.Module):
         self.shift = shift
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.conv2d(x, self.conv.weight, None, self.conv.stride, self.conv.padding).contiguous()
-        n, c, h, w = y.shape
-        out = torch.empty((n, 1, h, w), device=y.device, dtype=y.dtype)
-        bp = min(512, triton.next_power_of_2(h * w))
-        channel_lse_sigmoid_kernel[(n, triton.cdiv(h * w, bp))](y, self.conv.bias, out, c, h * w, self.shift, BP=bp)
+        x = x.contiguous()
+        cv = self.conv
+        n, cin, h, w = x.shape
+        cout, _, kh, kw = cv.weight.shape
+        (sh, sw), (ph, pw), (dh, dw) = cv.stride, cv.padding, cv.dilation
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        out = torch.empty((n, 1, oh, ow), device=x.device, dtype=x.dtype)
+        bm, bn, bk = 128, max(16, triton.next_power_of_2(cout)), 32
+        conv_lse_sigmoid_kernel[(triton.cdiv(oh * ow, bm), n)](
+            x, cv.weight.contiguous(), cv.bias, out, cin, h, w, cout, oh, ow, self.shift,
+            KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw,
+            BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3,
+        )
         return out

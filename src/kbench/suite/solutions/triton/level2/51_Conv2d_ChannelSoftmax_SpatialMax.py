@@ -1,56 +1,78 @@
-"""Conv2d + softmax over channels + max over space: cuDNN convolution without its bias, then two Triton
-kernels. The max over space of a softmax is exp(max_p (y_c(p) - lse(p))), so no probability is ever written:
-1. each program holds a [channels x pixels] tile of one sample in registers (a single read of the conv output,
-   coalesced along the pixels), adds the bias, forms every pixel's logsumexp over the channels and stores, per
-   channel, the tile's max of y_c - lse;
-2. one program per (sample, channel block) takes the max over the tiles and exponentiates.
-At the full size the 268 MB conv output is read once; eager adds the bias (read + write), then softmax (reads
-and a 268 MB write) and amax (another read).
+"""Conv2d + softmax over channels + max over space as one Triton implicit-GEMM convolution with both
+reductions in its epilogue: GEMM rows are 128 consecutive output pixels of one sample and one tile holds every
+output channel (128 at the full size). The reduction runs over (input channel, kh, kw) in steps of 32; each
+step gathers the [32 x 128] input patch straight from x (zero padding by masks, threads along the pixels so
+the gather is coalesced) and multiplies it by the weight viewed as [Cout, Cin*KH*KW].
 
-The convolution (77 GFLOP at the full size) stays in cuDNN, IEEE fp32 with TF32 off as the reference runs it:
-it is most of the time at the full size, and beating it takes a 3xTF32 implicit-GEMM kernel on the tensor
-cores that has to be tuned on the GPU; what follows it is fused.
+The max over space of a softmax is max_p exp(y_c(p) - lse(p)), so no probability is ever written: the
+epilogue adds the bias, forms every pixel's logsumexp over the channels in registers, takes each channel's
+maximum of exp(y_c - lse) over the tile's pixels and merges it into out[n, c] with an atomic max. The values
+are non-negative and a maximum does not depend on the order of the merges, so the result is deterministic
+and the merge adds no rounding (out starts at 0, which no probability is below). Only the 16 KB result (full
+size) reaches memory; eager writes the 268 MB conv output, reads it for softmax, writes the 268 MB
+probabilities and reads them for amax.
+
+The products (77 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
+accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-4 tolerance -- where cuDNN with
+TF32 off runs on the fp32 SIMT units.
 Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
-8.9e-8."""
+1.0e-7."""
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def softmax_tile_max_kernel(y_ptr, b_ptr, part_ptr, channels, hw, tiles, BC: tl.constexpr, BP: tl.constexpr):
-    # program (sample, tile of pixels): part[sample, tile, c] = max_p (y_c(p) + b_c - lse(p))
-    n = tl.program_id(0)
-    t = tl.program_id(1)
-    c = tl.arange(0, BC)
-    p = t * BP + tl.arange(0, BP)
-    cmask = c < channels
-    pmask = p < hw
-    mask = cmask[:, None] & pmask[None, :]
-    ptr = y_ptr + n.to(tl.int64) * channels * hw + c[:, None] * hw + p[None, :]
-    v = tl.load(ptr, mask=mask, other=0.0) + tl.load(b_ptr + c, mask=cmask, other=0.0)[:, None]
-    v = tl.where(cmask[:, None], v, float("-inf"))
-    mx = tl.max(v, axis=0)
-    lse = mx + tl.log(tl.sum(tl.exp(v - mx[None, :]), axis=0))
-    d = tl.where(mask, v - lse[None, :], float("-inf"))
-    tl.store(part_ptr + (n * tiles + t) * channels + c, tl.max(d, axis=1), mask=cmask)
+def _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
+               KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
+               PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # acc[p, c] = sum_k x[ci, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW] * w[c, k] over k = (ci, kh, kw)
+    ih0 = (p // out_w) * SH - PH
+    iw0 = (p % out_w) * SW - PW
+    red = cin * KH * KW
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for k0 in range(0, red, BK):
+        k = k0 + tl.arange(0, BK)
+        kmask = k < red
+        ci = k // (KH * KW)
+        kh = (k % (KH * KW)) // KW
+        kw = k % KW
+        # the patch is gathered as [BK, BM] (pixels fastest: neighbouring threads read neighbouring ow)
+        ih = ih0[None, :] + (kh * DH)[:, None]
+        iw = iw0[None, :] + (kw * DW)[:, None]
+        amask = kmask[:, None] & pmask[None, :] & (ih >= 0) & (ih < height) & (iw >= 0) & (iw < width)
+        at = tl.load(x_base + ci[:, None] * (height * width) + ih * width + iw, mask=amask, other=0.0)
+        b = tl.load(w_ptr + co[None, :] * red + k[:, None], mask=kmask[:, None] & cmask[None, :], other=0.0)
+        acc = tl.dot(tl.trans(at), b, acc, input_precision="tf32x3")
+    return acc
 
 
 @triton.jit
-def tile_max_exp_kernel(part_ptr, out_ptr, channels, tiles, BC: tl.constexpr, BT: tl.constexpr):
-    n = tl.program_id(0)
-    c = tl.program_id(1) * BC + tl.arange(0, BC)
-    cmask = c < channels
-    acc = tl.full([BT, BC], float("-inf"), tl.float32)
-    for t0 in range(0, tiles, BT):
-        t = t0 + tl.arange(0, BT)
-        mask = (t < tiles)[:, None] & cmask[None, :]
-        acc = tl.maximum(acc, tl.load(part_ptr + (n * tiles + t[:, None]) * channels + c[None, :], mask=mask,
-                                      other=float("-inf")))
-    tl.store(out_ptr + n * channels + c, tl.exp(tl.max(acc, axis=0)), mask=cmask)
+def conv_softmax_max_kernel(x_ptr, w_ptr, b_ptr, out_ptr, cin, height, width, cout, out_h, out_w,
+                            KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+                            PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # program (pixel tile, sample); BN >= cout: the tile holds every channel
+    n = tl.program_id(1)
+    npix = out_h * out_w
+    p = tl.program_id(0) * BM + tl.arange(0, BM)
+    co = tl.arange(0, BN)
+    pmask = p < npix
+    cmask = co < cout
+    x_base = x_ptr + n.to(tl.int64) * cin * height * width
+    acc = _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
+                     KH, KW, SH, SW, PH, PW, DH, DW, BM, BN, BK)
+    y = acc + tl.load(b_ptr + co, mask=cmask, other=0.0)[None, :]
+    y = tl.where(cmask[None, :], y, float("-inf"))
+    mx = tl.max(y, axis=1)
+    lse = mx + tl.log(tl.sum(tl.exp(y - mx[:, None]), axis=1))
+    # rows past the last pixel give exp(-inf) = 0, which never wins the max
+    d = tl.where(pmask[:, None], y - lse[:, None], float("-inf"))
+    tl.atomic_max(out_ptr + n * cout + co, tl.max(tl.exp(d), axis=0), mask=cmask)
 
 
 class ModelNew(nn.Module):
@@ -59,15 +81,18 @@ class ModelNew(nn.Module):
         self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.conv2d(x, self.conv.weight, None, self.conv.stride, self.conv.padding).contiguous()
-        n, c, h, w = y.shape
-        hw = h * w
-        bc = triton.next_power_of_2(c)
-        bp = max(1, min(triton.next_power_of_2(hw), 8192 // bc))  # <= 8192 values per tile
-        tiles = triton.cdiv(hw, bp)
-        part = torch.empty((n, tiles, c), device=y.device, dtype=torch.float32)
-        softmax_tile_max_kernel[(n, tiles)](y, self.conv.bias, part, c, hw, tiles, BC=bc, BP=bp)
-        out = torch.empty((n, c), device=y.device, dtype=y.dtype)
-        bc2 = min(bc, 128)
-        tile_max_exp_kernel[(n, triton.cdiv(c, bc2))](part, out, c, tiles, BC=bc2, BT=max(1, 4096 // bc2))
+        x = x.contiguous()
+        cv = self.conv
+        n, cin, h, w = x.shape
+        cout, _, kh, kw = cv.weight.shape
+        (sh, sw), (ph, pw), (dh, dw) = cv.stride, cv.padding, cv.dilation
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        out = torch.zeros((n, cout), device=x.device, dtype=x.dtype)
+        bm, bn, bk = 128, max(16, triton.next_power_of_2(cout)), 32
+        conv_softmax_max_kernel[(triton.cdiv(oh * ow, bm), n)](
+            x, cv.weight.contiguous(), cv.bias, out, cin, h, w, cout, oh, ow,
+            KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw,
+            BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3,
+        )
         return out
