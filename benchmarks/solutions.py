@@ -135,7 +135,7 @@ def report(args: argparse.Namespace, ids: list[int], extra: dict[str, Any]) -> N
     rows = {b: read_rows(out / f"{b}.jsonl") for b in ["baseline", *args.backends]}
     table = build_table(ids, rows)
     summary = summarize(table, args.backends)
-    meta = {**machine(), "preset": args.preset, "device": args.device, **extra}
+    meta = {**_machine(out), "preset": args.preset, "device": args.device, **extra}
     (out / "results.json").write_text(
         json.dumps({"meta": meta, "summary": summary, "table": table}, indent=1)
     )
@@ -143,6 +143,15 @@ def report(args: argparse.Namespace, ids: list[int], extra: dict[str, Any]) -> N
     raw = [out / "results.json", *(out / f"{b}.jsonl" for b in ["baseline", *args.backends])]
     common.record_markdown(args.record, "solutions", (out / "solutions.md").read_text(), artifacts=raw)
     print(json.dumps({"summary": summary, "seconds": meta.get("seconds")}, indent=1))
+
+
+def _machine(out: Path) -> dict[str, Any]:
+    """The timing machine, kept in OUT/machine.json by the first invocation that times, so a run resumed
+    by later invocations (--no-warm) or reported elsewhere (--report-only) keeps where and when it ran."""
+    path = out / "machine.json"
+    if not path.exists():
+        path.write_text(json.dumps(machine(), indent=1))
+    return json.loads(path.read_text())
 
 
 def main() -> None:
@@ -180,6 +189,7 @@ def main() -> None:
     if args.warm_only:
         print(json.dumps({"warm_failed": [j for j, w in warmed.items() if w["rc"]]}))
         return None
+    _machine(out)
     for batch in ["baseline", *args.backends]:
         phase_time(args, batch, ids, env)
     report(

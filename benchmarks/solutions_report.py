@@ -45,7 +45,8 @@ def build_table(ids: list[int], rows: dict[str, dict[int, dict[str, Any]]]) -> l
             ms, b = min(timed)
             entry["best"] = {**entry[b], "backend": b}
         else:
-            entry["best"] = {**_timed("none", None, eager, comp, sol), "backend": None}
+            cut = any(entry[b]["status"] == "not run" for b in rows if b != "baseline")
+            entry["best"] = {**_timed("not run" if cut else "none", None, eager, comp, sol), "backend": None}
         entry["note"] = why_not_faster(entry)
         table.append(entry)
     return table
@@ -68,17 +69,20 @@ def why_not_faster(e: dict[str, Any]) -> str:
     speed-of-light terms `kbench inspect` reports; empty where it does."""
     best, comp, sol = e["best"], e["compile_ms"], e["sol_ms"]
     if best["ms"] is None:
-        return "no correct solution"
+        return "not timed in this run" if best["status"] == "not run" else "no correct solution"
     if comp is None or best["vs_compile"] is None or best["vs_compile"] > 1 + NOISE:
         return ""
     if not sol:
         return "no speed-of-light bound for this problem"
     at = f"{e['bound']}-bound; torch.compile at {sol / comp:.0%} of SOL, best solution at {sol / best['ms']:.0%}"
     if sol / comp >= HEADROOM:
-        return f"{at}: compile is already near the floor"
-    if e["bound"] == "compute" and {"gemm-epilogue", "conv-epilogue", "mlp"} & set(e["tags"]):
-        return f"{at}: the GEMM/convolution dominates and both run it at the same speed"
-    return f"{at}: headroom left that neither reaches"
+        why = f"{at}: compile is already near the floor"
+    elif e["bound"] == "compute" and {"gemm-epilogue", "conv-epilogue", "mlp"} & set(e["tags"]):
+        why = f"{at}: the GEMM/convolution dominates the time"
+    else:
+        why = f"{at}: headroom left that neither reaches"
+    untimed = [b for b, r in e.items() if isinstance(r, dict) and r.get("status") == "not run"]
+    return why + (f" ({', '.join(untimed)} not timed in this run)" if untimed else "")
 
 
 def summarize(table: list[dict[str, Any]], backends: list[str]) -> dict[str, Any]:
@@ -97,7 +101,7 @@ def summarize(table: list[dict[str, Any]], backends: list[str]) -> dict[str, Any
             "geomean_vs_compile": _geomean([e[b]["vs_compile"] for e in paired]),
             "faster_than_compile": len([e for e in paired if e[b]["vs_compile"] > 1 + NOISE]),
             "median_sol_fraction_memory_bound": mem[len(mem) // 2] if mem else None,
-            "not_ok": {e["problem"]: e[b]["status"] for e in table if not e[b]["ms"]},
+            "not_ok": _by_status([(e["problem"], e[b]["status"]) for e in table if not e[b]["ms"]]),
         }
     return summary
 
@@ -112,8 +116,28 @@ def _summary_line(b: str, s: dict[str, Any]) -> str:
         f"{_f(s['compile_geomean_vs_eager'], '{:.2f}x')} (geomean over eager), "
         f"{_f(s['geomean_vs_compile'], '{:.2f}x')} over torch.compile, faster than it (by more than "
         f"{NOISE:.0%}) on {s['faster_than_compile']}; median fraction of SOL on memory-bound problems "
-        f"{_f(sol and 100 * sol, '{:.0f}%')}; not ok: {s['not_ok'] or 'none'}"
+        f"{_f(sol and 100 * sol, '{:.0f}%')}; not timed: "
+        + ("; ".join(f"{status} {_ranges(ids)}" for status, ids in s["not_ok"].items()) or "none")
     )
+
+
+def _by_status(pairs: list[tuple[int, str]]) -> dict[str, list[int]]:
+    """Problem ids grouped by status ("missing": no solution file, "not run": the run ended first, ...)."""
+    grouped: dict[str, list[int]] = {}
+    for pid, status in pairs:
+        grouped.setdefault(status, []).append(pid)
+    return grouped
+
+
+def _ranges(ids: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7"."""
+    spans: list[list[int]] = []
+    for i in sorted(ids):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:

@@ -57,7 +57,11 @@ def _rows() -> dict[str, dict[int, dict]]:
         3: {"status": "ok", "time": t(1.005)},
         4: {"status": "mismatch", "max_abs_err": 1.0},
     }
-    triton = {1: {"status": "ok", "time": t(0.125)}, 2: {"status": "ok", "time": t(1.6)}}
+    triton = {
+        1: {"status": "ok", "time": t(0.125)},
+        2: {"status": "ok", "time": t(1.6)},
+        4: {"status": "mismatch"},
+    }
     return {"baseline": base, "cuda": cuda, "triton": triton}
 
 
@@ -68,9 +72,10 @@ def test_best_is_the_faster_backend_and_notes_say_why_not_faster() -> None:
     assert by_id[1]["note"] == ""
     assert by_id[2]["best"]["backend"] == "cuda"
     assert "GEMM/convolution dominates" in by_id[2]["note"] and "67% of SOL" in by_id[2]["note"]
+    assert by_id[3]["note"].endswith("(triton not timed in this run)")
     assert "already near the floor" in by_id[3]["note"]  # 1.005 ms vs 1.0: a tie within the noise floor
     assert by_id[4]["best"]["backend"] is None and by_id[4]["note"] == "no correct solution"
-    assert by_id[4]["triton"]["status"] == "not run"
+    assert by_id[3]["triton"]["status"] == "not run"
 
 
 def test_summary_counts_the_best_per_problem() -> None:
@@ -78,7 +83,14 @@ def test_summary_counts_the_best_per_problem() -> None:
     best = report.summarize(table, ["cuda", "triton"])["best"]
     assert (best["correct"], best["of"]) == (3, 4)
     assert best["faster_than_compile"] == 1
-    assert best["not_ok"] == {4: "none"}
+    assert best["not_ok"] == {"none": [4]}
+    assert report.summarize(table, ["cuda", "triton"])["triton"]["not_ok"] == {
+        "not run": [3],
+        "mismatch": [4],
+    }
+    cut = report.build_table([5], {"baseline": {5: {"eager": {"median_ms": 1.0}}}, "cuda": {}, "triton": {}})
+    assert cut[0]["best"]["status"] == "not run" and cut[0]["note"] == "not timed in this run"
+    assert report._ranges([7, 1, 2, 3, 9, 10]) == "1-3, 7, 9-10"
     assert best["geomean_vs_eager"] == pytest.approx((8.0 * (2.0 / 1.5) * (3.0 / 1.005)) ** (1 / 3))
     page = report.markdown(
         table,
@@ -116,6 +128,7 @@ def test_cpu_dry_run_of_the_whole_pipeline(tmp_path: Path) -> None:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert json.loads((tmp_path / "out" / "machine.json").read_text())["date"] == results["meta"]["date"]
     assert [e["problem"] for e in results["table"]] == [23, 24]
     for e in results["table"]:
         assert e["triton"]["status"] == "ok" and e["best"]["backend"] == "triton"
