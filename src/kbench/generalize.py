@@ -23,7 +23,7 @@ from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
 from kbench.evaluate.flow import Plan, _absorb, job_spec, run_candidate
 from kbench.evaluate.judge import WorkerOutcome, check_outputs
-from kbench.evaluate.prebuild import base_env
+from kbench.evaluate.prebuild import reference_env
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.problems.hidden import HIDDEN, Hidden, draw, with_preset
 from kbench.sandbox.host import run_worker
@@ -36,7 +36,7 @@ def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path
     evaluation's own), no timing."""
     spec = job_spec(problem, cfg, plan, role="reference", seeds=plan.secret, baselines=[], measure=False)
     jobdir = workdir / "reference"
-    env = base_env(cfg, plan.device)
+    env = reference_env(cfg, plan.device)
     exit_ = run_worker(
         "kbench.worker.reference", jobdir, spec, cfg.budgets("reference"), env=env, start=cfg.worker_start
     )

@@ -35,7 +35,7 @@ from kbench.evaluate.judge import (
     read_worker,
 )
 from kbench.evaluate.phases import Account
-from kbench.evaluate.prebuild import base_env, prebuild, worker_env
+from kbench.evaluate.prebuild import prebuild, reference_env, worker_env
 from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
 from kbench.evaluate.reference_pool import ReferencePool, pool_key
 from kbench.evaluate.verdict import make_verdict, sol_ms
@@ -165,11 +165,7 @@ def get_reference(
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
     jobdir = workdir / "reference"
-    env = base_env(cfg, plan.device)
-    if not plan.device.startswith("cuda"):
-        # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
-        # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    env = reference_env(cfg, plan.device)
     budgets = cfg.budgets("reference")
     key = secrets.token_bytes(KEY_BYTES)
     known = layouts(cached.outputs, plan.fixed) if cached else {}

@@ -47,6 +47,27 @@ def base_env(cfg: RunConfig, device: str) -> dict[str, str]:
     return env | ({lease.DIR_ENV: str(cfg.lease_dir)} if cfg.lease_dir is not None else {})
 
 
+TRUSTED_CACHES = "trusted"  # cache_dir/trusted: the reference worker's compiler caches (below)
+
+
+def reference_env(cfg: RunConfig, device: str) -> dict[str, str]:
+    """The reference worker's environment: `base_env`, and torch.compile's caches (Inductor's, and the
+    Triton kernels it compiles) in a folder of the cache that no candidate can write. Candidates write the
+    default Triton and temporary folders (their own kernels compile there); a baseline that loaded its
+    kernels from them could be slowed by a candidate that planted a slow kernel under the key a baseline
+    kernel hashes to, and every speedup over it inflated."""
+    trusted = cfg.cache_dir.absolute() / TRUSTED_CACHES
+    env = base_env(cfg, device) | {
+        "TORCHINDUCTOR_CACHE_DIR": str(trusted / "inductor"),
+        "TRITON_CACHE_DIR": str(trusted / "triton"),
+    }
+    if not device.startswith("cuda"):
+        # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
+        # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    return env
+
+
 def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
     from kbench.backends import fastbuild
 
