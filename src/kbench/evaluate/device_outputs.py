@@ -212,8 +212,9 @@ def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
 
 
 def premirror(ref: ReferenceData, seeds: Sequence[int], device: str) -> None:
-    """Mirror the reference's outputs of `seeds` onto `device` ahead of the judge, while the candidate
-    runs; a failure here (memory) is left for the judge's own `mirrored` to report."""
+    """Mirror the reference's outputs of `seeds` onto `device` ahead of the judge (evaluate calls it before
+    the candidate may time, so no copy falls in its timing loop); a failure here (memory) is left for the
+    judge's own `mirrored` to report."""
     with contextlib.suppress(Exception):
         for seed in seeds:
             if seed in ref.outputs:

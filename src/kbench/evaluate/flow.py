@@ -372,7 +372,7 @@ def evaluate(
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
         receiver or contextlib.nullcontext(),  # closed after the pool below waited for the early worker
-        ThreadPoolExecutor(max_workers=5, thread_name_prefix="kbench-eval") as pool,
+        ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
     ):
         workdir = Path(tmp)
         # The speed-of-light floor (a meta-device trace of the model, seconds on a first count; the counts are
@@ -434,11 +434,15 @@ def evaluate(
                 if isinstance(exc, ForgedResult):
                     raise WorkerError(f"the reference's files changed after it wrote them: {exc}") from None
                 raise
+            if receiver is not None:
+                # The reference's outputs onto the device of the candidate's buffers, for the judge: here,
+                # beside the early candidate's correctness, and never during its timing (not yet settled).
+                t0 = time.perf_counter()
+                premirror(ref, plan.fixed + plan.secret, receiver.device)
+                acct.nested["ref:mirror"] = time.perf_counter() - t0
         if early is not None:
             mark_settled(workdir / "candidate")  # the reference's outputs are written and read: it may time
         acct.worker("ref", ref.phases)
-        # the reference's outputs go onto the device the candidate's buffers lie on while the candidate runs
-        mirroring = pool.submit(premirror, ref, plan.fixed + plan.secret, device) if receiver else None
         with acct.part("build"):
             built = building.result() if building is not None else built
         if built is not None and not built.ok:
@@ -455,8 +459,6 @@ def evaluate(
             if outcome.result is not None:
                 acct.worker("cand", outcome.result.phases)
             with acct.part("judge"):
-                if mirroring is not None:
-                    mirroring.result()
                 judged = _judge(outcome, problem, cfg, plan, ref, workdir, acct, floor, receiver)
             if receiver is not None and receiver.why:
                 judged.warnings.append(f"correctness outputs went through files: {receiver.why}")
