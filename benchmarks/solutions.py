@@ -17,6 +17,8 @@ Three phases; a failing solution is recorded and the run goes on:
    run of the reference; and, where the best solution does not beat torch.compile, the row says why in
    speed-of-light terms.
 
+A run stopped part-way resumes into the same OUT: the warm-up and the batches skip every problem that
+already has a row (copy a committed run's JSONL files into OUT to time only what it left out).
 `--report-only` rebuilds step 3 from the JSONL files already in OUT. `--device cpu --preset small` (with
 TRITON_INTERPRET=1) dry-runs the whole pipeline without a GPU; its timings mean nothing.
 """
@@ -79,8 +81,12 @@ def _sub(argv: list[str], env: dict[str, str], timeout_s: float, log: Path) -> i
 
 
 def phase_warm(args: argparse.Namespace, ids: list[int], env: dict[str, str]) -> dict[str, Any]:
-    jobs = [f"{b}:{i}" for b in args.backends for i in ids if solution_path(b, i)]
-    jobs += [] if args.no_compile else [f"compile:{i}" for i in ids]
+    """Warm what the batches still have to time: a problem with a row in OUT/BATCH.jsonl is skipped (the
+    batch resumes after it), so a run resumed into the same OUT warms only what is left."""
+    out = Path(args.out)
+    timed = {b: read_rows(out / f"{b}.jsonl") for b in ["baseline", *args.backends]}
+    jobs = [f"{b}:{i}" for b in args.backends for i in ids if solution_path(b, i) and i not in timed[b]]
+    jobs += [] if args.no_compile else [f"compile:{i}" for i in ids if i not in timed["baseline"]]
     jobs.sort(key=lambda j: not j.startswith("cuda"))  # CUDA builds are the long pole: start them first
     logs = Path(args.out) / "logs"
 

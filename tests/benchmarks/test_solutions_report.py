@@ -135,3 +135,28 @@ def test_cpu_dry_run_of_the_whole_pipeline(tmp_path: Path) -> None:
         assert e["eager_err64"] is not None and e["triton"]["err64"] is not None
         assert e["triton"]["err64"] < 1e-4
     assert results["summary"]["best"]["correct"] == 2
+
+
+def test_a_resumed_run_warms_only_what_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    import solutions
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "baseline.jsonl").write_text('{"problem": 1}\n{"problem": 2}\n')
+    (tmp_path / "triton.jsonl").write_text('{"problem": 1, "status": "ok"}\n')
+    started: list[str] = []
+    monkeypatch.setattr(solutions, "_sub", lambda argv, env, timeout_s, log: started.append(argv[1]) or 0)
+    args = argparse.Namespace(
+        out=str(tmp_path),
+        backends=["triton"],
+        no_compile=False,
+        jobs=2,
+        warm_timeout_s=1.0,
+        device="cpu",
+        preset="small",
+        budget_s=0.01,
+    )
+    warmed = solutions.phase_warm(args, [1, 2, 3], {})
+    assert sorted(started) == ["compile:3", "triton:2", "triton:3"]
+    assert all(w["rc"] == 0 for w in warmed.values())
