@@ -43,11 +43,12 @@ from timing_fidelity_report import build_table, markdown, read_rows, summarize
 
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import KbenchError
-from kbench.evaluate.flow import evaluation_device as resolve_device
-from kbench.evaluate.flow import get_reference as run_reference
-from kbench.evaluate.flow import make_plan, run_candidate
+from kbench.evaluate.flow import run_candidate
 from kbench.evaluate.judge import check_outputs
+from kbench.evaluate.plan import evaluation_device as resolve_device
+from kbench.evaluate.plan import make_plan
 from kbench.evaluate.prebuild import prebuild, worker_env
+from kbench.evaluate.reference_run import get_reference as run_reference
 from kbench.hardware import environment
 from kbench.problems import select
 from kbench.solutions import shipped_candidate as reference_candidate

@@ -28,7 +28,7 @@ from typing import Any
 def profile_problem(problem: str, args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     from kbench.backends import get_backend
     from kbench.config import resolve
-    from kbench.evaluate.flow import SAMPLE_COUNT, job_spec, make_plan
+    from kbench.evaluate.plan import SAMPLE_COUNT, job_spec, make_plan
     from kbench.problems import get_problem
     from kbench.sandbox import lease
     from kbench.solutions import shipped_candidate

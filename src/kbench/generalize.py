@@ -21,10 +21,12 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.flow import Plan, _absorb, job_spec, run_candidate
+from kbench.evaluate.flow import run_candidate
 from kbench.evaluate.judge import WorkerOutcome, check_outputs
+from kbench.evaluate.plan import Plan, job_spec
 from kbench.evaluate.prebuild import reference_env
 from kbench.evaluate.reference_cache import ReferenceData
+from kbench.evaluate.reference_run import absorb
 from kbench.problems.hidden import HIDDEN, Hidden, draw, with_preset
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import read_result
@@ -45,7 +47,7 @@ def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path
         why = result.error if result is not None else f"did not finish:\n{exit_.log_tail}"
         raise ProblemError(f"{problem.key}: the reference at the hidden sizes {why}")
     data = ReferenceData(phases={**result.phases, "wall": round(exit_.seconds, 3)})
-    _absorb(data, result, jobdir)
+    absorb(data, result, jobdir)
     return data
 
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate.flow import evaluate, evaluation_device
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.plan import evaluation_device
 from kbench.evaluate.prebuild import prebuild
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.events import Activity, Monitor

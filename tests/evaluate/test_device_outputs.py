@@ -191,7 +191,8 @@ def test_an_offer_that_cannot_be_made_is_still_written(tmp_path: Path) -> None:
 def test_the_references_layouts_reach_the_offer(tmp_path: Path) -> None:
     from evalfixtures import cpu_config
 
-    from kbench.evaluate.flow import get_reference, make_plan
+    from kbench.evaluate.plan import make_plan
+    from kbench.evaluate.reference_run import get_reference
     from kbench.problems import get_problem
 
     cfg = cpu_config(tmp_path, measure=False)

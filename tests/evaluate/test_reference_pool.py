@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kbench.config import RunConfig
-from kbench.evaluate.flow import Plan
+from kbench.evaluate.plan import Plan
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import DEFAULT_MAX_BYTES, ReferencePool, pool_key
 from kbench.problems import get_problem

@@ -163,7 +163,7 @@ def test_job_folders_are_the_jobs_own(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_the_setting_reaches_the_job() -> None:
-    from kbench.evaluate.flow import job_spec, make_plan
+    from kbench.evaluate.plan import job_spec, make_plan
     from kbench.problems import get_problem
 
     cfg = cpu_config(Path("unused"), confine=False)

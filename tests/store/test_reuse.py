@@ -10,7 +10,9 @@ import torch
 from evalfixtures import cpu_config, fixture_source
 
 from kbench.config import RunConfig, resolve
-from kbench.evaluate.flow import evaluate, get_reference, make_plan, timing_settings
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.plan import make_plan, timing_settings
+from kbench.evaluate.reference_run import get_reference
 from kbench.hardware import fingerprint
 from kbench.problems import get_problem
 from kbench.store import Store, reuse

@@ -197,7 +197,7 @@ def test_threads_are_pinned_and_recorded() -> None:
 
 def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from kbench.config import RunConfig
-    from kbench.evaluate.flow import timing_settings
+    from kbench.evaluate.plan import timing_settings
 
     cfg = RunConfig(timing_budget_s=5.0, cpu_threads=2, cpu_timing_budget_s=1.0, cache_dir=tmp_path)
     cpu, gpu = timing_settings(cfg, "cpu"), timing_settings(cfg, "cuda:0")

@@ -308,7 +308,7 @@ class Evaluator:
         spec = self._devices.get(backend)
         if spec is None:
             from kbench.backends import get_backend
-            from kbench.evaluate.flow import evaluation_device
+            from kbench.evaluate.plan import evaluation_device
 
             spec = evaluation_device(self.config.device, backend)
             get_backend(backend).check_environment(spec)  # ConfigError that says how to fix it

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from kbench.baselines.modes import check_modes
 from kbench.config import RunConfig, job_prefix, resolve, scratch_root
-from kbench.evaluate.flow import evaluation_device, get_reference, make_plan
+from kbench.evaluate.plan import evaluation_device, make_plan
+from kbench.evaluate.reference_run import get_reference
 from kbench.store.reuse import measured
 from kbench.types import Problem, TimingStats
 

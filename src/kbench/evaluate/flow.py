@@ -3,54 +3,44 @@
 The host (this module) never imports candidate code: it reads the source as text, runs the static
 checks, starts the trusted reference worker and the untrusted candidate worker (sandbox/), compares
 outputs (on the GPU, in buffers it owns: evaluate/device_outputs.py; else CPU copies), and decides exactly
-one status. Seeds: `cfg.seeds` fixed ones, one per-run
-secret seed (secrets.randbelow) for correctness, and three more secret seeds whose inputs are the
-timing sets (the reference computes their outputs every run, so sampled outputs can be re-checked).
+one status. The seeds and timing settings come from evaluate/plan.py, the reference's outputs and baseline
+timings from evaluate/reference_run.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from kbench.backends import get_backend
-from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig, job_prefix, scratch_root
-from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts, premirror
+from kbench.errors import WorkerError
+from kbench.evaluate.device_outputs import Receiver, layouts, premirror
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
     check_samples,
     check_timing,
-    crash_message,
     read_worker,
 )
 from kbench.evaluate.phases import Account
-from kbench.evaluate.prebuild import prebuild, reference_env, worker_env
-from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
+from kbench.evaluate.plan import SAMPLE_COUNT, Plan, evaluation_device, job_spec, make_plan
+from kbench.evaluate.prebuild import prebuild, worker_env
+from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import ReferencePool, pool_key
+from kbench.evaluate.reference_run import get_reference
 from kbench.evaluate.verdict import make_verdict, sol_ms
-from kbench.hardware import device_name
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout, mark_settled
 from kbench.sandbox.protocol import (
-    KEY_BYTES,
     ForgedResult,
-    JobSpec,
-    WorkerResult,
-    load_tensors,
-    load_verified,
-    read_result,
 )
 from kbench.store.reuse import reusable
 from kbench.types import (
@@ -59,159 +49,9 @@ from kbench.types import (
     CheckReport,
     Problem,
     Status,
-    TimingSettings,
     TimingStats,
     Verdict,
 )
-
-FIXED_SEED_BASE = 1000
-REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
-SAMPLE_COUNT = 8  # timed calls whose outputs are re-checked, drawn at random over the whole loop
-
-
-@dataclass(frozen=True)
-class Plan:
-    device: str
-    fixed: list[int]
-    secret: list[int]
-    timing: list[int]  # the candidate's timing input sets (secret)
-    settings: TimingSettings = field(default_factory=TimingSettings)
-
-
-def evaluation_device(device: str, backend: str) -> str:
-    if device != "auto":
-        return device
-    if not get_backend(backend).gpu_kernels:  # C++ kernels run on the CPU
-        return "cpu"
-    from kbench.hardware import gpu_count
-
-    return "cuda" if gpu_count() > 0 else "cpu"
-
-
-def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
-    """One procedure for the reference and the candidate; on the CPU fixed threads and a capped budget."""
-    if device.startswith("cuda"):
-        return TimingSettings(
-            budget_s=cfg.timing_budget_s,
-            batch=cfg.timing_batch,
-            graph=cfg.timing_graph,
-            hide_launch=cfg.timing_hide_launch,
-        )
-    # CPU: 1 s per callable reaches the 0.5 % rse on small presets when nothing else runs; under load
-    # the rse is reported instead of spending 5 s x 3 callables per verdict.
-    budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
-    # the 0.2 s minimum is for GPU clocks' wander; CPU calls of the small presets are microseconds
-    return TimingSettings(budget_s=budget, batch=cfg.timing_batch, threads=cfg.cpu_threads, min_time_s=0.05)
-
-
-def make_plan(cfg: RunConfig, device: str) -> Plan:
-    secret = secrets.randbelow(2**62)
-    settings = timing_settings(cfg, device)
-    return Plan(
-        device=device,
-        fixed=[FIXED_SEED_BASE + i for i in range(cfg.seeds)],
-        secret=[secret],
-        timing=[secret + 1, secret + 2, secret + 3],
-        settings=settings,
-    )
-
-
-def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
-    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (role, seeds...)."""
-    return JobSpec(
-        problem=problem,
-        preset=cfg.preset,
-        dtype=cfg.dtype,
-        device=plan.device,
-        init_seed=cfg.init_seed,
-        timing=plan.settings,
-        memory_limit_gb=cfg.memory_limit_gb,
-        cache_dir=str(cfg.cache_dir),
-        lease_wait_s=cfg.lease_wait_s,
-        compile_arch=cfg.compile_arch,
-        confine=cfg.confine,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-def get_reference(
-    problem: Problem,
-    cfg: RunConfig,
-    plan: Plan,
-    workdir: Path,
-    skip: Collection[str] = (),
-    on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None = None,
-) -> ReferenceData:
-    """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
-    fixed part from the disk cache, whose key holds the modes timed. `on_layouts` gets every seed's output
-    layouts (dtype, shape) once, as soon as the worker has signed them: when its GPU work is done, before it
-    writes the outputs and long before the host has read them (device_outputs.LayoutWatch)."""
-    from kbench.hardware import torch_version
-
-    on_gpu = plan.device.startswith("cuda")
-    baselines = [b for b in modes_for(cfg.baselines, on_gpu) if b not in skip]
-    fixed_spec = job_spec(
-        problem,
-        cfg,
-        plan,
-        role="reference",
-        seeds=plan.fixed,
-        timing_seeds=REFERENCE_TIMING_SEEDS,
-        baselines=baselines,
-        measure=cfg.measure,
-    )
-    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
-    cached = read_cache(folder)
-    run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
-    spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
-    jobdir = workdir / "reference"
-    env = reference_env(cfg, plan.device)
-    budgets = cfg.budgets("reference")
-    key = secrets.token_bytes(KEY_BYTES)
-    known = layouts(cached.outputs, plan.fixed) if cached else {}
-    watch = LayoutWatch(jobdir, key, known, on_layouts) if on_layouts is not None else None
-    try:
-        exit_ = run_worker(
-            "kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key
-        )
-    finally:
-        if watch is not None:
-            watch.stop()  # layouts not delivered yet come from the signed result below
-    t0 = time.perf_counter()
-    result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
-    if result is not None and result.error:
-        raise WorkerError(result.error)
-    if result is None:
-        if exit_.timed_out:
-            why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s"
-        else:  # e.g. "worker exited with code 70 without writing a result"
-            why = f"failed: {crash_message(exit_.returncode)}"
-        tail = exit_.log_tail or "(the worker wrote nothing to its log)"
-        raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
-    if watch is not None:
-        watch.settle(result.outputs)
-    data = ReferenceData(
-        cache_hit=cached is not None,
-        phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
-    )
-    _absorb(data, result, jobdir, load_verified)
-    data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
-    if cached is None:
-        t0 = time.perf_counter()
-        write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
-        data.phases["cache"] = round(time.perf_counter() - t0, 3)
-    else:
-        _absorb(data, cached, folder)
-    data.timings = (cached or result).timings
-    return data
-
-
-def _absorb(
-    data: ReferenceData, result: WorkerResult, folder: Path, load: Callable[..., list[Any]] = load_tensors
-) -> None:
-    for seed, files in result.outputs.items():
-        data.outputs[int(seed)] = load(folder, files)
-        data.checksums[int(seed)] = result.input_checksums[seed]
 
 
 def _static(candidate: Candidate, cfg: RunConfig) -> CheckReport:

@@ -28,7 +28,7 @@ from kbench.config import RunConfig, mem_available
 from kbench.types import Problem
 
 if TYPE_CHECKING:
-    from kbench.evaluate.flow import Plan
+    from kbench.evaluate.plan import Plan
     from kbench.evaluate.reference_cache import ReferenceData
 
 DEFAULT_MAX_BYTES = 8 << 30  # at least; a quarter of the host's available memory when that is more

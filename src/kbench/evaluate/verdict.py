@@ -17,7 +17,7 @@ from kbench.store.reuse import measured
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
 
 if TYPE_CHECKING:
-    from kbench.evaluate.flow import Plan
+    from kbench.evaluate.plan import Plan
 
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 

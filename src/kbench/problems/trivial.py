@@ -43,7 +43,7 @@ from kbench.problems.loader import LoadedProblem, build_model, load
 from kbench.types import Problem
 
 LOW_PRECISION = ("fp16", "bf16")
-CALIBRATION_SEED = 0  # not an evaluator seed (those start at evaluate.flow.FIXED_SEED_BASE = 1000)
+CALIBRATION_SEED = 0  # not an evaluator seed (those start at evaluate.plan.FIXED_SEED_BASE = 1000)
 RANDOM_SEED = 7  # the `random` answer's noise: fixed, so a sweep's report is reproducible
 
 
@@ -359,9 +359,9 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
 
 
 def evaluator_seeds() -> tuple[int, ...]:
-    """The fixed correctness seeds `kbench eval` uses with the default config (evaluate.flow.make_plan)."""
+    """The fixed correctness seeds `kbench eval` uses with the default config (evaluate.plan.make_plan)."""
     from kbench.config import RunConfig
-    from kbench.evaluate.flow import FIXED_SEED_BASE
+    from kbench.evaluate.plan import FIXED_SEED_BASE
 
     return tuple(FIXED_SEED_BASE + i for i in range(RunConfig().seeds))
 

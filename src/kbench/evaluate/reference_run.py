@@ -1,0 +1,106 @@
+"""The reference run of one evaluation (host side): the trusted reference worker's outputs for every seed
+and its baseline timings, the fixed seeds' part from the disk cache (evaluate/reference_cache.py). The
+worker itself is worker/reference.py."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from kbench.baselines.modes import modes_for
+from kbench.config import RunConfig
+from kbench.errors import ProblemError, WorkerError
+from kbench.evaluate.device_outputs import LayoutWatch, layouts
+from kbench.evaluate.judge import crash_message
+from kbench.evaluate.plan import REFERENCE_TIMING_SEEDS, Plan, job_spec
+from kbench.evaluate.prebuild import reference_env
+from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
+from kbench.hardware import device_name
+from kbench.sandbox.host import run_worker
+from kbench.sandbox.offer import Layout
+from kbench.sandbox.protocol import KEY_BYTES, WorkerResult, load_tensors, load_verified, read_result
+from kbench.types import Problem
+
+
+def get_reference(
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    workdir: Path,
+    skip: Collection[str] = (),
+    on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None = None,
+) -> ReferenceData:
+    """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
+    fixed part from the disk cache, whose key holds the modes timed. `on_layouts` gets every seed's output
+    layouts (dtype, shape) once, as soon as the worker has signed them: when its GPU work is done, before it
+    writes the outputs and long before the host has read them (device_outputs.LayoutWatch)."""
+    from kbench.hardware import torch_version
+
+    on_gpu = plan.device.startswith("cuda")
+    baselines = [b for b in modes_for(cfg.baselines, on_gpu) if b not in skip]
+    fixed_spec = job_spec(
+        problem,
+        cfg,
+        plan,
+        role="reference",
+        seeds=plan.fixed,
+        timing_seeds=REFERENCE_TIMING_SEEDS,
+        baselines=baselines,
+        measure=cfg.measure,
+    )
+    folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
+    cached = read_cache(folder)
+    run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
+    spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
+    jobdir = workdir / "reference"
+    env = reference_env(cfg, plan.device)
+    budgets = cfg.budgets("reference")
+    key = secrets.token_bytes(KEY_BYTES)
+    known = layouts(cached.outputs, plan.fixed) if cached else {}
+    watch = LayoutWatch(jobdir, key, known, on_layouts) if on_layouts is not None else None
+    try:
+        exit_ = run_worker(
+            "kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key
+        )
+    finally:
+        if watch is not None:
+            watch.stop()  # layouts not delivered yet come from the signed result below
+    t0 = time.perf_counter()
+    result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
+    if result is not None and result.error:
+        raise WorkerError(result.error)
+    if result is None:
+        if exit_.timed_out:
+            why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s"
+        else:  # e.g. "worker exited with code 70 without writing a result"
+            why = f"failed: {crash_message(exit_.returncode)}"
+        tail = exit_.log_tail or "(the worker wrote nothing to its log)"
+        raise ProblemError(f"{problem.key}: the reference {why} ({problem.path}):\n{tail}")
+    if watch is not None:
+        watch.settle(result.outputs)
+    data = ReferenceData(
+        cache_hit=cached is not None,
+        phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
+    )
+    absorb(data, result, jobdir, load_verified)
+    data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
+    if cached is None:
+        t0 = time.perf_counter()
+        write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
+        data.phases["cache"] = round(time.perf_counter() - t0, 3)
+    else:
+        absorb(data, cached, folder)
+    data.timings = (cached or result).timings
+    return data
+
+
+def absorb(
+    data: ReferenceData, result: WorkerResult, folder: Path, load: Callable[..., list[Any]] = load_tensors
+) -> None:
+    """Take `result`'s outputs (files in `folder`, read with `load`) and input checksums into `data`."""
+    for seed, files in result.outputs.items():
+        data.outputs[int(seed)] = load(folder, files)
+        data.checksums[int(seed)] = result.input_checksums[seed]
