@@ -37,7 +37,7 @@ from typing import Any
 
 import common
 from solutions_report import build_table, machine, markdown, summarize
-from solutions_worker import BACKENDS, CACHE, ROOT, parse_ids, solution_path
+from solutions_worker import BACKENDS, CACHE, ROOT, level2_ids, parse_ids, solution_path
 
 WORKER = Path(__file__).resolve().parent / "solutions_worker.py"
 
@@ -163,7 +163,7 @@ def _machine(out: Path) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--problems", default="1-113", help="level-2 ids (default: the whole level)")
+    ap.add_argument("--problems", default="", help="level-2 ids, e.g. 1-36,40 (default: the whole level)")
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument(
         "--budget-s", type=float, default=0.3, help="timing budget per mode and problem (>= 50 calls)"
@@ -186,7 +186,7 @@ def main() -> None:
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
-    ids, out = parse_ids(args.problems), Path(args.out)
+    ids, out = parse_ids(args.problems) if args.problems else level2_ids(), Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     if args.report_only:
         return report(args, ids, {})

@@ -37,6 +37,13 @@ def parse_ids(spec: str) -> list[int]:
     return ids
 
 
+def level2_ids() -> list[int]:
+    """Every level-2 problem of the embedded suite, in order."""
+    from kbench.problems.sources import load_source
+
+    return sorted(p.number for p in load_source("kbench") if p.level == 2)
+
+
 def solution_path(backend: str, pid: int) -> Path | None:
     found = sorted((SOLUTIONS / backend / "level2").glob(f"{pid}_*.py"))
     return found[0] if found else None
@@ -213,7 +220,7 @@ def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
 
 def run_batch(args: argparse.Namespace) -> None:
     out = Path(args.out) / f"{args.batch}.jsonl"
-    for pid in parse_ids(args.problems):
+    for pid in parse_ids(args.problems) if args.problems else level2_ids():
         t0 = time.perf_counter()
         try:
             row = run_baseline(args, pid) if args.batch == "baseline" else run_solution(args, pid)
@@ -252,7 +259,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", choices=BATCHES)
     ap.add_argument("--warm", help="KIND:ID with KIND one of cuda, triton, compile")
-    ap.add_argument("--problems", default="1-113")
+    ap.add_argument("--problems", default="", help="level-2 ids (default: the whole level)")
     ap.add_argument("--budget-s", type=float, default=0.5)
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--device", default="cuda")
