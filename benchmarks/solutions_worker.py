@@ -83,8 +83,8 @@ def _model(args: argparse.Namespace, loaded: Any, model_cls: Any = None) -> Any:
 
 def _install_build_cache(root: Path) -> None:
     """Build CUDA solutions through kbench's content-addressed build cache, as the evaluator's workers do:
-    the cheaper header recipes first (same binary meaning, about a third of a plain `load_inline`'s time),
-    one finished build per source shared by every process, no lock files."""
+    the cheaper header recipes first (same binary meaning, less to compile: build-recipes in
+    benchmarks/results), one finished build per source shared by every process, no lock files."""
     from kbench.backends import KernelRecorder, buildcache
 
     buildcache.install(KernelRecorder(), root)
