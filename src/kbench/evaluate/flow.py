@@ -101,7 +101,7 @@ def run_candidate(
         backend=candidate.backend,
         candidate_file=str(path),
         kernel_names=list(backend.kernel_names(candidate.source)),
-        seeds=plan.fixed + plan.secret,
+        seeds=plan.checked,
         timing_seeds=plan.timing,
         sample_count=SAMPLE_COUNT,
         sample_whole_bytes=cfg.sample_whole_mib << 20,
@@ -150,8 +150,7 @@ def _judge(
     if outcome.status is not Status.OK and outcome.rule != "child-process":
         return outcome
     t0 = time.perf_counter()
-    seeds = plan.fixed + plan.secret
-    checked = check_outputs(outcome, jobdir, ref, seeds, plan.device, tol, plan.secret, receiver)
+    checked = check_outputs(outcome, jobdir, ref, plan.checked, plan.device, tol, plan.secret, receiver)
     acct.nested["judge:compare"] = time.perf_counter() - t0
     if checked.status is not Status.OK or outcome.status is not Status.OK:
         return (
@@ -245,8 +244,7 @@ def evaluate(
             # of its outputs and the host's read of them (its timing waits for both: settled).
             assert receiver is not None
             t0 = time.perf_counter()
-            wanted = plan.fixed + plan.secret
-            receiver.offer(workdir / "candidate", {s: found[s] for s in wanted if s in found})
+            receiver.offer(workdir / "candidate", {s: found[s] for s in plan.checked if s in found})
             acct.nested["ref:offer"] = time.perf_counter() - t0
 
         # Only an early worker with buffers to wait for needs the layouts: else nothing looks for them.
@@ -278,7 +276,7 @@ def evaluate(
                 # The reference's outputs onto the device of the candidate's buffers, for the judge: here,
                 # beside the early candidate's correctness, and never during its timing (not yet settled).
                 t0 = time.perf_counter()
-                premirror(ref, plan.fixed + plan.secret, receiver.device)
+                premirror(ref, plan.checked, receiver.device)
                 acct.nested["ref:mirror"] = time.perf_counter() - t0
         if early is not None:
             mark_settled(workdir / "candidate")  # the reference's outputs are written and read: it may time

@@ -28,6 +28,11 @@ class Plan:
     timing: list[int]  # the candidate's timing input sets (secret)
     settings: TimingSettings = field(default_factory=TimingSettings)
 
+    @property
+    def checked(self) -> list[int]:
+        """The correctness seeds: the fixed ones, then the secret one(s)."""
+        return self.fixed + self.secret
+
 
 def evaluation_device(device: str, backend: str) -> str:
     if device != "auto":
