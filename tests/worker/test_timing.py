@@ -132,6 +132,17 @@ def test_repeats_cover_the_minimum_timed_time() -> None:
 
 
 @pytest.mark.gpu
+def test_short_kernels_stop_at_enough_runs_once_the_loop_spans_the_minimum_time() -> None:
+    """A ~20 us kernel would need 10,000 calls for their times to add up to 0.2 s; the loop stops at 460
+    or more once it has run for 0.2 s (flushes, spins and synchronizes included)."""
+    x = torch.randn(1 << 20, device="cuda")
+    settings = TimingSettings(budget_s=5.0, target_rse=1.5, min_time_s=0.2)
+    res = time_callable(lambda: x * 2, [()], settings, torch.device("cuda"))
+    assert dict(res.stats.extra)["wall_s"] >= 0.2 and sum(res.times_ms) / 1e3 < 0.1
+    assert settings.enough_runs <= res.stats.n < 5000
+
+
+@pytest.mark.gpu
 def test_spin_hides_the_launch_latency_of_a_slow_host() -> None:
     """A call that spends 0.3 ms on the host before a ~0.1 ms kernel: without the spin the events count the
     host's 0.3 ms; with it they count about the kernel alone, and the host clock still sees the whole call."""

@@ -9,7 +9,8 @@ permutation of the values changes it) -- kept on the device and read once after 
 the same input values must agree: within `RTOL` of the values' scale, so an honest kernel whose
 reductions are not bitwise deterministic (atomics) agrees with itself, while another input set's output,
 a stale buffer or garbage does not. The sampled calls tie the agreed fingerprint to the reference: a
-candidate wrong on any 1 % of a loop of a few hundred calls or more is caught with probability > 99 %.
+candidate wrong on 1 % of its timed calls at random is caught with probability > 99 % in a loop of 460 calls
+or more (`TimingSettings.enough_runs`; every loop of a kernel under ~0.4 ms has that many).
 
 Why gathered positions rather than the whole output: the fingerprint runs after every timed call, and
 three passes over a 256 MiB output cost twice the 0.13 ms of the kernel being timed, so a loop of 1,500

@@ -3,9 +3,11 @@
 `time_callable` warms up until steady, then times one call at a time, rotating over several input sets:
 on CUDA it flushes L2 (writes a buffer of 2x the L2 size) before each call, brackets the call with CUDA
 events and ends with a device-wide `torch.cuda.synchronize()` (work on side streams is waited for); on
-CPU it uses `perf_counter_ns`. Repeats continue until at least `min_runs` calls and `min_time_s` of timed
-calls are in and the relative standard error of the mean is below `target_rse` (0.5 %), or the time budget
-ends. Every call is also timed by a host clock from before the start event until after the synchronize,
+CPU it uses `perf_counter_ns`. Repeats continue until at least `min_runs` calls are in, the loop has run
+for `min_time_s` and the calls' own times add up to it too, or `enough_runs` calls are in (a 0.13 ms kernel
+would need 1,500 calls, 1.5 s with the flushes, to add up to 0.2 s: 460 already span 0.4 s and are what
+the consistency check needs), and the relative standard error of the mean is below `target_rse` (0.5 %),
+or the time budget ends. Every call is also timed by a host clock from before the start event until after the synchronize,
 so a timer that does not see the work (side stream, forged numbers) shows up as a disagreement (rule
 `wallclock-disagreement`).
 
@@ -332,7 +334,10 @@ def time_callable(
         if len(times) >= settings.min_runs:
             if elapsed > settings.budget_s:
                 break
-            if timed_s >= settings.min_time_s and running.rse < settings.target_rse:
+            spanned = elapsed >= settings.min_time_s and (
+                timed_s >= settings.min_time_s or len(times) >= settings.enough_runs
+            )
+            if spanned and running.rse < settings.target_rse:
                 break
     log.sample((_perf_counter_ns() - t0) / 1e9, force=True)
     extras = log.extras()
