@@ -108,3 +108,44 @@ def test_counts_are_kept_on_disk_for_the_next_process(
     )
     other = speed_of_light(problem, "full", "fp32", gpu, tf32=True, cache_dir=tmp_path)  # its own entry
     assert other.floor_ms > first.floor_ms and len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_an_isolated_first_count_runs_in_a_child_process_and_is_kept(tmp_path: Path) -> None:
+    """The evaluator's floor thread counts in a child: the host never imports torch._dynamo for it, and the
+    child's counts are the in-process ones, kept on disk for the next evaluation."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from kbench.analysis import roofline\n"
+        "from kbench.problems import get_problem\n"
+        "c = roofline.disk_counts(get_problem('kbench:2/1'), 'small', 'fp32', Path(sys.argv[1]), isolated=True)\n"
+        "print(c.matmul_flops, c.bytes, 'torch._dynamo' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = problem_flops(get_problem("kbench:2/1"), "small", "fp32")
+    assert run.stdout.split() == [str(expected.matmul_flops), str(expected.bytes), "False"]
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_an_isolated_count_that_fails_raises_the_childs_error(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from kbench.analysis import roofline
+
+    code = (
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise ValueError('no model here')\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(2)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    broken = replace(get_problem("kbench:2/1"), code=code, presets=())
+    with pytest.raises(RuntimeError, match="counting FLOPs failed: .*no model here"):
+        roofline.disk_counts(broken, "full", "fp32", tmp_path, isolated=True)
+    assert not list(tmp_path.glob("*.json"))
