@@ -173,25 +173,20 @@ def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
 COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under another revision are not used
 
 
-def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path, isolated: bool = False) -> FlopCount:
+def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
     """`problem_flops`, kept in `folder` across processes. A first count imports torch._dynamo (every
     dispatch mode does) and traces the model: seconds of a host's time, on every `kbench eval`, for numbers
-    that depend only on the problem's code, the preset, the dtype and torch's counting rules.
+    that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+    from kbench.hardware import torch_version
 
-    `isolated`: a count not kept yet is made by a child process (`count_in_child`), not in this one. The
-    evaluator works the floor out on a thread beside the workers; in the host's own interpreter those
-    seconds of imports hold the GIL, and every call its main thread makes into torch meanwhile waits up
-    to a switch interval (5 ms) to get it back: over a second of a cold verdict went that way."""
-    path = _counts_path(problem, preset, dtype, folder)
-    kept = _read_counts(path)
-    if kept is not None:
-        return kept
-    if isolated:
-        count_in_child(problem, preset, dtype, folder)
-        kept = _read_counts(path)
-        if kept is None:
-            raise RuntimeError(f"the counting process left no counts in {folder}")
-        return kept
+    key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
+    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    try:
+        kept = json.loads(path.read_text())
+        by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
+        return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # not kept yet, or unreadable: counted again
     found = _cached_counts(problem, preset, dtype)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -203,78 +198,11 @@ def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path, isolate
     return found
 
 
-def _counts_path(problem: Problem, preset: str, dtype: str, folder: Path) -> Path:
-    from kbench.hardware import torch_version
-
-    key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
-    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
-
-
-def _read_counts(path: Path) -> FlopCount | None:
-    try:
-        kept = json.loads(path.read_text())
-        by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
-        return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None  # not kept yet, or unreadable: counted again
-
-
-COUNT_TIMEOUT_S = 300.0
-
-
-def count_in_child(problem: Problem, preset: str, dtype: str, folder: Path) -> None:
-    """Count (problem, preset, dtype) into `folder` in a fresh interpreter (`python -m
-    kbench.analysis.roofline`, the problem as JSON on stdin); raises with its error if it fails."""
-    import subprocess
-    import sys
-
-    job = json.dumps({"problem": asdict(problem), "preset": preset, "dtype": dtype, "folder": str(folder)})
-    cmd = [sys.executable, "-m", "kbench.analysis.roofline"]
-    try:
-        run = subprocess.run(cmd, input=job, capture_output=True, text=True, timeout=COUNT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"counting FLOPs took over {COUNT_TIMEOUT_S:.0f} s") from None
-    if run.returncode != 0:
-        tail = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
-        raise RuntimeError(f"counting FLOPs failed: {tail}")
-
-
-def _count_main() -> None:
-    import sys
-
-    job = json.loads(sys.stdin.read())
-    p = job["problem"]
-    problem = Problem(
-        source=p["source"],
-        level=int(p["level"]),
-        number=int(p["number"]),
-        name=p["name"],
-        code=p["code"],
-        path=p["path"],
-        tags=tuple(p["tags"]),
-        presets=tuple(p["presets"]),
-        tolerance=tuple((str(dtype), float(tol)) for dtype, tol in p["tolerance"]),
-        description=p["description"],
-    )
-    disk_counts(problem, job["preset"], job["dtype"], Path(job["folder"]))
-
-
 def speed_of_light(
-    problem: Problem,
-    preset: str,
-    dtype: str,
-    gpu: GPUSpec,
-    tf32: bool = False,
-    cache_dir: Path | None = None,
-    isolated: bool = False,
+    problem: Problem, preset: str, dtype: str, gpu: GPUSpec, tf32: bool = False, cache_dir: Path | None = None
 ) -> SOL:
     """The SOL of (problem, preset, dtype) on `gpu`; counts are cached per problem/preset/dtype in this
-    process, and with `cache_dir` on disk too (disk_counts, which `isolated` passes on)."""
+    process, and with `cache_dir` on disk too (disk_counts)."""
     if cache_dir is not None:
-        counts = disk_counts(problem, preset, dtype, cache_dir, isolated)
-        return sol_from_counts(counts, gpu, dtype, tf32)
+        return sol_from_counts(disk_counts(problem, preset, dtype, cache_dir), gpu, dtype, tf32)
     return sol_from_counts(_cached_counts(problem, preset, dtype), gpu, dtype, tf32)
-
-
-if __name__ == "__main__":
-    _count_main()

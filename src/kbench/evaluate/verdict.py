@@ -33,10 +33,9 @@ def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     gpu = match_device_name(device_name(device))
     if gpu is None:
         return None
-    # The counts behind it are kept in the cache folder: a later `kbench eval` of the problem skips the trace.
-    # A first count runs in a child process: the evaluation works this out on a thread beside its workers.
+    # The counts behind it are kept in the cache folder: a later `kbench eval` of the problem skips the trace
     return speed_of_light(
-        problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=cfg.cache_dir / "flops", isolated=True
+        problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=cfg.cache_dir / "flops"
     ).floor_ms
 
 
