@@ -3,7 +3,7 @@ epilogue, plus one light kernel that adds the per-tile sums: the convolution's o
 size) is never written -- eager writes it, max_pool2d reads it and writes 67 MB, sigmoid reads and writes
 that, and the sum reads it again.
 
-The GEMM: rows are output pixels of one sample, window by window (BM = 128 consecutive ones per program),
+The GEMM: rows are output pixels of one sample, whole pooling windows (BM = 128 rows per program),
 columns the output channels (BN = 128 = Cout; a wider Cout is walked in BN blocks inside the program), and the
 reduction walks K = KH*KW*Cin as one block of BK input channels at one kernel tap per step. The A tile is
 gathered from the NCHW input, zero padding by masks (stride, padding and dilation are read from self.conv);
@@ -14,12 +14,16 @@ The A tile is loaded as [BK, BM], lanes on the pixels: Triton cannot prove gathe
 by default puts the lanes on the last axis, for a [BM, BK] tile the input-channel axis (stride H*W, one
 32-byte sector per lane). The B tile is loaded along K; both are transposed in registers for the dot.
 
-Row p * SLOTS + e is slot e of pooling window p (SLOTS = the next power of two >= pool^2, spare slots masked),
-so a tile covers 32 whole 2x2 windows, the window maximum is a reshape and a max in registers, and consecutive
-lanes read adjacent pixels of two input rows. Conv pixels past the last whole window (max_pool2d floors) are
-not computed. The bias is added after the maximum (max(v) + b == max(v + b) exactly: rounding is monotonic),
-then sigmoid; each program writes the sum over its windows and channels, and the second kernel adds a sample's
-tiles in a fixed order (deterministic, no atomics).
+Rows are laid out so each pooling window lies in one tile and the gather stays as coalesced as 11's: with PS
+= the next power of two >= pool (spare slots masked), row r = (eh * BP + j) * PS + ew is pixel (eh, ew) of
+window j, BP = BM / PS^2 = 32 windows a tile at pool 2. ew is fastest, then the window, so the 32 lanes of a
+warp read 32 consecutive pixels of one input row (one 128-byte span per request, as in 11), where the former
+window-by-window order (4 slots of a window on consecutive rows) split every request over two input rows.
+The window maximum is a reshape to [PS, BP, PS, BN] and two maxima in registers (over ew, then over eh,
+across warps). Conv pixels past the last whole window (max_pool2d floors) are not computed. The bias is added
+after the maximum (max(v) + b == max(v + b) exactly: rounding is monotonic), then sigmoid; each program writes
+the sum over its windows and channels, and the second kernel adds a sample's tiles in a fixed order
+(deterministic, no atomics).
 
 The products (77 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
 operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
@@ -27,8 +31,8 @@ accumulated in fp32; what is dropped, the residual x residual product and the re
 ~2^-22 of each product), which keeps fp32-level accuracy -- the 1e-4 tolerance holds with a wide margin --
 where cuDNN with TF32 off runs on the fp32 SIMT units.
 Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
-1.2e-4, two float32 ulps of the ~840 per-sample sums (1.5e-7 relative); against a float64 reference this
-kernel is off by at most 8.0e-5, the fp32 reference itself by 1.1e-4."""
+1.8e-4, three float32 ulps of the ~840 per-sample sums (2.2e-7 relative); against a float64 reference this
+kernel is off by at most 7.4e-5, the fp32 reference itself by 1.2e-4."""
 
 import torch
 import torch.nn as nn
@@ -73,19 +77,23 @@ def conv_tile(x_ptr, w_ptr, n, oh, ow, mmask, co, cmask, c_in, height, width,
 def conv_pool_sigmoid_sum_kernel(
     x_ptr, w_ptr, b_ptr, part_ptr, c_in, height, width, c_out, pool_h, pool_w,
     stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-    KH: tl.constexpr, KW: tl.constexpr, POOL: tl.constexpr, SLOTS: tl.constexpr,
+    KH: tl.constexpr, KW: tl.constexpr, POOL: tl.constexpr, PS: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, C_BLOCKS: tl.constexpr,
 ):
     # program (window tile, sample): writes sum over its windows and all channels of sigmoid(max + bias)
-    BP: tl.constexpr = BM // SLOTS
+    BP: tl.constexpr = BM // (PS * PS)
     tile = tl.program_id(0)
+    # row r = (eh * BP + j) * PS + ew: window j's pixel (eh, ew); ew fastest, then the window, then eh, so
+    # consecutive lanes read consecutive pixels of one input row (windows j, j + 1 are side by side)
     r = tl.arange(0, BM)
-    q = tile * BP + r // SLOTS  # pooling window (pooled pixel) of each row
-    e = r % SLOTS
+    ew = r % PS
+    j = (r // PS) % BP
+    eh = r // (PS * BP)
+    q = tile * BP + j  # pooling window (pooled pixel) of each row, flattened over the sample
     ph = q // pool_w
-    oh = ph * POOL + e // POOL
-    ow = (q - ph * pool_w) * POOL + e % POOL
-    valid = (q < pool_h * pool_w) & (e < POOL * POOL)
+    oh = ph * POOL + eh
+    ow = (q - ph * pool_w) * POOL + ew
+    valid = (q < pool_h * pool_w) & (eh < POOL) & (ew < POOL)
     n = tl.zeros((BM,), tl.int32) + tl.program_id(1)
     qmask = tile * BP + tl.arange(0, BP) < pool_h * pool_w
     total = 0.0
@@ -95,7 +103,8 @@ def conv_pool_sigmoid_sum_kernel(
         acc = conv_tile(x_ptr, w_ptr, n, oh, ow, valid, co, cmask, c_in, height, width,
                         stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, KH, KW, BM, BN, BK)
         acc = tl.where(valid[:, None], acc, float("-inf"))
-        y = tl.max(tl.reshape(acc, (BP, SLOTS, BN)), axis=1)  # window maxima, [BP, BN]
+        # window maxima, [BP, BN]: over ew inside a thread's lane group, then over eh across warps
+        y = tl.max(tl.max(tl.reshape(acc, (PS, BP, PS, BN)), axis=2), axis=0)
         y += tl.load(b_ptr + co, mask=cmask, other=0.0)[None, :]
         total += tl.sum(tl.where(qmask[:, None] & cmask[None, :], tl.sigmoid(y), 0.0))
     tl.store(part_ptr + tl.program_id(1) * tl.num_programs(0) + tile, total)
@@ -128,15 +137,15 @@ class ModelNew(nn.Module):
         out_h = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
         out_w = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         pool = int(self.pool_size)
-        slots = triton.next_power_of_2(pool * pool)
+        ps = triton.next_power_of_2(pool)
         pool_h, pool_w = out_h // pool, out_w // pool  # max_pool2d: stride = kernel, no padding, floor
         bn = min(128, max(16, triton.next_power_of_2(c_out)))
         bk = min(BK, max(16, triton.next_power_of_2(c_in)))
-        tiles = triton.cdiv(pool_h * pool_w, BM // slots)
+        tiles = triton.cdiv(pool_h * pool_w, BM // (ps * ps))
         part = torch.empty((n, tiles), device=x.device, dtype=x.dtype)
         conv_pool_sigmoid_sum_kernel[(tiles, n)](
             x, w, conv.bias, part, c_in, h, wd, c_out, pool_h, pool_w, sh, sw, ph, pw, dh, dw,
-            KH=kh, KW=kw, POOL=pool, SLOTS=slots, BM=BM, BN=bn, BK=bk, C_BLOCKS=triton.cdiv(c_out, bn),
+            KH=kh, KW=kw, POOL=pool, PS=ps, BM=BM, BN=bn, BK=bk, C_BLOCKS=triton.cdiv(c_out, bn),
             num_warps=8, num_stages=3,
         )
         out = torch.empty(n, device=x.device, dtype=x.dtype)

@@ -1,83 +1,132 @@
-"""Conv1d + BatchNorm1d (training mode, batch statistics) + GELU: cuDNN convolution (it has no bias), then two
-Triton kernels over the conv output, which is read twice and written once:
-1. statistics: every (sample, channel) row is cut into splits; one program per split makes its mean and
-   centered M2 in a single read (data shifted by the split's first value, so no cancellation);
-2. normalize: one program per split merges its channel's batch * splits partials (Chan's parallel formula,
-   fixed order) and writes gelu(y * a_c + s_c) in place, a_c = gamma_c * rstd_c, s_c = beta_c - mean_c * a_c
-   (erf GELU, as F.gelu's default). The first sample's first split also updates the running statistics, as
-   training-mode BatchNorm does.
+"""Conv1d + BatchNorm1d (training mode, batch statistics) + GELU: a Triton implicit-GEMM convolution whose
+epilogue also makes the BatchNorm statistics, then two light kernels; the conv output is written once and
+read and rewritten once:
+1. conv + statistics: each [BM positions, BN channels] tile stores its conv output and, per channel, the
+   tile's mean and centered M2 (two passes over the accumulator in registers: no cancellation);
+2. finalize: one program per channel merges its batch * tiles partials (Chan's parallel formula, fixed order)
+   into a_c = gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics, as
+   training-mode BatchNorm does (unbiased variance, momentum);
+3. normalize: gelu(y * a_c + s_c) in place (erf GELU, as F.gelu's default).
 Eager runs conv, batch_norm (a statistics pass and a normalize pass) and gelu: ~5 passes over the 537 MB conv
-output at the full size against 3 here (~0.34 ms of HBM time on the H200); the statistics use ~8192 programs
-where a per-channel reduction would have only 256.
+output at the full size against 3 here.
 
-The convolution (103 GFLOP at the full size) stays in cuDNN, IEEE fp32 with TF32 off as the reference runs it:
-it is most of the time at the full size, and beating it takes a 3xTF32 implicit-GEMM kernel on the tensor
-cores that has to be tuned on the GPU; what follows it is fused.
+The GEMM: rows are the output positions of one sample (BM = 128 consecutive ones per program), columns the
+output channels (BN = 128, two column tiles at Cout = 256), and the reduction walks K = KW*Cin as one block of
+BK = 32 input channels at one kernel tap per step (no per-element div/mod in the loop). The weight is
+permuted once per call to [Cout, KW, Cin] so each B tile is K-contiguous. The A tile is loaded as [BK, BM]
+and the output stored as [BN, BM], lanes on the positions (coalesced); both operands are transposed in
+registers for the dot.
+
+The products (103 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
+accumulated in fp32; what is dropped is ~2^-22 of each product), which keeps fp32-level accuracy where cuDNN
+with TF32 off runs on the fp32 SIMT units.
 Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
-7.2e-7."""
+9.5e-7."""
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def split_stats_kernel(y_ptr, mean_ptr, m2_ptr, spatial, splits, per_split, BLOCK: tl.constexpr):
-    # program (row * splits + split): mean and centered M2 of the row's elements [start, end)
-    pid = tl.program_id(0)
-    start = (pid % splits) * per_split
-    end = tl.minimum(start + per_split, spatial)
-    row = y_ptr + (pid // splits).to(tl.int64) * spatial
-    shift = tl.load(row + start)
-    s1 = tl.zeros([BLOCK], dtype=tl.float32)
-    s2 = tl.zeros([BLOCK], dtype=tl.float32)
-    for i0 in range(start, end, BLOCK):
-        offs = i0 + tl.arange(0, BLOCK)
-        mask = offs < end
-        d = tl.where(mask, tl.load(row + offs, mask=mask, other=0.0) - shift, 0.0)
-        s1 += d
-        s2 += d * d
-    cnt = (end - start).to(tl.float32)
-    t1 = tl.sum(s1, axis=0)
-    tl.store(mean_ptr + pid, shift + t1 / cnt)
-    tl.store(m2_ptr + pid, tl.maximum(tl.sum(s2, axis=0) - t1 * t1 / cnt, 0.0))
+# 8 warps: the 128 x 128 accumulator is 64 registers a thread (as in 11_Conv2d_ReLU)
+BM, BK = 128, 32
 
 
 @triton.jit
-def batchnorm_gelu_kernel(
-    y_ptr, mean_ptr, m2_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, batch, spatial, channels, splits, per_split,
-    eps, momentum, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr,
+def conv1d_tile(x_n, w_ptr, pos, pmask, co, cmask, c_in, length, pad,
+                KW: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp32 [BM, BN] tile of the bias-free stride-1 convolution of one sample (x_n: its [Cin, L] plane) at
+    output positions pos and output channels co; w is [Cout, KW, Cin]; one step is BK channels at one tap."""
+    ck = tl.arange(0, BK)
+    k_total = KW * c_in
+    blocks = tl.cdiv(c_in, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for step in range(0, KW * blocks):
+        tap = step // blocks
+        ci = (step - tap * blocks) * BK + ck
+        src = pos - pad + tap
+        rmask = pmask & (src >= 0) & (src < length)
+        kmask = ci < c_in
+        # [BK, BM] and [BN, BK] loads: consecutive lanes read consecutive positions / weights
+        a = tl.load(x_n + (ci * length)[:, None] + src[None, :],
+                    mask=kmask[:, None] & rmask[None, :], other=0.0)
+        b = tl.load(w_ptr + (co * k_total)[:, None] + (tap * c_in + ci)[None, :],
+                    mask=cmask[:, None] & kmask[None, :], other=0.0)
+        acc = tl.dot(tl.trans(a), tl.trans(b), acc, input_precision="tf32x3")
+    return acc
+
+
+@triton.jit
+def conv_stats_kernel(
+    x_ptr, w_ptr, y_ptr, mean_ptr, m2_ptr, c_in, length, c_out, conv_len, pad,
+    KW: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
 ):
-    # program (row * splits + split), row = sample * channels + channel
-    pid = tl.program_id(0)
-    row = pid // splits
-    c = row % channels
-    # the channel's partials: sample i, split s at (i * channels + c) * splits + s
-    p = tl.arange(0, BLOCK_P)
-    pmask = p < batch * splits
-    s = p % splits
-    idx = ((p // splits) * channels + c) * splits + s
-    cnt = tl.minimum(per_split, spatial - s * per_split).to(tl.float32)
-    mean_p = tl.load(mean_ptr + idx, mask=pmask, other=0.0)
-    total = batch * spatial
-    mean = tl.sum(tl.where(pmask, cnt * mean_p, 0.0), axis=0) / total
-    d = mean_p - mean
-    m2 = tl.sum(tl.where(pmask, tl.load(m2_ptr + idx, mask=pmask, other=0.0) + cnt * d * d, 0.0), axis=0)
+    # program (position tile t, sample n, output channel tile);
+    # the partials of (n, c, t) are at (n * Cout + c) * T + t
+    t = tl.program_id(0)
+    n = tl.program_id(1)
+    pos = t * BM + tl.arange(0, BM)
+    pmask = pos < conv_len
+    co = tl.program_id(2) * BN + tl.arange(0, BN)
+    cmask = co < c_out
+    x_n = x_ptr + n.to(tl.int64) * c_in * length
+    acc = conv1d_tile(x_n, w_ptr, pos, pmask, co, cmask, c_in, length, pad, KW, BM, BN, BK)
+    cnt = tl.minimum(BM, conv_len - t * BM).to(tl.float32)
+    mean = tl.sum(tl.where(pmask[:, None], acc, 0.0), axis=0) / cnt
+    d = tl.where(pmask[:, None], acc - mean[None, :], 0.0)
+    part = (n * c_out + co) * tl.num_programs(0) + t
+    tl.store(mean_ptr + part, mean, mask=cmask)
+    tl.store(m2_ptr + part, tl.sum(d * d, axis=0), mask=cmask)
+    # stored as [BN, BM] so consecutive lanes write consecutive positions of one channel row
+    dst = y_ptr + n.to(tl.int64) * c_out * conv_len + (co * conv_len)[:, None] + pos[None, :]
+    tl.store(dst, tl.trans(acc), mask=cmask[:, None] & pmask[None, :])
+
+
+@triton.jit
+def finalize_kernel(
+    mean_ptr, m2_ptr, w_ptr, b_ptr, rm_ptr, rv_ptr, scale_ptr, shift_ptr, batch, channels, tiles, conv_len,
+    eps, momentum, TILE: tl.constexpr, BLOCK_P: tl.constexpr,
+):
+    # program c: merge the batch * tiles partials of channel c (sample i, tile t at (i * C + c) * T + t)
+    c = tl.program_id(0)
+    count = batch * tiles
+    total = batch * conv_len
+    s1 = tl.zeros([BLOCK_P], dtype=tl.float32)
+    for p0 in range(0, count, BLOCK_P):
+        p = p0 + tl.arange(0, BLOCK_P)
+        pm = p < count
+        t = p % tiles
+        cnt = tl.minimum(TILE, conv_len - t * TILE).to(tl.float32)
+        s1 += tl.where(pm, cnt * tl.load(mean_ptr + ((p // tiles) * channels + c) * tiles + t, mask=pm), 0.0)
+    mean = tl.sum(s1, axis=0) / total
+    s2 = tl.zeros([BLOCK_P], dtype=tl.float32)
+    for p0 in range(0, count, BLOCK_P):
+        p = p0 + tl.arange(0, BLOCK_P)
+        pm = p < count
+        t = p % tiles
+        idx = ((p // tiles) * channels + c) * tiles + t
+        cnt = tl.minimum(TILE, conv_len - t * TILE).to(tl.float32)
+        d = tl.load(mean_ptr + idx, mask=pm, other=0.0) - mean
+        s2 += tl.where(pm, tl.load(m2_ptr + idx, mask=pm, other=0.0) + cnt * d * d, 0.0)
+    m2 = tl.sum(s2, axis=0)
     a = tl.load(w_ptr + c) / tl.sqrt(m2 / total + eps)
-    sh = tl.load(b_ptr + c) - mean * a
-    if pid < channels * splits and pid % splits == 0:  # sample 0, split 0: the running statistics
-        tl.store(rm_ptr + c, (1.0 - momentum) * tl.load(rm_ptr + c) + momentum * mean)
-        tl.store(rv_ptr + c, (1.0 - momentum) * tl.load(rv_ptr + c) + momentum * m2 / tl.maximum(total - 1, 1))
-    start = (pid % splits) * per_split
-    end = tl.minimum(start + per_split, spatial)
-    base = y_ptr + row.to(tl.int64) * spatial
-    for i0 in range(start, end, BLOCK):
-        offs = i0 + tl.arange(0, BLOCK)
-        mask = offs < end
-        v = tl.load(base + offs, mask=mask) * a + sh
-        tl.store(base + offs, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=mask)
+    tl.store(scale_ptr + c, a)
+    tl.store(shift_ptr + c, tl.load(b_ptr + c) - mean * a)
+    tl.store(rm_ptr + c, (1.0 - momentum) * tl.load(rm_ptr + c) + momentum * mean)
+    tl.store(rv_ptr + c, (1.0 - momentum) * tl.load(rv_ptr + c) + momentum * m2 / tl.maximum(total - 1, 1))
+
+
+@triton.jit
+def normalize_gelu_kernel(y_ptr, scale_ptr, shift_ptr, channels, conv_len, BLOCK: tl.constexpr):
+    # program (row = sample * channels + channel, block of positions), in place
+    row = tl.program_id(0)
+    c = row % channels
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < conv_len
+    ptr = y_ptr + row.to(tl.int64) * conv_len + offs
+    v = tl.load(ptr, mask=mask) * tl.load(scale_ptr + c) + tl.load(shift_ptr + c)
+    tl.store(ptr, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=mask)
 
 
 class ModelNew(nn.Module):
@@ -87,22 +136,32 @@ class ModelNew(nn.Module):
         self.batch_norm = nn.BatchNorm1d(out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = F.conv1d(x, self.conv.weight, None, self.conv.stride, self.conv.padding).contiguous()
-        n, c = y.shape[:2]
-        spatial = y.numel() // (n * c)
-        bn = self.batch_norm
-        block = 1024
-        # ~4096 programs, each split a whole number of blocks, at most 4096 partials per channel
-        splits = max(1, min(triton.cdiv(spatial, block), 4096 // (n * c), 4096 // n))
-        per_split = triton.cdiv(triton.cdiv(spatial, splits), block) * block
-        splits = triton.cdiv(spatial, per_split)
-        mean = torch.empty(n * c * splits, device=y.device, dtype=torch.float32)
+        x = x.contiguous()
+        conv, bn = self.conv, self.batch_norm
+        c_out, c_in, kw = conv.weight.shape
+        w = conv.weight.permute(0, 2, 1).contiguous()
+        n, _, length = x.shape
+        pad = conv.padding[0]
+        conv_len = length + 2 * pad - kw + 1
+        y = torch.empty((n, c_out, conv_len), device=x.device, dtype=x.dtype)
+        tiles = triton.cdiv(conv_len, BM)
+        mean = torch.empty(n * c_out * tiles, device=x.device, dtype=torch.float32)
         m2 = torch.empty_like(mean)
-        split_stats_kernel[(n * c * splits,)](y, mean, m2, spatial, splits, per_split, BLOCK=block)
+        bnc = min(128, max(16, triton.next_power_of_2(c_out)))
+        bk = min(BK, max(16, triton.next_power_of_2(c_in)))
+        conv_stats_kernel[(tiles, n, triton.cdiv(c_out, bnc))](
+            x, w, y, mean, m2, c_in, length, c_out, conv_len, pad,
+            KW=kw, BM=BM, BN=bnc, BK=bk, num_warps=8, num_stages=3,
+        )
+        scale = torch.empty(c_out, device=x.device, dtype=torch.float32)
+        shift = torch.empty_like(scale)
         with torch.no_grad():
             bn.num_batches_tracked.add_(1)
-            batchnorm_gelu_kernel[(n * c * splits,)](
-                y, mean, m2, bn.weight, bn.bias, bn.running_mean, bn.running_var, n, spatial, c, splits,
-                per_split, bn.eps, bn.momentum, BLOCK=block, BLOCK_P=triton.next_power_of_2(n * splits),
+            finalize_kernel[(c_out,)](
+                mean, m2, bn.weight, bn.bias, bn.running_mean, bn.running_var, scale, shift, n, c_out, tiles,
+                conv_len, bn.eps, bn.momentum, TILE=BM, BLOCK_P=min(1024, triton.next_power_of_2(n * tiles)),
             )
+        block = 1024
+        grid = (n * c_out, triton.cdiv(conv_len, block))
+        normalize_gelu_kernel[grid](y, scale, shift, c_out, conv_len, BLOCK=block)
         return y

@@ -1,77 +1,98 @@
-"""Conv2d + Mish + Mish as one Triton implicit-GEMM convolution with the chain in its epilogue: GEMM rows are
-128 consecutive output pixels of one sample, columns every output channel (one 128-wide tile at the full
-size), and the reduction runs over (input channel, kh, kw) in steps of 32. Each step gathers the [32 x 128]
-input patch straight from x (zero padding by masks, threads along the pixels so the gather is coalesced) and
-multiplies it by the weight viewed as [Cout, Cin*KH*KW]; the epilogue adds the bias, applies Mish twice and
-writes the tile once. The 403 MB conv output (full size) is never written before its activation; eager runs
-conv + bias, then mish twice (up to 6 passes over it).
+"""Conv2d + Mish + Mish as one Triton implicit GEMM with the bias and both Mish in its epilogue: the
+convolution's output (403 MB at the full size) is written once, already activated; eager writes it, then each
+mish reads and rewrites it.
+
+The GEMM: rows are the N*OH*OW output pixels (BM = 128 consecutive ones per program), columns the output
+channels (BN = min(128, next_pow2(Cout)), 128 at the full size), and the reduction walks K = KH*KW*Cin as one
+block of BK = 32 input channels at one kernel tap per step (tap outer, channel block inner: no per-element
+div/mod in the k loop). The A tile is gathered from the NCHW input, zero padding by masks (stride, padding and
+dilation are read from self.conv); the weight is permuted once per call to [Cout, KH, KW, Cin] so each B tile
+is K-contiguous.
+
+The A tile is loaded as [BK, BM] and the output stored as [BN, BM], lanes on the pixels: Triton cannot prove
+gathered addresses contiguous and by default puts the lanes on the last axis, for a [BM, BK] tile the
+input-channel axis (stride H*W, one 32-byte sector per lane). The B tile is loaded along K; both are
+transposed in registers for the dot.
 
 The products (116 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
 operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
-accumulated in fp32), which keeps fp32-level accuracy -- far inside the 1e-4 tolerance -- where cuDNN with
-TF32 off runs on the fp32 SIMT units. Mish is x * tanh(softplus(x)) = x * n / (n + 2) with n = e^x (e^x + 2):
-one exp and one division, exact in form; x is capped at 20 inside the exp, where n / (n + 2) is already 1.0
-in fp32 (PyTorch's own softplus threshold).
+accumulated in fp32; what is dropped, the residual x residual product and the residuals' own TF32 rounding, is
+~2^-22 of each product), which keeps fp32-level accuracy -- the 1e-4 tolerance holds with a wide margin --
+where cuDNN with TF32 off runs on the fp32 SIMT units.
+Mish is x * tanh(softplus(x)) = x * n / (n + 2) with n = e^x (e^x + 2): one exp and one division, exact in
+form; x is capped at 20 inside the exp, where n / (n + 2) is already 1.0 in fp32 (PyTorch's own softplus
+threshold).
 Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
-6.6e-7."""
+8.3e-7."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
+# 8 warps: the 128 x 128 accumulator is 64 registers a thread; with 3 stages ptxas for sm_90 reports 255
+# registers, no spills, 96 KB shared memory
+BM, BK = 128, 32
+
 
 @triton.jit
-def _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
-               KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr,
-               PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    # acc[p, c] = sum_k x[ci, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW] * w[c, k] over k = (ci, kh, kw)
-    ih0 = (p // out_w) * SH - PH
-    iw0 = (p % out_w) * SW - PW
-    red = cin * KH * KW
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k0 in range(0, red, BK):
-        k = k0 + tl.arange(0, BK)
-        kmask = k < red
-        ci = k // (KH * KW)
-        kh = (k % (KH * KW)) // KW
-        kw = k % KW
-        # the patch is gathered as [BK, BM] (pixels fastest: neighbouring threads read neighbouring ow)
-        ih = ih0[None, :] + (kh * DH)[:, None]
-        iw = iw0[None, :] + (kw * DW)[:, None]
-        amask = kmask[:, None] & pmask[None, :] & (ih >= 0) & (ih < height) & (iw >= 0) & (iw < width)
-        at = tl.load(x_base + ci[:, None] * (height * width) + ih * width + iw, mask=amask, other=0.0)
-        b = tl.load(w_ptr + co[None, :] * red + k[:, None], mask=kmask[:, None] & cmask[None, :], other=0.0)
-        acc = tl.dot(tl.trans(at), b, acc, input_precision="tf32x3")
+def conv_tile(x_ptr, w_ptr, n, oh, ow, mmask, co, cmask, c_in, height, width,
+              stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+              KH: tl.constexpr, KW: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp32 [BM, BN] tile of the bias-free convolution for output pixels (n, oh, ow) and output channels co:
+    x is NCHW, w is [Cout, KH, KW, Cin]; one step is BK input channels at one tap (kh, kw)."""
+    hw = height * width
+    x_n = x_ptr + n.to(tl.int64) * c_in * hw
+    ck = tl.arange(0, BK)
+    k_total = KH * KW * c_in
+    blocks = tl.cdiv(c_in, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for step in range(0, KH * KW * blocks):
+        tap = step // blocks
+        ci = (step - tap * blocks) * BK + ck
+        kh = tap // KW
+        ih = oh * stride_h - pad_h + kh * dil_h
+        iw = ow * stride_w - pad_w + (tap - kh * KW) * dil_w
+        rmask = mmask & (ih >= 0) & (ih < height) & (iw >= 0) & (iw < width)
+        kmask = ci < c_in
+        # [BK, BM] and [BN, BK] loads: consecutive lanes read consecutive pixels / weights
+        a = tl.load(x_n[None, :] + (ci * hw)[:, None] + (ih * width + iw)[None, :],
+                    mask=kmask[:, None] & rmask[None, :], other=0.0)
+        b = tl.load(w_ptr + (co * k_total)[:, None] + (tap * c_in + ci)[None, :],
+                    mask=cmask[:, None] & kmask[None, :], other=0.0)
+        acc = tl.dot(tl.trans(a), tl.trans(b), acc, input_precision="tf32x3")
     return acc
 
 
 @triton.jit
-def _mish(x):
+def mish(x):
     e = tl.exp(tl.minimum(x, 20.0))
-    n = e * (e + 2.0)
-    return x * (n / (n + 2.0))
+    t = e * (e + 2.0)
+    return x * (t / (t + 2.0))
 
 
 @triton.jit
-def conv_mish_mish_kernel(x_ptr, w_ptr, b_ptr, out_ptr, cin, height, width, cout, out_h, out_w,
-                          KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-                          PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    # program (pixel tile, channel tile, sample)
-    n = tl.program_id(2)
-    npix = out_h * out_w
-    p = tl.program_id(0) * BM + tl.arange(0, BM)
+def conv_mish_mish_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr, batch, c_in, height, width, c_out, out_h, out_w,
+    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+    KH: tl.constexpr, KW: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+):
+    # program (pixel tile, output channel tile); pixel tiles run over the flattened (n, oh, ow)
+    out_hw = out_h * out_w
+    m = tl.program_id(0) * BM + tl.arange(0, BM)
+    mmask = m < batch * out_hw
+    n = m // out_hw
+    p = m - n * out_hw
+    oh = p // out_w
     co = tl.program_id(1) * BN + tl.arange(0, BN)
-    pmask = p < npix
-    cmask = co < cout
-    x_base = x_ptr + n.to(tl.int64) * cin * height * width
-    acc = _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
-                     KH, KW, SH, SW, PH, PW, DH, DW, BM, BN, BK)
-    y = _mish(_mish(acc + tl.load(b_ptr + co, mask=cmask, other=0.0)[None, :]))
-    dst = out_ptr + n.to(tl.int64) * cout * npix + co[None, :] * npix + p[:, None]
-    tl.store(dst, y, mask=pmask[:, None] & cmask[None, :])
+    cmask = co < c_out
+    acc = conv_tile(x_ptr, w_ptr, n, oh, p - oh * out_w, mmask, co, cmask, c_in, height, width,
+                    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, KH, KW, BM, BN, BK)
+    # [BN, BM] offsets so consecutive lanes touch consecutive pixels of one channel plane
+    offs = (n.to(tl.int64) * c_out * out_hw + p)[None, :] + (co * out_hw)[:, None]
+    omask = cmask[:, None] & mmask[None, :]
+    y = tl.trans(mish(mish(acc + tl.load(b_ptr + co, mask=cmask, other=0.0)[None, :])))
+    tl.store(out_ptr + offs, y, mask=omask)
 
 
 class ModelNew(nn.Module):
@@ -81,18 +102,19 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        cv = self.conv
-        n, cin, h, w = x.shape
-        cout, _, kh, kw = cv.weight.shape
-        (sh, sw), (ph, pw), (dh, dw) = cv.stride, cv.padding, cv.dilation
-        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-        out = torch.empty((n, cout, oh, ow), device=x.device, dtype=x.dtype)
-        # 128 x 128 fp32 accumulator over 8 warps: 255 registers, no spills (ptxas, sm_90a, 3 stages)
-        bm, bn, bk = 128, max(16, min(128, triton.next_power_of_2(cout))), 32
-        conv_mish_mish_kernel[(triton.cdiv(oh * ow, bm), triton.cdiv(cout, bn), n)](
-            x, cv.weight.contiguous(), cv.bias, out, cin, h, w, cout, oh, ow,
-            KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw,
-            BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3,
+        conv = self.conv
+        c_out, c_in, kh, kw = conv.weight.shape
+        w = conv.weight.permute(0, 2, 3, 1).contiguous()
+        n, _, h, wd = x.shape
+        (sh, sw), (ph, pw), (dh, dw) = conv.stride, conv.padding, conv.dilation
+        out_h = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        out_w = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        out = torch.empty((n, c_out, out_h, out_w), device=x.device, dtype=x.dtype)
+        bn = min(128, max(16, triton.next_power_of_2(c_out)))
+        bk = min(BK, max(16, triton.next_power_of_2(c_in)))
+        grid = (triton.cdiv(n * out_h * out_w, BM), triton.cdiv(c_out, bn))
+        conv_mish_mish_kernel[grid](
+            x, w, conv.bias, out, n, c_in, h, wd, c_out, out_h, out_w, sh, sw, ph, pw, dh, dw,
+            KH=kh, KW=kw, BM=BM, BN=bn, BK=bk, num_warps=8, num_stages=3,
         )
         return out

@@ -1,89 +1,167 @@
-"""ConvTranspose3d + BatchNorm3d (training mode, batch statistics) + AvgPool3d: cuDNN transposed convolution
-(it has no bias), then three Triton kernels. BatchNorm is a per-channel affine map once its statistics are
-known, so it commutes with average pooling: the conv output is read exactly once.
-1. pool + statistics: one program per (plane, block of pooled voxels) reads the 2x2x2 windows, writes the
-   window means (the unnormalized pooled output) and stores the mean and centered M2 of the 8 * block values
-   it read (shifted by the block's first value, so no cancellation);
-2. finalize: one program per channel merges its partials (Chan's parallel formula, fixed order) into a_c =
-   gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics;
-3. apply: pooled * a_c + s_c in place on the 8x smaller output.
-HBM traffic at the full size: the 537 MB conv output read once, 67 MB written, read and written again (0.74
-GB); eager runs the statistics (read), the normalize (read + write) and the pooling (read + write): ~2.2 GB.
+"""ConvTranspose3d + BatchNorm3d (training mode, batch statistics) + AvgPool3d(2): the transposed convolution
+runs as a Triton implicit GEMM on tensor cores with the pooling and the statistics in its epilogue, so the
+convolution's output (537 MB at the full size) never reaches memory. BatchNorm is a per-channel affine map once
+its statistics are known, so it commutes with average pooling:
+1. conv + pool + statistics: each program writes the window means of its BM pooled voxels (the unnormalized
+   pooled output) and, per channel, the count, mean and centered M2 of the conv values those windows cover
+   (two passes in registers per parity class, merged with Chan's formula: no cancellation);
+2. finalize: one program per channel merges the per-tile partials (Chan's formula, fixed order) into a_c =
+   gamma_c * rstd_c and s_c = beta_c - mean_c * a_c and updates the running statistics (unbiased variance),
+   as nn.BatchNorm3d does in training mode;
+3. apply: pooled * a_c + s_c in place on the 8x smaller output (67 MB at the full size).
+Eager writes the conv output, reads it for the statistics, reads and writes it to normalize and reads it again
+to pool.
 
-The transposed convolution (29 GFLOP at the full size) stays in cuDNN, IEEE fp32 with TF32 off as the
-reference runs it: it is most of the time at the full size, and beating it takes a 3xTF32 implicit-GEMM kernel
-on the tensor cores that has to be tuned on the GPU; what follows it is fused.
-Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
-3.0e-7."""
+The transposed convolution in gather form: out[n, co, o] = sum over ci and taps k with i = (o + pad - k) / S
+integral and in range of x[n, ci, i] * w[ci, co, k] (per axis). Split by output parity r = o mod S, each class
+is a regular convolution using only the taps k = r + pad (mod S) (k = 3, S = 2: 1 or 2 taps per axis), reading
+input index q + (r + pad - k) / S for output o = S * q + r: no product with an inserted zero. With S = 2 =
+the pooling window, pooled voxel q covers the outputs S * q + r, exactly one of each of the 8 parity classes:
+a program owns BM pooled voxels (rows, flattened n * PD * PH * PW) and every output channel (BN = Cout, one
+column tile), computes the 8 class tiles one after the other and sums them in registers.
+
+Per class the reduction walks one block of BK input channels at one tap per step (no per-element div/mod in
+the k loop); the weight is permuted once per call to [Cout, K, K, K, Cin] so each B tile is K-contiguous. The
+A tile is gathered as [BK, BM], lanes on the rows (consecutive rows read consecutive input voxels along W),
+and the pooled output stored as [BN, BM], lanes on the pooled voxels of one channel plane; both are transposed
+in registers for the dot.
+
+The products (29 GFLOP at the full size) run on tensor cores as 3xTF32 (input_precision="tf32x3": each fp32
+operand is split into a TF32 high part and a TF32 residual and the three significant cross products are
+accumulated in fp32, ~2^-22 relative error per product), where cuDNN with TF32 off runs on the fp32 SIMT units.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter): 3.0e-7."""
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+# 8 warps, 3 stages, BK = 16: ptxas for sm_90 reports no spills at the full size (BK = 32 spills: the
+# gathered A tile's addresses are 64-bit per element)
+BM, BK = 128, 16
+
 
 @triton.jit
-def pool_stats_kernel(y_ptr, out_ptr, mean_ptr, m2_ptr, depth, height, width, od, oh, ow, blocks,
-                      BLOCK: tl.constexpr):
-    # program (plane * blocks + block): window means of pooled voxels [block * BLOCK, ...), and the
-    # mean / centered M2 of every conv value those windows cover
+def convt_tile(x_ptr, w_ptr, n, qd, qh, qw, rmask, rd, rh, rw, co, cmask, c_in, depth, height, width,
+               pad_d, pad_h, pad_w,
+               K: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp32 [BM, BN] tile of the bias-free transposed convolution at output voxels (S*qd + rd, S*qh + rh,
+    S*qw + rw) and output channels co: x is NCDHW, w is [Cout, K, K, K, Cin]. Only the taps k = r + pad
+    (mod S) reach parity class r, from input index q + (r + pad - k) / S; one step is BK input channels at
+    one such tap."""
+    fd = (rd + pad_d) % S
+    fh = (rh + pad_h) % S
+    fw = (rw + pad_w) % S
+    nth = (K - fh + S - 1) // S
+    ntw = (K - fw + S - 1) // S
+    taps = (K - fd + S - 1) // S * nth * ntw
+    hw = height * width
+    x_n = x_ptr + n.to(tl.int64) * c_in * depth * hw
+    ck = tl.arange(0, BK)
+    blocks = tl.cdiv(c_in, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for step in range(0, taps * blocks):
+        tap = step // blocks
+        ci = (step - tap * blocks) * BK + ck
+        kd = fd + tap // (nth * ntw) * S
+        kh = fh + (tap // ntw) % nth * S
+        kw = fw + tap % ntw * S
+        # (r + pad - k) is a multiple of S: exact division
+        i_d = qd + (rd + pad_d - kd) // S
+        i_h = qh + (rh + pad_h - kh) // S
+        i_w = qw + (rw + pad_w - kw) // S
+        amask = rmask & (i_d >= 0) & (i_d < depth) & (i_h >= 0) & (i_h < height) & (i_w >= 0) & (i_w < width)
+        kmask = ci < c_in
+        # [BK, BM] and [BN, BK] loads: consecutive lanes read consecutive voxels / weights
+        a = tl.load(x_n[None, :] + (ci * depth * hw)[:, None] + ((i_d * height + i_h) * width + i_w)[None, :],
+                    mask=kmask[:, None] & amask[None, :], other=0.0)
+        b = tl.load(w_ptr + (co * (K * K * K * c_in))[:, None] + (((kd * K + kh) * K + kw) * c_in + ci)[None, :],
+                    mask=cmask[:, None] & kmask[None, :], other=0.0)
+        acc = tl.dot(tl.trans(a), tl.trans(b), acc, input_precision="tf32x3")
+    return acc
+
+
+@triton.jit
+def tile_stats(v, valid):
+    """Count, per-column mean and centered M2 of the valid rows of v (two passes in registers: no
+    cancellation)."""
+    cnt = tl.sum(valid.to(tl.float32), axis=0)
+    mean = tl.sum(tl.where(valid[:, None], v, 0.0), axis=0) / tl.maximum(cnt, 1.0)
+    d = tl.where(valid[:, None], v - mean[None, :], 0.0)
+    return cnt, mean, tl.sum(d * d, axis=0)
+
+
+@triton.jit
+def merge_stats(cnt, mean, m2, cnt_b, mean_b, m2_b):
+    """Chan's parallel formula: statistics of the union of two disjoint sets."""
+    tot = cnt + cnt_b
+    delta = mean_b - mean
+    frac = cnt_b / tl.maximum(tot, 1.0)
+    return tot, mean + delta * frac, m2 + m2_b + delta * delta * cnt * frac
+
+
+@triton.jit
+def convt_avgpool_stats_kernel(
+    x_ptr, w_ptr, out_ptr, cnt_ptr, mean_ptr, m2_ptr, batch, c_in, depth, height, width, c_out,
+    pool_d, pool_h, pool_w, pad_d, pad_h, pad_w,
+    K: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+):
+    # program: BM pooled voxels (flattened n, qd, qh, qw) x all output channels
     pid = tl.program_id(0)
-    plane = pid // blocks
-    o = (pid % blocks) * BLOCK + tl.arange(0, BLOCK)
-    npool = od * oh * ow
-    mask = o < npool
-    base = y_ptr + plane.to(tl.int64) * depth * height * width
-    src = base + (o // (oh * ow)) * 2 * height * width + ((o // ow) % oh) * 2 * width + (o % ow) * 2
-    first = (pid % blocks) * BLOCK
-    shift = tl.load(base + (first // (oh * ow)) * 2 * height * width + ((first // ow) % oh) * 2 * width
-                    + (first % ow) * 2)
-    s1 = tl.zeros([BLOCK], dtype=tl.float32)
-    s2 = tl.zeros([BLOCK], dtype=tl.float32)
-    for i in tl.static_range(2):
-        for j in tl.static_range(2):
-            for k in tl.static_range(2):
-                v = tl.load(src + i * height * width + j * width + k, mask=mask, other=0.0)
-                d = tl.where(mask, v - shift, 0.0)
-                s1 += d
-                s2 += d * d
-    tl.store(out_ptr + plane.to(tl.int64) * npool + o, s1 * 0.125 + shift, mask=mask)
-    cnt = (tl.minimum(BLOCK, npool - first) * 8).to(tl.float32)
-    t1 = tl.sum(s1, axis=0)
-    tl.store(mean_ptr + pid, shift + t1 / cnt)
-    tl.store(m2_ptr + pid, tl.maximum(tl.sum(s2, axis=0) - t1 * t1 / cnt, 0.0))
+    pool = pool_d * pool_h * pool_w
+    m = pid * BM + tl.arange(0, BM)
+    rmask = m < batch * pool
+    n = m // pool
+    p = m - n * pool
+    qd = p // (pool_h * pool_w)
+    qh = (p // pool_w) % pool_h
+    qw = p % pool_w
+    co = tl.arange(0, BN)
+    cmask = co < c_out
+    total = tl.zeros((BM, BN), dtype=tl.float32)
+    cnt = tl.zeros((BN,), dtype=tl.float32)
+    mean = tl.zeros((BN,), dtype=tl.float32)
+    m2 = tl.zeros((BN,), dtype=tl.float32)
+    for r in range(0, S * S * S):
+        acc = convt_tile(x_ptr, w_ptr, n, qd, qh, qw, rmask, r // (S * S), (r // S) % S, r % S, co, cmask,
+                         c_in, depth, height, width, pad_d, pad_h, pad_w, K, S, BM, BN, BK)
+        total += acc
+        cnt_r, mean_r, m2_r = tile_stats(acc, rmask)
+        cnt, mean, m2 = merge_stats(cnt, mean, m2, cnt_r, mean_r, m2_r)
+    # stored as [BN, BM] so consecutive lanes write consecutive pooled voxels of one channel plane
+    dst = out_ptr + (n.to(tl.int64) * c_out * pool + p)[None, :] + (co * pool)[:, None]
+    tl.store(dst, tl.trans(total * (1.0 / (S * S * S))), mask=cmask[:, None] & rmask[None, :])
+    tl.store(cnt_ptr + pid, tl.max(cnt, axis=0))
+    tl.store(mean_ptr + pid * c_out + co, mean, mask=cmask)
+    tl.store(m2_ptr + pid * c_out + co, m2, mask=cmask)
 
 
 @triton.jit
-def bn_finalize_kernel(mean_ptr, m2_ptr, g_ptr, b_ptr, rm_ptr, rv_ptr, ss_ptr, batch, channels, spatial,
-                       splits, per_split, eps, momentum, BLOCK_P: tl.constexpr):
-    # program (channel): partial (sample i, split s) lives at (i * channels + c) * splits + s
+def bn_finalize_kernel(cnt_ptr, mean_ptr, m2_ptr, g_ptr, b_ptr, rm_ptr, rv_ptr, ss_ptr, tiles, channels,
+                       eps, momentum, BLOCK_T: tl.constexpr):
+    # program (channel): merges the per-tile partials, fixed order, mean first then M2 around it
     c = tl.program_id(0)
-    total = batch * spatial
-    acc_m = tl.zeros([BLOCK_P], dtype=tl.float32)
-    for p0 in range(0, batch * splits, BLOCK_P):
-        p = p0 + tl.arange(0, BLOCK_P)
-        pmask = p < batch * splits
-        s = p % splits
-        idx = ((p // splits) * channels + c) * splits + s
-        cnt = tl.minimum(per_split, spatial - s * per_split).to(tl.float32)
-        acc_m += tl.where(pmask, cnt * tl.load(mean_ptr + idx, mask=pmask, other=0.0), 0.0)
+    acc_n = tl.zeros([BLOCK_T], dtype=tl.float32)
+    acc_m = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for t0 in range(0, tiles, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        cnt = tl.load(cnt_ptr + t, mask=t < tiles, other=0.0)
+        acc_n += cnt
+        acc_m += cnt * tl.load(mean_ptr + t * channels + c, mask=t < tiles, other=0.0)
+    total = tl.sum(acc_n, axis=0)
     mean = tl.sum(acc_m, axis=0) / total
-    acc_q = tl.zeros([BLOCK_P], dtype=tl.float32)
-    for p0 in range(0, batch * splits, BLOCK_P):
-        p = p0 + tl.arange(0, BLOCK_P)
-        pmask = p < batch * splits
-        s = p % splits
-        idx = ((p // splits) * channels + c) * splits + s
-        cnt = tl.minimum(per_split, spatial - s * per_split).to(tl.float32)
-        d = tl.load(mean_ptr + idx, mask=pmask, other=0.0) - mean
-        acc_q += tl.where(pmask, tl.load(m2_ptr + idx, mask=pmask, other=0.0) + cnt * d * d, 0.0)
+    acc_q = tl.zeros([BLOCK_T], dtype=tl.float32)
+    for t0 in range(0, tiles, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        cnt = tl.load(cnt_ptr + t, mask=t < tiles, other=0.0)
+        d = tl.load(mean_ptr + t * channels + c, mask=t < tiles, other=0.0) - mean
+        acc_q += tl.load(m2_ptr + t * channels + c, mask=t < tiles, other=0.0) + cnt * d * d
     m2 = tl.sum(acc_q, axis=0)
     a = tl.load(g_ptr + c) / tl.sqrt(m2 / total + eps)
     tl.store(ss_ptr + c, a)
     tl.store(ss_ptr + channels + c, tl.load(b_ptr + c) - mean * a)
     tl.store(rm_ptr + c, (1.0 - momentum) * tl.load(rm_ptr + c) + momentum * mean)
-    tl.store(rv_ptr + c, (1.0 - momentum) * tl.load(rv_ptr + c) + momentum * m2 / tl.maximum(total - 1, 1))
+    tl.store(rv_ptr + c, (1.0 - momentum) * tl.load(rv_ptr + c) + momentum * m2 / tl.maximum(total - 1.0, 1.0))
 
 
 @triton.jit
@@ -119,27 +197,36 @@ class ModelNew(nn.Module):
         self.batch_norm = nn.BatchNorm3d(out_channels)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
         ct = self.conv_transpose
-        y = F.conv_transpose3d(x, ct.weight, None, ct.stride, ct.padding, ct.output_padding).contiguous()
-        n, c, d, h, w = y.shape
+        c_in, c_out, k = ct.weight.shape[:3]
+        s = ct.stride[0]
+        # the parity split pools in registers: one window of 2 per axis = one output of each parity class
+        assert s == 2 and set(ct.stride) == {s} and set(ct.kernel_size) == {k} and set(ct.dilation) == {1}
+        w = ct.weight.permute(1, 2, 3, 4, 0).contiguous()
+        n, _, d, h, wd = x.shape
+        out_dims = [(i - 1) * s - 2 * p + k + op for i, p, op in zip((d, h, wd), ct.padding, ct.output_padding)]
         # every conv value is in exactly one window (the statistics are taken over the windows)
-        assert d % 2 == 0 and h % 2 == 0 and w % 2 == 0
-        od, oh, ow = d // 2, h // 2, w // 2
-        npool = od * oh * ow
-        block = min(1024, triton.next_power_of_2(npool))
-        blocks = triton.cdiv(npool, block)
-        out = torch.empty((n, c, od, oh, ow), device=y.device, dtype=y.dtype)
-        mean = torch.empty(n * c * blocks, device=y.device, dtype=torch.float32)
+        assert all(o % 2 == 0 for o in out_dims)
+        pd, ph, pw = (o // 2 for o in out_dims)
+        npool = pd * ph * pw
+        out = torch.empty((n, c_out, pd, ph, pw), device=x.device, dtype=x.dtype)
+        tiles = triton.cdiv(n * npool, BM)
+        cnt = torch.empty(tiles, device=x.device, dtype=torch.float32)
+        mean = torch.empty((tiles, c_out), device=x.device, dtype=torch.float32)
         m2 = torch.empty_like(mean)
-        pool_stats_kernel[(n * c * blocks,)](y, out, mean, m2, d, h, w, od, oh, ow, blocks, BLOCK=block)
+        convt_avgpool_stats_kernel[(tiles,)](
+            x, w, out, cnt, mean, m2, n, c_in, d, h, wd, c_out, pd, ph, pw, *ct.padding,
+            K=k, S=s, BM=BM, BN=max(16, triton.next_power_of_2(c_out)), BK=BK, num_warps=8, num_stages=3,
+        )
         bn = self.batch_norm
-        scale_shift = torch.empty(2 * c, device=y.device, dtype=torch.float32)
+        scale_shift = torch.empty(2 * c_out, device=x.device, dtype=torch.float32)
         with torch.no_grad():
             bn.num_batches_tracked.add_(1)
-            # the finalize kernel's "splits" are the pooling blocks: block * 8 conv values each
-            bn_finalize_kernel[(c,)](
-                mean, m2, bn.weight, bn.bias, bn.running_mean, bn.running_var, scale_shift, n, c, npool * 8,
-                blocks, block * 8, bn.eps, bn.momentum, BLOCK_P=min(1024, triton.next_power_of_2(n * blocks)),
+            bn_finalize_kernel[(c_out,)](
+                cnt, mean, m2, bn.weight, bn.bias, bn.running_mean, bn.running_var, scale_shift, tiles, c_out,
+                bn.eps, bn.momentum, BLOCK_T=min(1024, triton.next_power_of_2(tiles)),
             )
-        affine_kernel[(n * c, blocks)](out, scale_shift, npool, c, BLOCK=block)
+        block = min(1024, triton.next_power_of_2(npool))
+        affine_kernel[(n * c_out, triton.cdiv(npool, block))](out, scale_shift, npool, c_out, BLOCK=block)
         return out

@@ -1,21 +1,23 @@
-"""Per-head projection einsum('bshd,hde->bshe') + GELU as one batched Triton GEMM on split-precision tensor
-cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy): program axis 1 is the head, and each head's
-operands are read in place through strides (x's rows for head h are B*S rows of stride H*D, the head's
-weight is a D x E slice), the exact GELU is applied in the epilogue and the result is written straight
-into the (b, s, h, e) output (eager: einsum permutes x into a contiguous (h, b*s, d) copy, runs a bmm,
-permutes the result back, then gelu: ~4 extra passes over 128 MB tensors).
+"""Per-head projection einsum('bshd,hde->bshe') + exact GELU as one batched Triton GEMM on split-precision
+tensor cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy). The einsum keeps the head axis in its
+output, so it is H independent GEMMs [B*S, D] x [D, E] (K = head_dim); program axis 1 is the head. x is read
+in place through strides (head h's rows are the B*S rows of stride H*D, K-contiguous), GELU is applied in the
+epilogue and the result is written straight into the (b, s, h, e) output (eager: einsum copies x into a
+contiguous (h, b*s, d) layout, runs a bmm, permutes the result back, then gelu: ~4 extra passes over 128 MB).
 
-Full preset: 8 x 2048 tokens, 8 heads, 512 x 512 per head: 34 GFLOP. fp32 cuBLAS is bound by the
-~67 TFLOP/s SIMT peak of an H200, 3xTF32 by ~165 TFLOP/s of fp32-accurate tensor-core work; x is read and
-the output written once. Max abs error on the small preset: 9.5e-07 (tolerance 1e-4) under the interpreter,
-whose tl.dot is plain fp32 (an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against
-fp32 accumulation's own 1.3e-06).
-"""
+Why the weight permute: for fp32 wgmma the shared-memory operand must be K-contiguous, and Triton feeds it
+through registers (hi/lo split) -- cheap (stmatrix) only when the global tile is K-contiguous. weight[h] is
+D x E with E contiguous, so the previous design transposed every weight tile through scalar shared stores; the
+8 MB weight is now permuted once per call to [H, E, D] and both operands take 1_Gemm_ReLU's layout.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+4.8e-7."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+BM, BN, BK = 128, 128, 32  # 8 warps, 3 stages: 0 spills at 255 registers (BK = 64 spills)
 
 
 @triton.jit
@@ -30,42 +32,39 @@ def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, s_am, s_ak, s_bn, s_bk,
+def gemm_tile(x_ptr, w_ptr, rows, cols, K, s_xm,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
-    """fp32 (BM, BN) tile of A @ B^T (A is M x K, B is N x K, any strides) on 3xTF32 tensor cores.
-    Out-of-range rows/columns read row/column 0 (in bounds) and are masked by the caller's store."""
-    rm = (pid_m * BM + tl.arange(0, BM)) % M
-    rn = (pid_n * BN + tl.arange(0, BN)) % N
+    """fp32 [BM, BN] tile of x @ W^T on 3xTF32 tensor cores, for in-bounds `rows` of x (row stride s_xm,
+    K-contiguous) and `cols` of W [N, K] (row-major): both operands are K-contiguous."""
     rk = tl.arange(0, BK)
-    pa = a_ptr + rm.to(tl.int64)[:, None] * s_am + rk[None, :] * s_ak
-    pb = b_ptr + rn.to(tl.int64)[None, :] * s_bn + rk[:, None] * s_bk
+    px = x_ptr + rows.to(tl.int64)[:, None] * s_xm + rk[None, :]
+    pw = w_ptr + cols.to(tl.int64)[None, :] * K + rk[:, None]
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         if EVEN_K:
-            a = tl.load(pa)
-            b = tl.load(pb)
+            a = tl.load(px)
+            b = tl.load(pw)
         else:
-            a = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
-            b = tl.load(pb, mask=rk[:, None] < K - k0, other=0.0)
+            a = tl.load(px, mask=rk[None, :] < K - k0, other=0.0)
+            b = tl.load(pw, mask=rk[:, None] < K - k0, other=0.0)
         acc = tl.dot(a, b, acc, input_precision="tf32x3")
-        pa += BK * s_ak
-        pb += BK * s_bk
+        px += BK
+        pw += BK
     return acc
 
 
 @triton.jit
 def head_gemm_gelu_kernel(
-    x_ptr, w_ptr, out_ptr, M, N, K, H,
+    x_ptr, wt_ptr, out_ptr, M, N, K, H,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
+    """out[r, h, :] = gelu(x[r, h, :] @ weight[h]) for rows r = b*S + s; wt is weight permuted to [H, E, D]."""
     h = tl.program_id(1)
     pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
-    # A: rows b*S + s of x[..., h, :] (stride H*K); B^T: weight[h] is K x N row-major, so B is N x K with
-    # strides (1, N)
-    acc = gemm_tile(x_ptr + h * K, w_ptr + h.to(tl.int64) * K * N, pid_m, pid_n, M, N, K,
-                    H * K, 1, 1, N, BM, BN, BK, EVEN_K)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
+    # rows/columns past the edge compute on row/column 0 (in bounds, no masks in the K loop); stores drop them
+    acc = gemm_tile(x_ptr + h * K, wt_ptr + h.to(tl.int64) * N * K, rm % M, rn % N, K, H * K, BM, BN, BK, EVEN_K)
     y = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
     offs = rm.to(tl.int64)[:, None] * (H * N) + h * N + rn[None, :]
     tl.store(out_ptr + offs, y, mask=(rm < M)[:, None] & (rn < N)[None, :])
@@ -78,14 +77,13 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
-        w = self.weight.contiguous()
+        wt = self.weight.transpose(1, 2).contiguous()  # [H, E, D]: K-contiguous B tiles
         b, s, h, d = x.shape
-        e = w.shape[2]
+        e = wt.shape[1]
         m = b * s
         out = torch.empty((b, s, h, e), device=x.device, dtype=torch.float32)
-        bm, bn, bk = 128, 128, 32
-        head_gemm_gelu_kernel[(triton.cdiv(m, bm) * triton.cdiv(e, bn), h)](
-            x, w, out, m, e, d, h,
-            BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=d % bk == 0, num_warps=8, num_stages=3,
+        head_gemm_gelu_kernel[(triton.cdiv(m, BM) * triton.cdiv(e, BN), h)](
+            x, wt, out, m, e, d, h,
+            BM=BM, BN=BN, BK=BK, GROUP_M=8, EVEN_K=d % BK == 0, num_warps=8, num_stages=3,
         )
         return out

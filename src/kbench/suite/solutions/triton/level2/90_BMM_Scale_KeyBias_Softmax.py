@@ -4,13 +4,16 @@ applies the scale and adds the key bias, then one row kernel that holds each 102
 for its max and sum and writes the probabilities in place (eager: bmm, mul, add, softmax: the 128 MB
 score tensor is written and read ~4 times after the GEMM).
 
-Full preset: 32 x 1024^3, 69 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200, 3xTF32
-by ~165 TFLOP/s of fp32-accurate tensor-core work. The softmax needs whole rows (wider than a GEMM tile),
-so the scores make one read + write after the GEMM (2 x 128 MB, ~60 us at 4.3 TB/s).
-Max abs error on the small preset: 4.5e-08 (tolerance 1e-4) under the interpreter, whose tl.dot is plain fp32
-(an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own
-1.3e-06).
-"""
+Why the transposed tile: for fp32 wgmma the shared-memory operand must be K-contiguous, and Triton feeds it
+through registers (hi/lo split) -- cheap (stmatrix) when the global tile is K-contiguous, but b is N-contiguous
+(b[k, n]), which made the previous design transpose every b tile through scalar shared stores. So each program
+computes the transposed score tile s^T[n, m] = sum_k b[k, n] a[m, k]: b's tile is the register operand (any
+order works there), a's tile [BK, BM] is K-contiguous and takes the same path as the weight in 1_Gemm_ReLU;
+the epilogue transposes the finished tile once so the store is row-major and coalesced.
+The softmax needs whole rows (wider than a GEMM tile), so the scores make one read + write after the GEMM
+(2 x 128 MB, ~60 us at 4.3 TB/s, against ~0.9 ms of GEMM).
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+4.5e-8."""
 
 import torch
 import torch.nn as nn
@@ -19,55 +22,55 @@ import triton.language as tl
 
 MAX_ROW_BLOCK = 32768  # longest row held in registers (64 floats a thread at 16 warps)
 LOOP_BLOCK = 4096  # chunk of the online-softmax path for longer rows
+BM, BN, BK = 128, 128, 32  # 8 warps, 3 stages: 0 spills at 255 registers (BK = 64 spills)
 
 
 @triton.jit
-def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
-    """(row block, column block) of this program; GROUP_M row blocks share each band of W tiles in L2."""
+def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_N: tl.constexpr):
+    """(row block, column block) of this program; GROUP_N column blocks share each band of a tiles in L2."""
     pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    per_group = GROUP_M * tl.cdiv(N, BN)
-    first_m = (pid // per_group) * GROUP_M
-    size_m = min(num_m - first_m, GROUP_M)
-    return first_m + (pid % per_group) % size_m, (pid % per_group) // size_m
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_N * tl.cdiv(M, BM)
+    first_n = (pid // per_group) * GROUP_N
+    size_n = min(num_n - first_n, GROUP_N)
+    return (pid % per_group) // size_n, first_n + (pid % per_group) % size_n
 
 
 @triton.jit
-def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, s_am, s_ak, s_bn, s_bk,
-              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
-    """fp32 (BM, BN) tile of A @ B^T (A is M x K, B is N x K, any strides) on 3xTF32 tensor cores.
-    Out-of-range rows/columns read row/column 0 (in bounds) and are masked by the caller's store."""
-    rm = (pid_m * BM + tl.arange(0, BM)) % M
-    rn = (pid_n * BN + tl.arange(0, BN)) % N
+def bmm_t_tile(a_ptr, b_ptr, rows, cols, M, N, K,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
+    """fp32 [BN, BM] tile of (a @ b)^T for in-bounds `rows` of a [M, K] and `cols` of b [K, N] (both row-major),
+    on 3xTF32 tensor cores: b^T [BN, BK] is the register operand, a^T [BK, BM] the K-contiguous shared one."""
     rk = tl.arange(0, BK)
-    pa = a_ptr + rm.to(tl.int64)[:, None] * s_am + rk[None, :] * s_ak
-    pb = b_ptr + rn.to(tl.int64)[None, :] * s_bn + rk[:, None] * s_bk
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    pb = b_ptr + rk.to(tl.int64)[None, :] * N + cols[:, None]
+    pa = a_ptr + rows.to(tl.int64)[None, :] * K + rk[:, None]
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
     for k0 in range(0, K, BK):
         if EVEN_K:
-            a = tl.load(pa)
-            b = tl.load(pb)
+            bt = tl.load(pb)
+            at = tl.load(pa)
         else:
-            a = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
-            b = tl.load(pb, mask=rk[:, None] < K - k0, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="tf32x3")
-        pa += BK * s_ak
-        pb += BK * s_bk
+            bt = tl.load(pb, mask=rk[None, :] < K - k0, other=0.0)
+            at = tl.load(pa, mask=rk[:, None] < K - k0, other=0.0)
+        acc = tl.dot(bt, at, acc, input_precision="tf32x3")
+        pb += BK * N
+        pa += BK
     return acc
 
 
 @triton.jit
 def bmm_scale_bias_kernel(
     a_ptr, b_ptr, kb_ptr, out_ptr, M, N, K, scale,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_N: tl.constexpr, EVEN_K: tl.constexpr,
 ):
+    """scores[z] = a[z] @ b[z] * scale + key_bias[z] for batch z = program axis 1; all tensors contiguous."""
+    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_N)
     z = tl.program_id(1).to(tl.int64)
-    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
-    # A = a[z] (M x K row-major); B^T = b[z] (K x N row-major): B element (n, k) at k * N + n
-    acc = gemm_tile(a_ptr + z * M * K, b_ptr + z * K * N, pid_m, pid_n, M, N, K, K, 1, 1, N, BM, BN, BK, EVEN_K)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
-    v = acc * scale + tl.load(kb_ptr + z * N + rn, mask=rn < N, other=0.0)[None, :]
+    # rows/columns past the edge compute on row/column 0 (in bounds, no masks in the K loop); stores drop them
+    acc = bmm_t_tile(a_ptr + z * M * K, b_ptr + z * K * N, rm % M, rn % N, M, N, K, BM, BN, BK, EVEN_K)
+    v = tl.trans(acc) * scale + tl.load(kb_ptr + z * N + rn, mask=rn < N, other=0.0)[None, :]
     offs = z * M * N + rm.to(tl.int64)[:, None] * N + rn[None, :]
     tl.store(out_ptr + offs, v, mask=(rm < M)[:, None] & (rn < N)[None, :])
 
@@ -116,10 +119,9 @@ class ModelNew(nn.Module):
         z, m, k = a.shape
         n = b.shape[2]
         out = torch.empty((z, m, n), device=a.device, dtype=torch.float32)
-        bm, bn, bk = 128, 128, 32
-        bmm_scale_bias_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn), z)](
+        bmm_scale_bias_kernel[(triton.cdiv(m, BM) * triton.cdiv(n, BN), z)](
             a, b, key_bias, out, m, n, k, float(self.scale),
-            BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+            BM=BM, BN=BN, BK=BK, GROUP_N=8, EVEN_K=k % BK == 0, num_warps=8, num_stages=3,
         )
         softmax_kernel[(z * m,)](out, n, **row_launch(n))
         return out

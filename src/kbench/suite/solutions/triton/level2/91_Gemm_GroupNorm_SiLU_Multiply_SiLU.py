@@ -1,17 +1,20 @@
 """Linear + GroupNorm + SiLU + per-feature multiplier + SiLU in one Triton GEMM on split-precision tensor
 cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy). A GroupNorm group of a row is 256
-contiguous features, so a 64 x 256 output tile holds whole groups: the epilogue adds the bias, reshapes the
-tile to (rows, groups, group size), takes each group's mean and centered variance in registers, and
-applies the affine transform, SiLU, the multiplier and SiLU before the only write (eager: addmm,
-group_norm, silu, mul, silu: ~5 passes over the output after the GEMM).
+contiguous features, so a tile spanning 256 features x 64 rows holds whole groups: the epilogue adds the
+bias, takes each group's mean and centered variance in registers, and applies the affine transform, SiLU,
+the multiplier and SiLU before the only write (eager: addmm, group_norm, silu, mul, silu: ~5 passes over
+the output after the GEMM).
 
-Full preset: 2048 x 4096 x 4096, 69 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200,
-3xTF32 by ~165 TFLOP/s of fp32-accurate tensor-core work; the 32 MB output is written once and never read.
+Why the transposed tile: Triton feeds the shared-memory (B) operand of fp32 wgmma through registers (hi/lo
+split, restored to shared), a cost per B element that the tile's other side amortizes. The previous design
+put the 256 features on the B side of a [64 x 256] tile (the B work per FLOP of a 128 x 128 tile, twice over)
+and spilled at 255 registers. Each program now computes out^T[n, m] = sum_k W[n, k] x[m, k]: the 256-feature
+weight tile is the register operand, the 64-row x tile [BK, 64] the K-contiguous shared one, groups lie along
+axis 0 (a plain reduction), and the finished tile is transposed once for a row-major store.
 Groups that are not a power of two or wider than 256 features take a GEMM + bias kernel and a separate
-group kernel (one read + write). Max abs error on the small preset: 1.2e-06 under the interpreter, whose
-tl.dot is plain fp32 (an fp64 emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32
-accumulation's own 1.3e-06).
-"""
+group kernel (one read + write).
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.2e-6."""
 
 import torch
 import torch.nn as nn
@@ -19,7 +22,8 @@ import triton
 import triton.language as tl
 
 FUSED_MAX_GROUP = 256  # widest group normalized inside the GEMM tile
-TILE, WARPS, STAGES = 16384, 8, 3  # fused GEMM: accumulator elements a program, launch shape
+TILE, BK_FUSED, WARPS, STAGES = 16384, 16, 8, 4  # fused GEMM: accumulator elements a program, launch shape
+# (256 x 64 at BK = 32 spills at 255 registers; BK = 16 needs 225 and no spills)
 
 
 @triton.jit
@@ -65,20 +69,22 @@ def silu(v):
 @triton.jit
 def gemm_groupnorm_silu_kernel(
     x_ptr, w_ptr, b_ptr, g_ptr, be_ptr, mul_ptr, out_ptr, M, N, K, eps, GS: tl.constexpr,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_N: tl.constexpr, EVEN_K: tl.constexpr,
 ):
-    pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
-    acc = gemm_tile(x_ptr, w_ptr, pid_m, pid_n, M, N, K, K, 1, K, 1, BM, BN, BK, EVEN_K)
-    rm = pid_m * BM + tl.arange(0, BM)
+    # transposed problem: rows = features (W, N x K), columns = batch rows (x, M x K); GROUP_N feature blocks
+    # share each band of x tiles in L2
+    pid_n, pid_m = tile_ids(N, M, BN, BM, GROUP_N)
+    acc = gemm_tile(w_ptr, x_ptr, pid_n, pid_m, N, M, K, K, 1, K, 1, BN, BM, BK, EVEN_K)  # [BN, BM]
     rn = pid_n * BN + tl.arange(0, BN)
+    rm = pid_m * BM + tl.arange(0, BM)
     nmask = rn < N
-    y = tl.reshape(acc + tl.load(b_ptr + rn, mask=nmask, other=0.0)[None, :], (BM, BN // GS, GS))
-    mean = tl.sum(y, axis=2) / GS
-    d = y - mean[:, :, None]
-    rstd = tl.rsqrt(tl.sum(d * d, axis=2) / GS + eps)
-    v = tl.reshape(d * rstd[:, :, None], (BM, BN))
-    v = v * tl.load(g_ptr + rn, mask=nmask, other=0.0)[None, :] + tl.load(be_ptr + rn, mask=nmask, other=0.0)[None, :]
-    v = silu(silu(v) * tl.load(mul_ptr + rn, mask=nmask, other=0.0)[None, :])
+    y = tl.reshape(acc + tl.load(b_ptr + rn, mask=nmask, other=0.0)[:, None], (BN // GS, GS, BM))
+    mean = tl.sum(y, axis=1) / GS
+    d = y - mean[:, None, :]
+    rstd = tl.rsqrt(tl.sum(d * d, axis=1) / GS + eps)
+    v = tl.reshape(d * rstd[:, None, :], (BN, BM))
+    v = v * tl.load(g_ptr + rn, mask=nmask, other=0.0)[:, None] + tl.load(be_ptr + rn, mask=nmask, other=0.0)[:, None]
+    v = tl.trans(silu(silu(v) * tl.load(mul_ptr + rn, mask=nmask, other=0.0)[:, None]))
     tl.store(out_ptr + rm.to(tl.int64)[:, None] * N + rn[None, :], v, mask=(rm < M)[:, None] & nmask[None, :])
 
 
@@ -123,18 +129,17 @@ class ModelNew(nn.Module):
         n = w.shape[0]
         gs = n // gn.num_groups
         out = torch.empty((m, n), device=x.device, dtype=torch.float32)
-        bk = 32
         if gs & (gs - 1) == 0 and gs <= FUSED_MAX_GROUP:
             bn = max(gs, min(128, triton.next_power_of_2(n)))
-            bm = TILE // bn  # 64 x 256 for 256-wide groups
+            bm = TILE // bn  # 256 features x 64 rows for 256-wide groups
             gemm_groupnorm_silu_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](
                 x, w, self.linear.bias, gn.weight, gn.bias, self.multiplier, out, m, n, k, float(gn.eps),
-                GS=gs, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=WARPS, num_stages=STAGES,
+                GS=gs, BM=bm, BN=bn, BK=BK_FUSED, GROUP_N=8, EVEN_K=k % BK_FUSED == 0, num_warps=WARPS, num_stages=STAGES,
             )
         else:
             gemm_bias_kernel[(triton.cdiv(m, 128) * triton.cdiv(n, 128),)](
                 x, w, self.linear.bias, out, m, n, k,
-                BM=128, BN=128, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+                BM=128, BN=128, BK=32, GROUP_M=8, EVEN_K=k % 32 == 0, num_warps=8, num_stages=3,
             )
             block = triton.next_power_of_2(gs)
             groupnorm_silu_kernel[(m, gn.num_groups)](

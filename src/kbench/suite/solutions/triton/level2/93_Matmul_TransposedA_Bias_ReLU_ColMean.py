@@ -1,19 +1,23 @@
 """a.T @ b + bias, ReLU, mean over rows: the product never reaches memory. One Triton GEMM on split-precision
-tensor cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy) reads a's transpose in place through
-strides, and its epilogue adds the bias, applies ReLU and sums each tile's valid rows per column; a tiny
-second kernel adds a column's row-block partial sums and divides by m (eager: a 4096 x 4096 product
-written, add and relu each read and write it, mean reads it).
+tensor cores (3xTF32, `input_precision="tf32x3"`, fp32-level accuracy) whose epilogue adds the bias, applies
+ReLU and sums each tile's valid rows per column; a tiny second kernel adds a column's row-block partial sums
+and divides by m (eager: a 4096 x 4096 product written, add and relu each read and write it, mean reads it).
 
-Full preset: 4096^3, 137 GFLOP: fp32 cuBLAS is bound by the ~67 TFLOP/s SIMT peak of an H200, 3xTF32 by
-~165 TFLOP/s of fp32-accurate tensor-core work; ~6 x 64 MB of traffic become 32 x 4096 partial sums.
-Max abs error on the small preset: 1.4e-06 under the interpreter, whose tl.dot is plain fp32 (an fp64
-emulation of 3xTF32's operand rounding at K = 4096 gives 3.3e-07 against fp32 accumulation's own 1.3e-06).
-"""
+Why the layout: for fp32 wgmma the shared-memory (B) operand must be K-contiguous, and Triton feeds it through
+registers (hi/lo split) -- cheap (stmatrix) only when the global tile is K-contiguous; the register (A) operand
+takes any order. Here both a [K, M] and b [K, N] are K-strided, and the previous design read both in place, so
+every b tile was transposed through scalar shared stores. Now a's tile [BM, BK] is read in place as the
+register operand, and b is transposed once per call by a Triton tile kernel into bt [N, K] (64 MB read +
+64 MB written, ~2 % of the 137 GFLOP GEMM at the full size), whose tiles then take 1_Gemm_ReLU's weight path.
+Max abs error vs the fp32 reference, small preset, over the evaluator's seeds (CPU, Triton interpreter):
+1.2e-6."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+BM, BN, BK = 128, 128, 32  # 8 warps, 3 stages: 0 spills at 255 registers (BK = 64 spills)
 
 
 @triton.jit
@@ -28,39 +32,48 @@ def tile_ids(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, s_am, s_ak, s_bn, s_bk,
+def transpose_kernel(src_ptr, dst_ptr, R, C, BR: tl.constexpr, BC: tl.constexpr):
+    """dst[C, R] = src[R, C]^T, one [BR, BC] tile a program (the layout change goes through shared memory)."""
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    mask = (r < R)[:, None] & (c < C)[None, :]
+    v = tl.load(src_ptr + r.to(tl.int64)[:, None] * C + c[None, :], mask=mask)
+    tl.store(dst_ptr + c.to(tl.int64)[:, None] * R + r[None, :], tl.trans(v), mask=tl.trans(mask))
+
+
+@triton.jit
+def gemm_tile(a_ptr, bt_ptr, rows, cols, M, K,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr):
-    """fp32 (BM, BN) tile of A @ B^T (A is M x K, B is N x K, any strides) on 3xTF32 tensor cores.
-    Out-of-range rows/columns read row/column 0 (in bounds) and are masked by the caller's store."""
-    rm = (pid_m * BM + tl.arange(0, BM)) % M
-    rn = (pid_n * BN + tl.arange(0, BN)) % N
+    """fp32 [BM, BN] tile of a^T @ bt^T on 3xTF32 tensor cores, for in-bounds `rows` of a^T (a is [K, M],
+    row-major: the register operand, M-contiguous) and `cols` of bt [N, K] (K-contiguous: the shared operand)."""
     rk = tl.arange(0, BK)
-    pa = a_ptr + rm.to(tl.int64)[:, None] * s_am + rk[None, :] * s_ak
-    pb = b_ptr + rn.to(tl.int64)[None, :] * s_bn + rk[:, None] * s_bk
+    pa = a_ptr + rk.to(tl.int64)[None, :] * M + rows[:, None]
+    pb = bt_ptr + cols.to(tl.int64)[None, :] * K + rk[:, None]
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         if EVEN_K:
-            a = tl.load(pa)
+            at = tl.load(pa)
             b = tl.load(pb)
         else:
-            a = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
+            at = tl.load(pa, mask=rk[None, :] < K - k0, other=0.0)
             b = tl.load(pb, mask=rk[:, None] < K - k0, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="tf32x3")
-        pa += BK * s_ak
-        pb += BK * s_bk
+        acc = tl.dot(at, b, acc, input_precision="tf32x3")
+        pa += BK * M
+        pb += BK
     return acc
 
 
 @triton.jit
 def gemm_relu_colsum_kernel(
-    a_ptr, b_ptr, bias_ptr, part_ptr, M, N, K,
+    a_ptr, bt_ptr, bias_ptr, part_ptr, M, N, K,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
+    """part[pid_m, n] = sum over this tile's valid rows of relu((a^T b)[m, n] + bias[n])."""
     pid_m, pid_n = tile_ids(M, N, BM, BN, GROUP_M)
-    # A = a.T: element (m, k) at k * M + m; B^T = b (K x N): element (n, k) at k * N + n
-    acc = gemm_tile(a_ptr, b_ptr, pid_m, pid_n, M, N, K, 1, M, 1, N, BM, BN, BK, EVEN_K)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
+    # rows/columns past the edge compute on row/column 0 (in bounds, no masks in the K loop); masked below
+    acc = gemm_tile(a_ptr, bt_ptr, rm % M, rn % N, M, K, BM, BN, BK, EVEN_K)
     v = tl.maximum(acc + tl.load(bias_ptr + rn, mask=rn < N, other=0.0)[None, :], 0.0)
     col = tl.sum(tl.where((rm < M)[:, None], v, 0.0), axis=0)
     tl.store(part_ptr + pid_m.to(tl.int64) * N + rn, col, mask=rn < N)
@@ -87,12 +100,13 @@ class ModelNew(nn.Module):
         b = b.contiguous()
         k, m = a.shape
         n = b.shape[1]
-        bm, bn, bk = 128, 128, 32
-        tiles_m = triton.cdiv(m, bm)
+        bt = torch.empty((n, k), device=b.device, dtype=torch.float32)
+        transpose_kernel[(triton.cdiv(k, 64), triton.cdiv(n, 64))](b, bt, k, n, BR=64, BC=64, num_warps=4)
+        tiles_m = triton.cdiv(m, BM)
         part = torch.empty((tiles_m, n), device=a.device, dtype=torch.float32)
-        gemm_relu_colsum_kernel[(tiles_m * triton.cdiv(n, bn),)](
-            a, b, self.bias, part, m, n, k,
-            BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=k % bk == 0, num_warps=8, num_stages=3,
+        gemm_relu_colsum_kernel[(tiles_m * triton.cdiv(n, BN),)](
+            a, bt, self.bias, part, m, n, k,
+            BM=BM, BN=BN, BK=BK, GROUP_M=8, EVEN_K=k % BK == 0, num_warps=8, num_stages=3,
         )
         out = torch.empty(n, device=a.device, dtype=torch.float32)
         col_mean_kernel[(triton.cdiv(n, 128),)](part, out, tiles_m, n, 1.0 / m, BT=32, BN=128, num_warps=4)
