@@ -221,14 +221,21 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
 
 
 def test_only_like_input_sets_trade_values() -> None:
-    from kbench.worker.candidate import _swappable
+    from kbench.worker.sampling import disguise, swappable
 
     t = torch.zeros(2, 3)
-    assert _swappable([t, 4, "mean"], [torch.ones(2, 3), 4, "mean"])
-    assert not _swappable([t, 4], [torch.ones(2, 3), 5])  # a differing scalar: the sets are not alike
-    assert not _swappable([t], [torch.ones(3, 2)])  # another shape
-    assert not _swappable([t], [torch.ones(2, 3, dtype=torch.float64)])
-    assert not _swappable([t], [t, t]) and not _swappable([t], [1.0])
+    assert swappable([t, 4, "mean"], [torch.ones(2, 3), 4, "mean"])
+    assert not swappable([t, 4], [torch.ones(2, 3), 5])  # a differing scalar: the sets are not alike
+    assert not swappable([t], [torch.ones(3, 2)])  # another shape
+    assert not swappable([t], [torch.ones(2, 3, dtype=torch.float64)])
+    assert not swappable([t], [t, t]) and not swappable([t], [1.0])
+    sets = [[torch.zeros(2)], [torch.ones(2)]]
+    first, version = sets[0][0], sets[0][0]._version
+    seen, undo = disguise(sets, 0)  # set 0 carries set 1's values, in the same tensor, same version
+    assert seen == 1 and sets[0][0] is first and first.tolist() == [1.0, 1.0] and first._version == version
+    undo()
+    assert first.tolist() == [0.0, 0.0]
+    assert disguise([[t], [torch.ones(3, 2)]], 0)[0] == 0  # unlike sets: the call sees its own values
 
 
 def test_inspect_sees_every_timed_output_and_may_end_the_loop() -> None:

@@ -16,6 +16,7 @@ best effort against a candidate that can inspect this process's memory.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -35,7 +36,7 @@ from kbench.sandbox.protocol import (
     write_result,
 )
 from kbench.types import Status
-from kbench.worker.sampling import sample_outputs
+from kbench.worker.sampling import disguise, sample_outputs
 
 BUILD_NICE = 10  # a build job's niceness (main)
 
@@ -57,21 +58,17 @@ def _failure(exc: BaseException, default: Status) -> Stop:
     return Stop(default, f"{type(exc).__name__}: {exc}\n{tb}"[-4000:])
 
 
-def _swappable(a: list[Any], b: list[Any]) -> bool:
-    """Two input sets whose tensors can trade values in place and whose other values are equal."""
+def _require_plain(values: list[Any]) -> None:
+    """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass returned only
+    once timing starts would be timed doing nothing and computed when sampled."""
     import torch
 
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
-                return False
-            if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
-                return False
-        elif x != y:
-            return False
-    return True
+    for i, value in enumerate(values):
+        if type(value) is not torch.Tensor:
+            what = type(value).__qualname__
+            raise Stop(
+                Status.CHEAT, f"a timed call's output {i} is a {what}, not torch.Tensor", "tensor-subclass"
+            )
 
 
 class CandidateJob:
@@ -264,8 +261,6 @@ class CandidateJob:
             raise Stop(Status.BUILD_ERROR, f"Triton kernel does not compile for {arch}:\n{check.log}"[-4000:])
 
     def measure(self, loaded: Any) -> None:
-        import torch
-
         from kbench.problems.inputs import flatten_outputs, make_inputs
         from kbench.worker.consistency import Consistency
         from kbench.worker.timing import Reservoir, time_callable
@@ -284,36 +279,10 @@ class CandidateJob:
         consistent = Consistency()
 
         def plain(call: int, k: int, out: Any) -> None:
-            """Every timed call returns plain tensors, as the correctness calls had to: a lazy subclass
-            returned only once timing starts would be timed doing nothing and computed when sampled.
-            Each call's outputs are fingerprinted for the consistency check (worker/consistency.py)."""
+            # each call's outputs are fingerprinted for the consistency check (worker/consistency.py)
             values = flatten_outputs(out)
-            for i, value in enumerate(values):
-                if type(value) is not torch.Tensor:
-                    what = type(value).__qualname__
-                    raise Stop(
-                        Status.CHEAT,
-                        f"a timed call's output {i} is a {what}, not torch.Tensor",
-                        "tensor-subclass",
-                    )
+            _require_plain(values)
             consistent.add(call, k, values)
-
-        def disguise(k: int) -> tuple[int, Callable[[], None]]:
-            """Give set k the next set's values in place, through `.data` (no version bump), so an output
-            memoised by pointer, shape or version is stale for this sampled call."""
-            j = (k + 1) % len(sets)
-            if not _swappable(sets[k], sets[j]):
-                return k, lambda: None  # different shapes or non-tensor values: the plain call is sampled
-            pairs = [(a, b) for a, b in zip(sets[k], sets[j], strict=True) if isinstance(a, torch.Tensor)]
-            saved = [a.data.clone() for a, _ in pairs]
-            for a, b in pairs:
-                a.data.copy_(b.data)
-
-            def undo() -> None:
-                for (a, _), old in zip(pairs, saved, strict=True):
-                    a.data.copy_(old)
-
-            return j, undo
 
         try:
             res = time_callable(
@@ -323,7 +292,7 @@ class CandidateJob:
                 self.device,
                 keep,
                 Reservoir(self.spec.sample_count),
-                disguise if len(sets) > 1 else None,
+                functools.partial(disguise, sets) if len(sets) > 1 else None,
                 plain,
             )
             # every timed output was a plain tensor (`plain`); writing them can still fail (runtime_error)
