@@ -10,7 +10,7 @@ Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm
 - the host's comparison (`correctness.compare`) against the fp32 first pass it replaced: twelve passes
   over each chunk into fresh tensors, now seven into three buffers reused for every chunk;
 - on a GPU, the worker writing a correctness output: a pageable copy to the host, then the write and the
-  digest (as before), against the stream through two pinned buffers (`protocol.save_tensors` now).
+  digest (as before), against the stream through two pinned buffers (`tensorfiles.save_tensors` now).
 
 Timings are the best of `--repeats`. On a CPU-only machine the GPU rows are left out.
 """
@@ -33,7 +33,8 @@ from kbench.evaluate import compare as correctness
 from kbench.evaluate.judge import WorkerOutcome as Outcome
 from kbench.evaluate.judge import check_samples
 from kbench.hardware import environment
-from kbench.sandbox.protocol import WorkerResult, digest, read_result, save_tensors, write_result
+from kbench.sandbox.protocol import WorkerResult, read_result, write_result
+from kbench.sandbox.tensorfiles import digest, save_tensors
 from kbench.types import Status
 from kbench.worker.sampling import sample_outputs
 

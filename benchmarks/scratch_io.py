@@ -23,13 +23,8 @@ import torch
 from kbench.config import RunConfig
 from kbench.evaluate.compare import compare
 from kbench.hardware import environment
-from kbench.sandbox.protocol import (
-    WorkerResult,
-    load_tensors,
-    read_result,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import WorkerResult, read_result, write_result
+from kbench.sandbox.tensorfiles import load_tensors, save_tensors
 
 KEY = b"k" * 32
 SHM = Path("/dev/shm")

@@ -29,14 +29,8 @@ from kbench.sandbox.offer import (
     unseal,
     write_layouts,
 )
-from kbench.sandbox.protocol import (
-    ForgedResult,
-    TensorFile,
-    WorkerResult,
-    read_result,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import ForgedResult, TensorFile, WorkerResult, read_result, write_result
+from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import Status
 
 KEY = bytes(range(32))

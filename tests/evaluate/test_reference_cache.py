@@ -14,7 +14,8 @@ from kbench.evaluate.plan import make_plan
 from kbench.evaluate.reference_cache import cache_key, read_cache, wait_for_cache, write_cache
 from kbench.evaluate.reference_run import get_reference
 from kbench.problems import build_model, get_problem, load
-from kbench.sandbox.protocol import JobSpec, WorkerResult, load_tensors, save_tensors
+from kbench.sandbox.protocol import JobSpec, WorkerResult
+from kbench.sandbox.tensorfiles import load_tensors, save_tensors
 from kbench.types import Problem, TimingStats
 
 

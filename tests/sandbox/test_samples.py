@@ -9,15 +9,8 @@ import pytest
 import torch
 
 from kbench.evaluate.judge import WorkerOutcome, check_samples
-from kbench.sandbox.protocol import (
-    SAMPLE_ELEMENTS,
-    ForgedResult,
-    Subsample,
-    WorkerResult,
-    read_result,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import SAMPLE_ELEMENTS, ForgedResult, WorkerResult, read_result, write_result
+from kbench.sandbox.tensorfiles import Subsample, save_tensors
 from kbench.types import Status
 from kbench.worker.sampling import sample_outputs
 
@@ -99,8 +92,8 @@ def test_an_altered_index_file_is_a_forged_result(tmp_path: Path) -> None:
 def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbench.sandbox import protocol
-    from kbench.sandbox.protocol import digest, load_tensors
+    from kbench.sandbox import tensorfiles
+    from kbench.sandbox.tensorfiles import digest, load_tensors
 
     x = torch.randn(50_000_123, device="cuda")  # ~191 MiB: three full chunks and a ragged one
     (f,) = save_tensors(tmp_path, "out", [x])
@@ -114,14 +107,14 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
     def refused(*_: object) -> str:
         raise RuntimeError("no pinned memory")
 
-    monkeypatch.setattr(protocol, "_stream_to_file", refused)
+    monkeypatch.setattr(tensorfiles, "_stream_to_file", refused)
     (h,) = save_tensors(tmp_path, "pageable", [x])  # the pageable copy takes over
     assert h.sha256 == f.sha256 and torch.equal(load_tensors(tmp_path, [h])[0], host)
 
 
 def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path: Path) -> None:
     """The path a GPU output above 64 MiB takes (there through pinned buffers), on a CPU tensor."""
-    from kbench.sandbox.protocol import DIGEST_CHUNK_BYTES, _stream_to_file, digest
+    from kbench.sandbox.tensorfiles import DIGEST_CHUNK_BYTES, _stream_to_file, digest
 
     for n in (DIGEST_CHUNK_BYTES, 2 * DIGEST_CHUNK_BYTES + 12345):  # one whole chunk; two and a ragged one
         x = torch.randint(0, 256, (n,), dtype=torch.uint8)

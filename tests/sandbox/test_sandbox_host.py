@@ -12,13 +12,7 @@ import pytest
 
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.procs import members
-from kbench.sandbox.protocol import (
-    ForgedResult,
-    JobSpec,
-    WorkerResult,
-    read_result,
-    write_result,
-)
+from kbench.sandbox.protocol import ForgedResult, JobSpec, WorkerResult, read_result, write_result
 from kbench.types import Problem
 from kbench.worker.guards import changed
 
@@ -120,9 +114,9 @@ def test_tensor_files_round_trip_raw_and_reject_tampering(
 ) -> None:
     import torch
 
-    import kbench.sandbox.protocol as protocol
+    import kbench.sandbox.tensorfiles as tensorfiles
 
-    monkeypatch.setattr(protocol, "DIGEST_CHUNK_BYTES", 64)  # several chunks hashed in threads
+    monkeypatch.setattr(tensorfiles, "DIGEST_CHUNK_BYTES", 64)  # several chunks hashed in threads
     values = [
         torch.randn(3, 50),
         torch.tensor(True),
@@ -130,14 +124,14 @@ def test_tensor_files_round_trip_raw_and_reject_tampering(
         torch.arange(6, dtype=torch.int64).reshape(2, 3)[:, 1],  # not contiguous
         torch.randn(2, 2).to(torch.bfloat16),
     ]
-    files = protocol.save_tensors(tmp_path, "out", values)
+    files = tensorfiles.save_tensors(tmp_path, "out", values)
     assert [f.name for f in files] == [f"out_{i}.bin" for i in range(5)]
     assert [f.dtype for f in files] == ["float32", "bool", "float32", "int64", "bfloat16"]
     key = b"k" * 32
     write_result(tmp_path, WorkerResult(outputs={"1": files}), key)
     result = read_result(tmp_path, key)
     assert result is not None
-    back = protocol.load_tensors(tmp_path, result.outputs["1"])
+    back = tensorfiles.load_tensors(tmp_path, result.outputs["1"])
     assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(values, back, strict=True))
     data = bytearray((tmp_path / "out_0.bin").read_bytes())
     data[-1] ^= 1  # one bit in the last chunk
@@ -152,7 +146,8 @@ def test_tensor_files_round_trip_raw_and_reject_tampering(
 def test_tensor_files_of_earlier_versions_still_load(tmp_path: Path) -> None:
     import torch
 
-    from kbench.sandbox.protocol import TensorFile, load_tensors, sha256_file
+    from kbench.sandbox.protocol import TensorFile
+    from kbench.sandbox.tensorfiles import load_tensors, sha256_file
 
     torch.save(torch.arange(4.0), tmp_path / "out_0.pt")  # a reference cache written before raw files
     legacy = TensorFile(name="out_0.pt", sha256=sha256_file(tmp_path / "out_0.pt"))
@@ -371,7 +366,7 @@ def test_reference_outputs_are_read_into_private_memory_and_checked_there(tmp_pa
     read is caught, a rewrite after it changes nothing the host compares with (a mapped file would)."""
     import torch
 
-    from kbench.sandbox.protocol import load_verified, save_tensors
+    from kbench.sandbox.tensorfiles import load_verified, save_tensors
 
     values = [torch.arange(1000, dtype=torch.float32), torch.ones(3, 5, dtype=torch.float64)]
     files = save_tensors(tmp_path, "out_1", values)

@@ -39,9 +39,7 @@ from kbench.evaluate.verdict import make_verdict, sol_ms
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout, mark_settled
-from kbench.sandbox.protocol import (
-    ForgedResult,
-)
+from kbench.sandbox.protocol import ForgedResult
 from kbench.store.reuse import reusable
 from kbench.types import (
     BuildResult,

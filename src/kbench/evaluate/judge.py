@@ -18,14 +18,8 @@ from kbench.errors import WorkerError
 from kbench.evaluate.compare import Comparison, compare, output_scale, seed_label, summarize_correctness
 from kbench.evaluate.device_outputs import Receiver, mirrored
 from kbench.sandbox.host import WorkerExit
-from kbench.sandbox.protocol import (
-    SAMPLE_ELEMENTS,
-    ForgedResult,
-    TensorFile,
-    WorkerResult,
-    load_tensors,
-    read_result,
-)
+from kbench.sandbox.protocol import SAMPLE_ELEMENTS, ForgedResult, TensorFile, WorkerResult, read_result
+from kbench.sandbox.tensorfiles import load_tensors
 from kbench.types import Correctness, Status
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")

@@ -21,7 +21,8 @@ from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache
 from kbench.hardware import device_name
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout
-from kbench.sandbox.protocol import KEY_BYTES, WorkerResult, load_tensors, load_verified, read_result
+from kbench.sandbox.protocol import KEY_BYTES, WorkerResult, read_result
+from kbench.sandbox.tensorfiles import load_tensors, load_verified
 from kbench.types import Problem
 
 

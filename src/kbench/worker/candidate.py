@@ -26,15 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from kbench.sandbox import confine, procs
-from kbench.sandbox.protocol import (
-    JOB_FILE,
-    JobSpec,
-    WorkerResult,
-    announce,
-    read_key,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, announce, read_key, write_result
+from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import Status
 from kbench.worker.sampling import disguise, sample_outputs
 

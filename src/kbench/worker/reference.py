@@ -19,15 +19,8 @@ from typing import Any
 from kbench.baselines.modes import get_mode
 from kbench.sandbox import procs
 from kbench.sandbox.offer import write_layouts
-from kbench.sandbox.protocol import (
-    JOB_FILE,
-    JobSpec,
-    WorkerResult,
-    announce,
-    read_key,
-    save_tensors,
-    write_result,
-)
+from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, announce, read_key, write_result
+from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import TimingStats
 
 

@@ -1,5 +1,5 @@
 """The sampled timed calls (worker side): what of their outputs comes back to the host, whole copies up to a
-size and random elements above it (`sample_outputs`, `stash`; written by protocol.save_tensors, checked by
+size and random elements above it (`sample_outputs`, `stash`; written by tensorfiles.save_tensors, checked by
 the host), and the values their inputs carry (`disguise`)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from kbench.sandbox.protocol import SAMPLE_ELEMENTS, Subsample
+from kbench.sandbox.protocol import SAMPLE_ELEMENTS
+from kbench.sandbox.tensorfiles import Subsample
 
 _urandom = os.urandom  # bound when the worker imports this module, before the candidate is imported
 
