@@ -149,9 +149,10 @@ class TimingSettings:
     warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
     min_warmup: int = 5
     min_runs: int = 20
-    min_time_s: float = 0.2  # of timed calls: a short run samples one moment of the clock's wander
-    # ... unless this many calls are in (and min_time_s of the loop): a call wrong on 1 % of them at random
-    # is then among them with probability 1 - 0.99^460 > 99 % (worker/consistency.py)
+    # of the loop and of its calls' own times: a shorter run samples one moment of the clock's wander
+    min_time_s: float = 0.2
+    # calls after which the loop need not add up min_time_s of call time (it still runs min_time_s): a call
+    # wrong on 1 % of them at random is then among them with probability 1 - 0.99^460 > 99 % (consistency)
     enough_runs: int = 460
     max_runs: int = 10_000
     batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)

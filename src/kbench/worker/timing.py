@@ -7,9 +7,9 @@ CPU it uses `perf_counter_ns`. Repeats continue until at least `min_runs` calls 
 for `min_time_s` and the calls' own times add up to it too, or `enough_runs` calls are in (a 0.13 ms kernel
 would need 1,500 calls, 1.5 s with the flushes, to add up to 0.2 s: 460 already span 0.4 s and are what
 the consistency check needs), and the relative standard error of the mean is below `target_rse` (0.5 %),
-or the time budget ends. Every call is also timed by a host clock from before the start event until after the synchronize,
-so a timer that does not see the work (side stream, forged numbers) shows up as a disagreement (rule
-`wallclock-disagreement`).
+or the time budget ends. Every call is also timed by a host clock from before the start event until after
+the synchronize, so a timer that does not see the work (side stream, forged numbers) shows up as a
+disagreement (rule `wallclock-disagreement`).
 
 Launch latency (`hide_launch`, CUDA): after a synchronize the GPU is idle, so the start event fires at
 once and the events would also count the host's time to launch the call's first kernel — Python, the
