@@ -37,7 +37,7 @@ from typing import Any
 
 import common
 from solutions_report import build_table, machine, markdown, summarize
-from solutions_worker import BACKENDS, CACHE, ROOT, level2_ids, parse_ids, solution_path
+from solutions_worker import BACKENDS, CACHE, ROOT, parse_ids, solution_path
 
 WORKER = Path(__file__).resolve().parent / "solutions_worker.py"
 
@@ -186,7 +186,7 @@ def main() -> None:
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
-    ids, out = parse_ids(args.problems) if args.problems else level2_ids(), Path(args.out)
+    ids, out = parse_ids(args.problems), Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     if args.report_only:
         return report(args, ids, {})

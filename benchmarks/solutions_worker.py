@@ -30,6 +30,9 @@ BUILDS = CACHE / "builds"
 
 
 def parse_ids(spec: str) -> list[int]:
+    """Level-2 ids from e.g. "1-36,40"; an empty spec is the whole level (`level2_ids`)."""
+    if not spec:
+        return level2_ids()
     ids: list[int] = []
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
@@ -220,7 +223,7 @@ def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
 
 def run_batch(args: argparse.Namespace) -> None:
     out = Path(args.out) / f"{args.batch}.jsonl"
-    for pid in parse_ids(args.problems) if args.problems else level2_ids():
+    for pid in parse_ids(args.problems):
         t0 = time.perf_counter()
         try:
             row = run_baseline(args, pid) if args.batch == "baseline" else run_solution(args, pid)
