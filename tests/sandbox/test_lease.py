@@ -217,3 +217,40 @@ def test_a_live_holder_makes_the_wait_fail_with_its_name(
 def test_every_gpu_worker_but_a_build_takes_the_lease() -> None:
     assert lease.required("candidate", "cuda:1") and lease.required("reference", "cuda")
     assert not lease.required("build", "cuda:0") and not lease.required("candidate", "cpu")
+
+
+WAITER = """
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o666)  # open, as a worker trying the lock has it
+open(sys.argv[2], "w").close()
+time.sleep(60)
+"""
+
+
+def test_reclaiming_a_stale_lease_spares_the_other_waiters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker waiting for the GPU has the lock file open too: the waiter that breaks a stale lease
+    ends the dead worker's leftovers, never that worker."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], start_new_session=True)
+    _until(tmp_path / "a" / "child")
+    child = int((tmp_path / "a" / "child").read_text())
+    holder.kill()
+    holder.wait()
+    lock = tmp_path / "leases" / "test-gpu.lock"
+    other = subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(lock), str(tmp_path / "waiting")], start_new_session=True
+    )
+    try:
+        _until(tmp_path / "waiting")
+        (tmp_path / "b").mkdir()
+        lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+        time.sleep(0.1)
+        info = procs.info_of(child)
+        assert info is None or not info.alive  # the leftover was ended
+        assert other.poll() is None  # the other waiter was not
+        lease.release()
+    finally:
+        other.kill()
+        other.wait()

@@ -165,8 +165,13 @@ def reclaim(name: str) -> Holder | None:
     worker = procs.ProcRef.parse(found.worker)
     if worker is not None and worker.alive() and found.session:
         procs.kill_session(found.session)
+    # The lock file is open in every waiter too (each opened it to try the lock): only processes of the
+    # stale worker's session are its leftovers. Killing every process with the file open ended the other
+    # workers waiting for the GPU, a few seconds into their start and before they had logged anything.
+    # Without a record (a taker that died before writing one had forked nothing) nobody is told apart.
     for pid in procs.holders(lock):
-        if pid != os.getpid():
+        info = procs.info_of(pid)
+        if pid != os.getpid() and (not found.session or (info is not None and info.session == found.session)):
             procs.kill(pid)
     try:
         if read_holder(name) == found:
