@@ -19,6 +19,9 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+# launch settings: (pixels per tile, reduction step, warps, pipeline stages)
+CONV = (128, 32, 8, 3)
+
 
 @triton.jit
 def _conv_tile(x_base, w_ptr, p, pmask, co, cmask, cin, height, width, out_w,
@@ -93,10 +96,11 @@ class ModelNew(nn.Module):
         oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
         ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         out = torch.empty((n, cout, oh, ow), device=x.device, dtype=x.dtype)
-        bm, bn, bk = 128, max(16, min(128, triton.next_power_of_2(cout))), 32
+        bm, bk, warps, stages = CONV
+        bn = max(16, min(128, triton.next_power_of_2(cout)))
         conv_sub_tanh_sub_kernel[(triton.cdiv(oh * ow, bm), triton.cdiv(cout, bn), n)](
             x, cv.weight.contiguous(), cv.bias, out, cin, h, w, cout, oh, ow, self.subtract1, self.subtract2,
             KH=kh, KW=kw, SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw,
-            BM=bm, BN=bn, BK=bk, num_warps=8, num_stages=3,
+            BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
         )
         return out

@@ -29,9 +29,10 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-# 8 warps, 3 stages: at the full size (BN = 64) the 128 x 64 accumulator is 32 registers a thread and ptxas
-# for sm_90 reports 171 registers, no spills, 64 KB shared memory
-BM, BK = 128, 32
+# launch settings: (pixels per tile, reduction step, warps, pipeline stages). On an H200 at the full size
+# (BN = 64) 4 warps ran the kernel in 1.56 ms against 1.94 ms with 8 (128 x 32 steps, 3 stages), where
+# 2 stages took 1.65 ms and 16-channel steps 1.78 ms.
+CONV = (128, 32, 4, 3)
 
 
 @triton.jit
@@ -105,10 +106,11 @@ class ModelNew(nn.Module):
         out_w = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         out = torch.empty((n, c_out, out_h, out_w), device=x.device, dtype=x.dtype)
         bn = min(128, max(16, triton.next_power_of_2(c_out)))
-        bk = min(BK, max(16, triton.next_power_of_2(c_in)))
-        grid = (triton.cdiv(n * out_h * out_w, BM), triton.cdiv(c_out, bn))
+        bm, bk, warps, stages = CONV
+        bk = min(bk, max(16, triton.next_power_of_2(c_in)))
+        grid = (triton.cdiv(n * out_h * out_w, bm), triton.cdiv(c_out, bn))
         conv_residual_gelu_kernel[grid](
             x, w, conv.bias, out, n, c_in, h, wd, c_out, out_h, out_w, sh, sw, ph, pw, dh, dw,
-            KH=kh, KW=kw, BM=BM, BN=bn, BK=bk, num_warps=8, num_stages=3,
+            KH=kh, KW=kw, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
         )
         return out

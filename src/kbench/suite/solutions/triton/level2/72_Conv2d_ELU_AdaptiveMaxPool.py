@@ -32,7 +32,8 @@ import triton.language as tl
 
 # 8 warps, 3 stages: the 128 x 128 accumulator is 64 registers a thread; ptxas for sm_90 reports 255
 # registers, no spills, 96 KB shared memory
-BM, BK = 128, 32
+# launch settings: (pixels per tile, reduction step, warps, pipeline stages)
+CONV = (128, 32, 8, 3)
 
 
 @triton.jit
@@ -130,13 +131,14 @@ class ModelNew(nn.Module):
         out_h = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
         out_w = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         bn = min(128, max(16, triton.next_power_of_2(c_out)))
-        bk = min(BK, max(16, triton.next_power_of_2(c_in)))
-        chunks = triton.cdiv(max_window(out_h, o) * max_window(out_w, o), BM)
+        bm, bk, warps, stages = CONV
+        bk = min(bk, max(16, triton.next_power_of_2(c_in)))
+        chunks = triton.cdiv(max_window(out_h, o) * max_window(out_w, o), bm)
         part = torch.empty((n * c_out * o * o, chunks), device=x.device, dtype=x.dtype)
         grid = (n * o * o * chunks, triton.cdiv(c_out, bn))
         conv_pool_partial_kernel[grid](
             x, w, part, c_in, h, wd, c_out, out_h, out_w, o, chunks, sh, sw, ph, pw, dh, dw,
-            KH=kh, KW=kw, BM=BM, BN=bn, BK=bk, num_warps=8, num_stages=3,
+            KH=kh, KW=kw, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages,
         )
         out = torch.empty((n, c_out * o * o), device=x.device, dtype=x.dtype)
         total = out.numel()
