@@ -173,38 +173,26 @@ def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
 COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under another revision are not used
 
 
-def counts_path(problem: Problem, preset: str, dtype: str, folder: Path) -> Path:
-    """Where `disk_counts` keeps the counts of (problem, preset, dtype) in `folder`."""
-    from kbench.hardware import torch_version
-
-    key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
-    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
-
-
-def kept_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount | None:
-    """The counts `disk_counts` kept in `folder`; None when there are none (or they are unreadable)."""
-    try:
-        kept = json.loads(counts_path(problem, preset, dtype, folder).read_text())
-        by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
-        return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
 def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
     """`problem_flops`, kept in `folder` across processes. A first count imports torch._dynamo (every
     dispatch mode does) and traces the model: seconds of a host's time, on every `kbench eval`, for numbers
-    that depend only on the problem's code, the preset, the dtype and torch's counting rules (the evaluator
-    has a worker make a first count: worker/counts.py)."""
-    found = kept_counts(problem, preset, dtype, folder)
-    if found is not None:
-        return found
+    that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+    from kbench.hardware import torch_version
+
+    key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
+    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    try:
+        kept = json.loads(path.read_text())
+        by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
+        return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass  # not kept yet, or unreadable: counted again
     found = _cached_counts(problem, preset, dtype)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as fh:
             json.dump(asdict(found), fh)
-        os.replace(fh.name, counts_path(problem, preset, dtype, folder))
+        os.replace(fh.name, path)
     except OSError:
         pass  # a read-only or full cache: the count stands, the next process counts again
     return found

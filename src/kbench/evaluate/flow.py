@@ -13,7 +13,7 @@ import contextlib
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -132,14 +132,6 @@ def run_candidate(
     return outcome
 
 
-@contextlib.contextmanager
-def _set_on_exit(event: threading.Event) -> Iterator[threading.Event]:
-    try:
-        yield event
-    finally:
-        event.set()
-
-
 def _judge(
     outcome: WorkerOutcome,
     problem: Problem,
@@ -218,15 +210,11 @@ def evaluate(
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
         receiver or contextlib.nullcontext(),  # closed after the pool below waited for the early worker
         ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
-        _set_on_exit(threading.Event()) as counting,  # set first on the way out: a count not needed ends
     ):
         workdir = Path(tmp)
-        # The speed-of-light floor (a meta-device trace of the model, seconds on a first count, made by a
-        # worker; the counts are kept on disk) is worked out while the workers run, not after them; so is
-        # this process's CUDA start.
-        floor = (
-            pool.submit(sol_ms, problem, cfg, device, workdir / "counts", counting) if cfg.measure else None
-        )
+        # The speed-of-light floor (a meta-device trace of the model, seconds on a first count; the counts are
+        # kept on disk) is worked out while the workers run, not after them; so is this process's CUDA start.
+        floor = pool.submit(sol_ms, problem, cfg, device) if cfg.measure else None
         if receiver is not None:
             pool.submit(receiver.prepare)
         building = (

@@ -3,10 +3,8 @@ and the speed-of-light floor the timing is checked against."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbench.baselines.modes import TIMED_MODES
@@ -24,53 +22,21 @@ if TYPE_CHECKING:
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
 
 
-COUNT_BUDGETS = {"start": 120.0, "count": 300.0}  # seconds: the counts worker's start-up, then its count
-
-
-def sol_ms(
-    problem: Problem,
-    cfg: RunConfig,
-    device: str,
-    workdir: Path | None = None,
-    cancel: threading.Event | None = None,
-) -> float | None:
+def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
-    most permissive), or None off a known GPU. The counts behind it are kept in the cache folder; with
-    `workdir`, a first count is made by a worker (`count_in_worker`), not in this process, and setting
-    `cancel` ends that worker (None: the verdict no longer needs the floor)."""
+    most permissive), or None off a known GPU."""
     if not device.startswith("cuda"):
         return None
     from kbench.analysis.gpus import match_device_name
-    from kbench.analysis.roofline import kept_counts, speed_of_light
+    from kbench.analysis.roofline import speed_of_light
 
     gpu = match_device_name(device_name(device))
     if gpu is None:
         return None
-    folder = cfg.cache_dir / "flops"
-    if workdir is not None and kept_counts(problem, cfg.preset, cfg.dtype, folder) is None:
-        from kbench.sandbox.host import Cancelled
-
-        try:
-            count_in_worker(problem, cfg, folder, workdir, cancel)
-        except Cancelled:
-            return None
-    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=folder).floor_ms
-
-
-def count_in_worker(
-    problem: Problem, cfg: RunConfig, folder: Path, jobdir: Path, cancel: threading.Event | None = None
-) -> None:
-    """Count the problem's FLOPs and bytes into `folder` in a worker (worker/counts.py, forked by the warm
-    starter where one runs): the count's seconds of imports and tracing then hold no lock of this process.
-    A worker that fails leaves no counts, and the caller counts here instead (`disk_counts`)."""
-    from kbench.sandbox.host import run_worker
-    from kbench.sandbox.protocol import JobSpec
-
-    spec = JobSpec(role="counts", problem=problem, preset=cfg.preset, dtype=cfg.dtype, device="cpu",
-                   cache_dir=str(folder))  # fmt: skip
-    # It runs only the problem's own code, on the meta device: no GPU is shown to it.
-    run_worker("kbench.worker.counts", jobdir, spec, COUNT_BUDGETS, env={"CUDA_VISIBLE_DEVICES": ""},
-               start=cfg.worker_start, cancel=cancel)  # fmt: skip
+    # The counts behind it are kept in the cache folder: a later `kbench eval` of the problem skips the trace
+    return speed_of_light(
+        problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=cfg.cache_dir / "flops"
+    ).floor_ms
 
 
 def _warnings(
