@@ -108,3 +108,32 @@ def test_counts_are_kept_on_disk_for_the_next_process(
     )
     other = speed_of_light(problem, "full", "fp32", gpu, tf32=True, cache_dir=tmp_path)  # its own entry
     assert other.floor_ms > first.floor_ms and len(list(tmp_path.glob("*.json"))) == 2
+
+
+COUNT_ALL = """
+import json, sys
+from dataclasses import asdict
+if sys.argv[1] == "dynamo":
+    import torch._dynamo  # noqa: F401  the counts as they were made with dynamo imported
+from kbench.analysis.roofline import problem_flops
+from kbench.problems.sources import load_source
+counts = {p.key: asdict(problem_flops(p, "small", "fp32")) for p in load_source("kbench")}
+print(json.dumps({"dynamo": "torch._dynamo" in sys.modules, "counts": counts}))
+"""
+
+
+def test_a_first_count_imports_no_dynamo_and_counts_as_before() -> None:
+    """A host's first count used to import torch._dynamo (seconds holding the GIL beside the evaluation's
+    reads and comparisons): every problem of the suite is now counted without it, to the same numbers."""
+    import json
+    import subprocess
+    import sys
+
+    runs = {}
+    for mode in ("plain", "dynamo"):
+        run = subprocess.run([sys.executable, "-c", COUNT_ALL, mode], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        runs[mode] = json.loads(run.stdout)
+    assert runs["plain"]["dynamo"] is False and runs["dynamo"]["dynamo"] is True
+    assert len(runs["plain"]["counts"]) >= 230
+    assert runs["plain"]["counts"] == runs["dynamo"]["counts"]

@@ -19,10 +19,13 @@ The counting runs on the meta device, so the `full` preset costs nothing on a CP
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -105,13 +108,53 @@ def _counting_mode() -> Any:
     return OtherOps()
 
 
+_DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo keeps a function's dynamo-disabled twin
+
+
+@contextlib.contextmanager
+def _without_dynamo_import() -> Iterator[None]:
+    """torch's `_disable_dynamo` wrappers call the functions they wrap as they are, for the duration.
+
+    torch wraps each dispatch mode's `__torch_dispatch__` and a few hundred of its own functions (meta
+    kernels and decompositions a meta-device trace runs) in `torch._disable_dynamo`, which imports
+    torch._dynamo on a wrapper's first call (1.5 s on a quiet CPU core, several seconds on a GPU host,
+    holding the GIL) only so that a dynamo trace never enters the function. A count is an eager trace that
+    no dynamo trace runs through, so until dynamo is imported anyway, each wrapper found is handed its own
+    function as the disabled twin it would otherwise build there. Wrappers are found by their code object;
+    where torch has none of this shape, nothing changes (the first count imports dynamo, as before)."""
+    if "torch._dynamo" in sys.modules:
+        yield
+        return
+    import gc
+    import types
+
+    import torch._compile
+
+    inner = [c for c in torch._compile._disable_dynamo.__code__.co_consts if isinstance(c, types.CodeType)]
+    seeded = []
+    for obj in gc.get_objects():
+        if type(obj) is not types.FunctionType or obj.__code__ not in inner or not obj.__closure__:
+            continue
+        cells = dict(zip(obj.__code__.co_freevars, obj.__closure__, strict=False))
+        raw = cells["fn"].cell_contents if "fn" in cells else None
+        if callable(raw) and not hasattr(raw, _DISABLE_CACHE):
+            setattr(raw, _DISABLE_CACHE, raw)
+            seeded.append(raw)
+    try:
+        yield
+    finally:
+        for raw in seeded:
+            if getattr(raw, _DISABLE_CACHE, None) is raw:
+                delattr(raw, _DISABLE_CACHE)
+
+
 def count_flops(model: Any, inputs: list[Any]) -> FlopCount:
     """FLOPs and minimum bytes of one forward of `model` on `inputs` (any device, meta included)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     other = _counting_mode()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter, other:
+    with torch.no_grad(), _without_dynamo_import(), FlopCounterMode(display=False) as counter, other:
         out = model(*inputs)
     state = list(model.parameters()) + list(model.buffers())
     nbytes = sum(t.numel() * t.element_size() for t in [*state, *flat_tensors(inputs), *flat_tensors(out)])
@@ -138,7 +181,7 @@ def problem_flops(problem: Problem, preset: str, dtype: str = "fp32") -> FlopCou
 
     torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
     loaded = load(problem, preset)
-    with torch.device("meta"):
+    with torch.device("meta"), _without_dynamo_import():
         model = build_model(loaded).to(torch_dtype)
         torch.manual_seed(0)
         inputs = [_cast(x, torch_dtype) for x in loaded.get_inputs()]
@@ -174,9 +217,9 @@ COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under anot
 
 
 def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
-    """`problem_flops`, kept in `folder` across processes. A first count imports torch._dynamo (every
-    dispatch mode does) and traces the model: seconds of a host's time, on every `kbench eval`, for numbers
-    that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+    """`problem_flops`, kept in `folder` across processes: a first count traces the model on the meta
+    device (a second on a quiet CPU core, without importing torch._dynamo: `_without_dynamo_import`) for
+    numbers that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
     from kbench.hardware import torch_version
 
     key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
