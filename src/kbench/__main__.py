@@ -1,5 +1,5 @@
 """`python -m kbench` runs the CLI (useful where the console script is not installed)."""
 
-from kbench.cli import main
+from kbench.launch import main
 
 main()

@@ -131,7 +131,8 @@ lease.acquire("test-gpu", jobdir)
 child = os.fork()  # the child shares the lock, as a candidate's background process would
 if child == 0:
     time.sleep(120); os._exit(0)
-(jobdir / "child").write_text(str(child))
+(jobdir / "child.tmp").write_text(str(child))
+os.replace(jobdir / "child.tmp", jobdir / "child")  # whole when the test sees it
 time.sleep(120)
 """
 
@@ -223,7 +224,7 @@ WAITER = """
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o666)  # open, as a worker trying the lock has it
 open(sys.argv[2], "w").close()
-time.sleep(60)
+time.sleep(600)
 """
 
 
@@ -249,7 +250,7 @@ def test_reclaiming_a_stale_lease_spares_the_other_waiters(
         time.sleep(0.1)
         info = procs.info_of(child)
         assert info is None or not info.alive  # the leftover was ended
-        assert other.poll() is None  # the other waiter was not
+        assert other.poll() is None, f"the other waiter ended: {other.returncode}"  # it was not ended
         lease.release()
     finally:
         other.kill()

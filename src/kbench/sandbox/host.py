@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.sandbox import procs
+from kbench.sandbox.procs import worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
 
@@ -162,16 +163,6 @@ def _limit(pid: int, memory_gb: float, cuda: bool) -> None:
     if memory_gb > 0:
         limit = int(memory_gb * 2**30)
         resource.prlimit(pid, resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS, (limit, limit))
-
-
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker: this process's, the job's additions, and this process as its owner
-    (`procs.OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`)."""
-    env = dict(os.environ)
-    env.update(extra or {})
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env[procs.OWNER_ENV] = str(procs.self_ref())
-    return env
 
 
 Budgets = Mapping[str, float] | float  # phase -> seconds, in the order the worker announces them

@@ -21,6 +21,7 @@ from pathlib import Path
 
 OWNER_ENV = "KBENCH_OWNER"  # "PID:START" of the kbench process that owns a worker (and its children)
 PARENT_ENV = "KBENCH_PARENT"  # a spawned worker's parent pid, for `bind_to_parent`
+KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the warm starter (sandbox/starter.py)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -83,6 +84,16 @@ def age(pid: int | None = None) -> float:
         return max(0.0, uptime - info.start / os.sysconf("SC_CLK_TCK")) if info else 0.0
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: this process's, the job's additions, and this process as its owner
+    (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`)."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[OWNER_ENV] = str(self_ref())
+    return env
 
 
 def all_pids() -> list[int]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kbench.sandbox.procs import KEY_FIFO_ENV
 from kbench.types import Problem, Status, TimingSettings, TimingStats
 
 JOB_FILE = "job.json"
@@ -32,7 +33,6 @@ RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
 KEY_BYTES = 32
-KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the starter (sandbox/starter.py)
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.sandbox import procs
-from kbench.sandbox.protocol import KEY_FIFO_ENV
+from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.zygote import NO_OPTIONAL
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
@@ -238,8 +238,6 @@ def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
     the caller's own imports and set-up instead of delaying its first worker. `one_shot`: the caller
     evaluates one candidate and exits, so the starter preloads nothing beyond what every worker imports
     (an optional preload would only hold up its requests)."""
-    from kbench.sandbox.host import worker_env
-
     starter_for(worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {}), not one_shot, wait=False)
 
 

@@ -1,0 +1,57 @@
+"""The `kbench` command's entry point (and `python -m kbench`'s): the warm starter first, then the CLI.
+
+A cold `kbench eval` waits for the warm starter (sandbox/starter.py) to import torch before its first
+worker forks: the longest step of the verdict. Launched by the CLI, the starter began only after the CLI
+had imported itself (typer, rich, pydantic, every command's module: about a second on a GPU host). Here
+a command that starts workers has its starter launched before any of that, from what its arguments and
+KBENCH_* variables say (`early_start`); the CLI's own launch then finds it by its start-up environment. A
+guess the settings later contradict (a --config file says otherwise) costs an idle starter, closed at
+exit; where the arguments cannot tell, nothing is launched early.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+ONE_SHOT = {"eval": True, "run": False, "serve": False}  # commands that start workers: one verdict and exit?
+
+
+def _value(args: Sequence[str], *names: str) -> str | None:
+    """The value given to option `names` (`--name value`, `--name=value`, `-n value`), else None."""
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, bool] | None:
+    """(triton_interpret, one_shot) of the starter command line `args` will ask for (api.prewarm decides
+    the same from the resolved settings), or None when it starts no worker or cannot be told here."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command not in ONE_SHOT or {"--help", "-h", "--config"} & {a.split("=")[0] for a in args}:
+        return None
+    if environ.get("KBENCH_WORKER_START", "auto") == "spawn":
+        return None
+    backend = _value(args, "--backend", "-b") or environ.get("KBENCH_BACKEND", "")
+    device = _value(args, "--device") or environ.get("KBENCH_DEVICE", "auto")
+    no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
+    return backend == "triton" and no_gpu, ONE_SHOT[command]
+
+
+def main() -> None:
+    try:
+        guess = early_start(sys.argv[1:], os.environ)
+        if guess is not None:
+            from kbench.sandbox.starter import prewarm
+
+            prewarm(triton_interpret=guess[0], one_shot=guess[1])
+    except Exception:  # an early start is only a head start: the CLI launches its starter anyway
+        pass
+    from kbench.cli import main as cli_main
+
+    cli_main()
