@@ -117,8 +117,14 @@ if sys.argv[1] == "dynamo":
     import torch._dynamo  # noqa: F401  the counts as they were made with dynamo imported
 from kbench.analysis.roofline import problem_flops
 from kbench.problems.sources import load_source
-counts = {p.key: asdict(problem_flops(p, "small", "fp32")) for p in load_source("kbench")}
-print(json.dumps({"dynamo": "torch._dynamo" in sys.modules, "counts": counts}))
+from concurrent.futures import ThreadPoolExecutor
+from kbench.analysis import roofline
+problems = list(load_source("kbench"))
+with ThreadPoolExecutor(4) as pool:  # counts overlap, as evaluations of one process do
+    found = list(pool.map(lambda p: asdict(problem_flops(p, "small", "fp32")), problems))
+counts = {p.key: c for p, c in zip(problems, found)}
+left = roofline._counts_running, len(roofline._seeded), len(roofline._seed_disable_cache()) if sys.argv[1] == "plain" else 0
+print(json.dumps({"dynamo": "torch._dynamo" in sys.modules, "counts": counts, "left": left}))
 """
 
 
@@ -135,5 +141,8 @@ def test_a_first_count_imports_no_dynamo_and_counts_as_before() -> None:
         assert run.returncode == 0, run.stderr[-2000:]
         runs[mode] = json.loads(run.stdout)
     assert runs["plain"]["dynamo"] is False and runs["dynamo"]["dynamo"] is True
+    # afterwards no count runs, nothing is left seeded, and every wrapper would be seeded afresh
+    running, seeded, seedable = runs["plain"]["left"]
+    assert (running, seeded) == (0, 0) and seedable > 100
     assert len(runs["plain"]["counts"]) >= 230
     assert runs["plain"]["counts"] == runs["dynamo"]["counts"]

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -85,6 +86,12 @@ def _sdpa_cpu_flops(args: tuple[Any, ...]) -> int:
 
 
 def _counting_mode() -> Any:
+    return _other_ops_class()()
+
+
+@lru_cache(maxsize=1)
+def _other_ops_class() -> Any:
+    """The dispatch mode that counts what flop_counter does not (one class, made on first use)."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
 
@@ -105,10 +112,13 @@ def _counting_mode() -> Any:
                     self.other[name] = self.other.get(name, 0) + n
             return out
 
-    return OtherOps()
+    return OtherOps
 
 
 _DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo keeps a function's dynamo-disabled twin
+_seeding = threading.Lock()
+_seeded: list[Any] = []  # the functions handed their own twin, while `_counts_running` > 0
+_counts_running = 0
 
 
 @contextlib.contextmanager
@@ -120,15 +130,34 @@ def _without_dynamo_import() -> Iterator[None]:
     torch._dynamo on a wrapper's first call (1.5 s on a quiet CPU core, several seconds on a GPU host,
     holding the GIL) only so that a dynamo trace never enters the function. A count is an eager trace that
     no dynamo trace runs through, so until dynamo is imported anyway, each wrapper found is handed its own
-    function as the disabled twin it would otherwise build there. Wrappers are found by their code object;
-    where torch has none of this shape, nothing changes (the first count imports dynamo, as before)."""
-    if "torch._dynamo" in sys.modules:
+    function as the disabled twin it would otherwise build there, until the last count running ends.
+    Wrappers are found by their code object; where torch has none of this shape, nothing changes (the
+    first count imports dynamo, as before)."""
+    global _counts_running
+    with _seeding:
+        _counts_running += 1
+        if _counts_running == 1 and "torch._dynamo" not in sys.modules:
+            _seeded.extend(_seed_disable_cache())
+    try:
         yield
-        return
+    finally:
+        with _seeding:
+            _counts_running -= 1
+            if _counts_running == 0:
+                for raw in _seeded:
+                    if getattr(raw, _DISABLE_CACHE, None) is raw:
+                        delattr(raw, _DISABLE_CACHE)
+                _seeded.clear()
+
+
+def _seed_disable_cache() -> list[Any]:
     import gc
     import types
 
     import torch._compile
+    import torch.utils.flop_counter  # noqa: F401  the dispatch modes' wrappers must exist to be found
+
+    _other_ops_class()
 
     inner = [c for c in torch._compile._disable_dynamo.__code__.co_consts if isinstance(c, types.CodeType)]
     seeded = []
@@ -140,12 +169,7 @@ def _without_dynamo_import() -> Iterator[None]:
         if callable(raw) and not hasattr(raw, _DISABLE_CACHE):
             setattr(raw, _DISABLE_CACHE, raw)
             seeded.append(raw)
-    try:
-        yield
-    finally:
-        for raw in seeded:
-            if getattr(raw, _DISABLE_CACHE, None) is raw:
-                delattr(raw, _DISABLE_CACHE)
+    return seeded
 
 
 def count_flops(model: Any, inputs: list[Any]) -> FlopCount:
