@@ -142,3 +142,31 @@ def test_python_m_kbench_eval_runs_one_starter_launched_before_the_cli(tmp_path:
     assert proc.returncode == 0, err[-3000:]
     assert '"status": "ok"' in out
     assert len(starters) == 1, starters
+
+
+def test_a_starter_closed_before_it_is_ready_is_ended_at_once() -> None:
+    """A command that ends early (a bad flag after the entry point launched its starter) does not wait for
+    the starter's torch import: the starter has forked nothing yet and is killed."""
+    import signal
+
+    from kbench.sandbox.procs import worker_env
+
+    early = starter.Starter(worker_env(), optional_preload=False)
+    early.close()
+    assert early.proc.returncode == -signal.SIGKILL
+    assert not early.ready
+
+
+def test_a_bad_flag_leaves_no_starter_behind(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from kbench.sandbox import procs
+
+    cmd = [sys.executable, "-m", "kbench", "eval", "-p", "2/1", "--no-such-flag"]
+    env = {**os.environ, "KBENCH_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner = procs.ProcRef.of(proc.pid)
+    _, err = proc.communicate()
+    assert proc.returncode == 2 and "no-such-flag" in err
+    assert owner is not None and procs.belonging_to(owner) == []

@@ -182,6 +182,11 @@ class Starter:
         after `wait_s`; its workers then die with it, `procs.die_with_parent`). Safe to call from several
         threads (each job waiting for a starter that failed closes it)."""
         with self._closing:
+            if self.proc.poll() is None and not self._answered.is_set():
+                # Still importing torch: it has started nothing yet, and would read the closed pipe only
+                # once its import is done (seconds that a command ending early, on a bad flag, would wait).
+                self.proc.kill()
+                self.proc.wait()
             if self.proc.poll() is None:
                 try:
                     assert self.proc.stdin is not None
