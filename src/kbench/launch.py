@@ -37,10 +37,11 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, 
         return None
     if environ.get("KBENCH_WORKER_START", "auto") == "spawn":
         return None
+    from kbench.sandbox.starter import interprets_triton
+
     backend = _value(args, "--backend", "-b") or environ.get("KBENCH_BACKEND", "")
     device = _value(args, "--device") or environ.get("KBENCH_DEVICE", "auto")
-    no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    return backend == "triton" and no_gpu, ONE_SHOT[command]
+    return interprets_triton(backend, device), ONE_SHOT[command]
 
 
 def main() -> None:

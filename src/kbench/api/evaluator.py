@@ -44,15 +44,13 @@ def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
     """Start the warm starter now, in the background, so its torch import overlaps the caller's set-up.
     Triton on a machine without a GPU runs interpreted, which its starter must know when it imports.
     `one_shot`: the caller asks for one verdict and exits (`kbench eval`): nothing optional is preloaded."""
-    import os
-
+    from kbench.sandbox.starter import interprets_triton
     from kbench.sandbox.starter import prewarm as start
 
     if cfg.worker_start != "spawn":
         # Launched from this thread before the torch import below starts: a thread started beside that
         # import competes with it for the GIL, which the import holds for long stretches.
-        no_gpu = cfg.device == "cpu" or (cfg.device == "auto" and not os.path.exists("/dev/nvidiactl"))
-        start(triton_interpret=cfg.backend == "triton" and no_gpu, one_shot=one_shot)
+        start(triton_interpret=interprets_triton(cfg.backend, cfg.device), one_shot=one_shot)
     # This process needs torch only to read and compare outputs, after its workers started: imported
     # meanwhile on a thread, it is loaded when they finish instead of delaying what comes next.
     threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()

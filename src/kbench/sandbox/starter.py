@@ -238,6 +238,13 @@ def starter_for(env: dict[str, str], optional_preload: bool = True, wait: bool =
     return found
 
 
+def interprets_triton(backend: str, device: str) -> bool:
+    """Whether workers for these settings run Triton interpreted (TRITON_INTERPRET, part of a starter's
+    start-up environment): a Triton backend on the CPU, chosen or (`auto`) for want of a GPU."""
+    no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
+    return backend == "triton" and no_gpu
+
+
 def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
     """Launch the warm starter for the usual worker environment now, so its torch import (2-10 s) overlaps
     the caller's own imports and set-up instead of delaying its first worker. `one_shot`: the caller
