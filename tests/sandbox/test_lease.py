@@ -255,3 +255,30 @@ def test_reclaiming_a_stale_lease_spares_the_other_waiters(
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_stale_lease_without_a_record_kills_nobody(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no holder record, the leftovers cannot be told from the other waiters: none is killed (a
+    waiter's second pass, after a removed record, used to end every process with the lock file open)."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], start_new_session=True)
+    _until(tmp_path / "a" / "child")
+    child = int((tmp_path / "a" / "child").read_text())
+    holder.kill()
+    holder.wait()
+    (tmp_path / "leases" / "test-gpu.holder").unlink()
+    lock = tmp_path / "leases" / "test-gpu.lock"
+    other = subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(lock), str(tmp_path / "waiting")], start_new_session=True
+    )
+    try:
+        _until(tmp_path / "waiting")
+        assert lease.reclaim("test-gpu") is not None  # stale: its taker is gone
+        time.sleep(0.2)
+        assert other.poll() is None, f"the other waiter ended: {other.returncode}"
+        info = procs.info_of(child)
+        assert info is not None and info.alive  # not told apart from a waiter either
+    finally:
+        other.kill()
+        other.wait()
+        procs.kill(child)

@@ -168,13 +168,16 @@ def reclaim(name: str) -> Holder | None:
     # The lock file is open in every waiter too (each opened it to try the lock): only processes of the
     # stale worker's session are its leftovers. Killing every process with the file open ended the other
     # workers waiting for the GPU, a few seconds into their start and before they had logged anything.
-    # Without a record (a taker that died before writing one had forked nothing) nobody is told apart.
+    # Without a record nobody can be told apart, so nobody is killed: the wait ends in its LeaseTimeout,
+    # and `kbench doctor --kill` ends leftovers whose kbench process is gone.
     for pid in procs.holders(lock):
         info = procs.info_of(pid)
-        if pid != os.getpid() and (not found.session or (info is not None and info.session == found.session)):
+        if pid != os.getpid() and found.session and info is not None and info.session == found.session:
             procs.kill(pid)
+    # The record goes once the lock is free: removed while a killed leftover is still dying, it left the
+    # next pass of a waiter with no session to tell the leftovers by.
     try:
-        if read_holder(name) == found:
+        if not _busy(lock) and read_holder(name) == found:
             record.unlink()
     except OSError:
         pass
