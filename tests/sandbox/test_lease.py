@@ -257,28 +257,57 @@ def test_reclaiming_a_stale_lease_spares_the_other_waiters(
         other.wait()
 
 
-def test_a_stale_lease_without_a_record_kills_nobody(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no holder record, the leftovers cannot be told from the other waiters: none is killed (a
-    waiter's second pass, after a removed record, used to end every process with the lock file open)."""
+@pytest.mark.parametrize("record", [True, False], ids=["with-record", "without-record"])
+def test_leftovers_are_told_from_waiters_by_the_lock_they_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: bool
+) -> None:
+    """The dead taker's child, another waiter and this test all share one session (as when the whole run
+    sits in the session of a launcher that never called setsid, where every session id is 0): the waiter
+    that breaks the lease ends the child, which shares the locked file description, and spares the other
+    waiter, which only has the file open, with or without the holder's record."""
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
-    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], start_new_session=True)
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")])
     _until(tmp_path / "a" / "child")
     child = int((tmp_path / "a" / "child").read_text())
     holder.kill()
     holder.wait()
-    (tmp_path / "leases" / "test-gpu.holder").unlink()
+    if not record:
+        (tmp_path / "leases" / "test-gpu.holder").unlink()
     lock = tmp_path / "leases" / "test-gpu.lock"
-    other = subprocess.Popen(
-        [sys.executable, "-c", WAITER, str(lock), str(tmp_path / "waiting")], start_new_session=True
-    )
+    other = subprocess.Popen([sys.executable, "-c", WAITER, str(lock), str(tmp_path / "waiting")])
     try:
         _until(tmp_path / "waiting")
-        assert lease.reclaim("test-gpu") is not None  # stale: its taker is gone
-        time.sleep(0.2)
-        assert other.poll() is None, f"the other waiter ended: {other.returncode}"
+        assert [pid for pid, _ in procs.lock_holders(lock)] == [child]  # the waiter is not a holder
+        (tmp_path / "b").mkdir()
+        t0 = time.monotonic()
+        lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+        assert time.monotonic() - t0 < 5.0
+        time.sleep(0.1)
         info = procs.info_of(child)
-        assert info is not None and info.alive  # not told apart from a waiter either
+        assert info is None or not info.alive  # the leftover was ended
+        assert other.poll() is None, f"the other waiter ended: {other.returncode}"
+        assert [pid for pid, _ in procs.lock_holders(lock)] == [os.getpid()]
+        lease.release()
     finally:
         other.kill()
         other.wait()
         procs.kill(child)
+
+
+def test_a_live_taker_is_never_reclaimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock taken by a live process whose record is missing (it has not written one yet) is not stale."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    env = {**os.environ, procs.OWNER_ENV: str(procs.self_ref())}
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], env=env)
+    try:
+        _until(tmp_path / "a" / "child")
+        (tmp_path / "leases" / "test-gpu.holder").unlink()
+        assert lease.reclaim("test-gpu") is None
+        assert holder.poll() is None
+        assert sorted(pid for pid, _ in procs.lock_holders(tmp_path / "leases" / "test-gpu.lock")) == sorted(
+            [holder.pid, int((tmp_path / "a" / "child").read_text())]
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        procs.kill(int((tmp_path / "a" / "child").read_text()))

@@ -14,9 +14,10 @@ before taking the lease and `release`s it once its GPU work is done, before writ
 
 A lease can never stay with a dead owner. The holder writes who it is next to the lock (`Holder`: worker
 pid, session, the kbench process that owns it, each with its start time). A waiter that finds the lock's
-taker dead (its leftover children still hold the file) or the owning kbench process dead ends every
-process that holds the lock file and takes the lease. A wait has a limit (`lease_wait_s`): past it the
-worker fails with `LeaseTimeout`, one line naming the holder and how to free it.
+taker dead (its leftover children still hold the file) or the owning kbench process dead ends the stale
+worker's session and every process that shares the locked file description, and takes the lease. A wait
+has a limit (`lease_wait_s`): past it the worker fails with `LeaseTimeout`, one line naming the holder and
+how to free it.
 """
 
 from __future__ import annotations
@@ -165,17 +166,16 @@ def reclaim(name: str) -> Holder | None:
     worker = procs.ProcRef.parse(found.worker)
     if worker is not None and worker.alive() and found.session:
         procs.kill_session(found.session)
-    # The lock file is open in every waiter too (each opened it to try the lock): only processes of the
-    # stale worker's session are its leftovers. Killing every process with the file open ended the other
-    # workers waiting for the GPU, a few seconds into their start and before they had logged anything.
-    # Without a record nobody can be told apart, so nobody is killed: the wait ends in its LeaseTimeout,
-    # and `kbench doctor --kill` ends leftovers whose kbench process is gone.
-    for pid in procs.holders(lock):
-        info = procs.info_of(pid)
-        if pid != os.getpid() and found.session and info is not None and info.session == found.session:
+    # What still holds the lock are processes sharing the open file description the stale taker locked:
+    # its fdinfo shows the lock. Every waiter has the file open too, but never that description, and a
+    # process that took the lock since this pass began is a live taker of its own: neither is touched.
+    # (Told apart by session instead, leftovers were missed wherever the taker did not lead its session,
+    # and killing every process with the file open ended the other waiters.)
+    for pid, taker in procs.lock_holders(lock):
+        dead = taker == 0 or procs.info_of(taker) is None
+        if pid != os.getpid() and (dead or (worker is not None and taker == worker.pid)):
             procs.kill(pid)
-    # The record goes once the lock is free: removed while a killed leftover is still dying, it left the
-    # next pass of a waiter with no session to tell the leftovers by.
+    # The record goes once the lock is free: a waiter's next pass still needs it while the killed die.
     try:
         if not _busy(lock) and read_holder(name) == found:
             record.unlink()

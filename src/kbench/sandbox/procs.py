@@ -187,28 +187,46 @@ def belonging_to(owner: ProcRef, session: int | None = None) -> list[int]:
     return found
 
 
-def holders(path: Path) -> list[int]:
-    """Processes with `path` open (any descriptor), as `fuser` would find them: the holders of a lock."""
+def lock_holders(path: Path) -> list[tuple[int, int]]:
+    """Processes whose open file description holds a `flock` on `path`, each with the pid of the process
+    that took the lock (as its fdinfo "lock:" line shows it: 0 when that process is gone and a pid
+    namespace hides it). A process that merely has the file open (a waiter trying the lock) is not one.
+    """
     try:
         st = path.stat()
     except OSError:
         return []
     found = []
     for pid in all_pids():
-        fd_dir = Path(f"/proc/{pid}/fd")
         try:
-            entries = list(fd_dir.iterdir())
+            entries = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
             continue
         for entry in entries:
             try:
                 target = entry.stat()
+                if (target.st_dev, target.st_ino) != (st.st_dev, st.st_ino):
+                    continue
+                info = Path(f"/proc/{pid}/fdinfo/{entry.name}").read_text()
             except OSError:
                 continue
-            if (target.st_dev, target.st_ino) == (st.st_dev, st.st_ino):
-                found.append(pid)
+            taker = _flock_taker(info)
+            if taker is not None:
+                found.append((pid, taker))
                 break
     return found
+
+
+def _flock_taker(fdinfo: str) -> int | None:
+    """The taker's pid from a "lock:\t1: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF" line of an
+    fdinfo file, None when the descriptor holds no flock."""
+    for line in fdinfo.splitlines():
+        if not line.startswith("lock:"):
+            continue
+        parts = line[len("lock:") :].split()
+        if len(parts) >= 5 and parts[1] == "FLOCK" and parts[4].lstrip("-").isdigit():
+            return max(int(parts[4]), 0)
+    return None
 
 
 def die_with_parent(parent: int) -> None:
