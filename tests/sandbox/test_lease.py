@@ -311,3 +311,10 @@ def test_a_live_taker_is_never_reclaimed(tmp_path: Path, monkeypatch: pytest.Mon
         holder.kill()
         holder.wait()
         procs.kill(int((tmp_path / "a" / "child").read_text()))
+
+
+def test_session_zero_is_nobodys_worker() -> None:
+    """Processes of a launcher that never called setsid, and kernel threads, are in session 0: no kill of
+    a session or listing of its members may take them for a worker's (`killpg(0)` is one's own group)."""
+    assert procs.members(0) == []
+    assert procs.end_session(0) is False

@@ -113,8 +113,11 @@ def members(session: int) -> list[int]:
     both; a candidate's child may have moved to a group of its own inside the session).
 
     Zombies are skipped: in containers whose PID 1 does not reap orphans, a killed child stays a zombie
-    forever, and `killpg(pgid, 0)` would keep reporting it.
+    forever, and `killpg(pgid, 0)` would keep reporting it. Session 0 (processes of a launcher that never
+    called setsid, kernel threads) is nobody's worker: it has no members here.
     """
+    if session <= 0:
+        return []
     found = []
     for pid in all_pids():
         info = info_of(pid)
@@ -131,7 +134,10 @@ def kill(pid: int) -> None:
 
 
 def kill_session(session: int) -> None:
-    """SIGKILL the whole group `session` at once, then any member of the session outside it."""
+    """SIGKILL the whole group `session` at once, then any member of the session outside it. Session 0 is
+    refused: `killpg(0)` would be this process's own group."""
+    if session <= 0:
+        return
     try:
         os.killpg(session, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -182,7 +188,7 @@ def belonging_to(owner: ProcRef, session: int | None = None) -> list[int]:
         info = info_of(pid)
         if info is None or not info.alive or pid == owner.pid:
             continue
-        if (session is not None and info.session == session) or owner_of(pid) == owner:
+        if (session is not None and session > 0 and info.session == session) or owner_of(pid) == owner:
             found.append(pid)
     return found
 
