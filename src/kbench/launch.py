@@ -7,15 +7,43 @@ a command that starts workers has its starter launched before any of that, from 
 KBENCH_* variables say (`early_start`); the CLI's own launch then finds it by its start-up environment. A
 guess the settings later contradict (a --config file says otherwise) costs an idle starter, closed at
 exit; where the arguments cannot tell, nothing is launched early.
+
+A stop signal (SIGINT, SIGTERM, SIGHUP) in the second or so before the CLI takes over their handling
+(cli.main, sandbox/host.stop_on_signals) ends the command the same way: the early starter is ended, one
+line says so, and the exit status is 128 + the signal's number, instead of a bare death by the signal or
+a KeyboardInterrupt traceback from the middle of an import.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 ONE_SHOT = {"eval": True, "run": False, "serve": False}  # commands that start workers: one verdict and exit?
+
+
+def _stopped_early(signum: int, frame: object) -> None:
+    """The handler of a stop signal while the CLI imports itself: nothing has run yet but the starter."""
+    starter = sys.modules.get("kbench.sandbox.starter")
+    if starter is not None:  # launched early: end it (it would die with this process; this is at once)
+        try:
+            starter.kill_all()
+        except Exception:
+            pass
+    name = signal.Signals(signum).name
+    os.write(2, f"stopped: interrupted by {name} while starting; nothing was evaluated\n".encode())
+    os._exit(128 + signum)
+
+
+def catch_early_stops() -> dict[int, Any]:
+    """Until the CLI installs its own handlers, a stop signal ends the command with a message; the
+    handlers this replaced, to put back then."""
+    from kbench.sandbox.procs import STOP_SIGNALS
+
+    return {sig: signal.signal(sig, _stopped_early) for sig in STOP_SIGNALS}
 
 
 def _value(args: Sequence[str], *names: str) -> str | None:
@@ -45,6 +73,7 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, 
 
 
 def main() -> None:
+    previous = catch_early_stops()
     try:
         guess = early_start(sys.argv[1:], os.environ)
         if guess is not None:
@@ -55,4 +84,7 @@ def main() -> None:
         pass
     from kbench.cli import main as cli_main
 
+    # The CLI installs its own handlers at once, and puts these back when its command is done.
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
     cli_main()

@@ -170,3 +170,61 @@ def test_a_bad_flag_leaves_no_starter_behind(tmp_path: Path) -> None:
     _, err = proc.communicate()
     assert proc.returncode == 2 and "no-such-flag" in err
     assert owner is not None and procs.belonging_to(owner) == []
+
+
+EARLY_STOP = """
+import os, signal, sys, time
+from kbench import launch
+launch.catch_early_stops()
+from kbench.sandbox.starter import prewarm
+prewarm(one_shot=True)  # as the entry point does before the CLI imports itself
+os.kill(os.getpid(), int(sys.argv[1]))
+time.sleep(30)
+print("not stopped")
+"""
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_while_the_cli_imports_itself_says_so_and_leaves_nothing(signum: str) -> None:
+    """Before the CLI's own handlers are in place, a stop signal still ends the command with one line and
+    128 + its number, and the starter launched early goes with it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from kbench.sandbox import procs
+
+    sig = signal.Signals[signum]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", EARLY_STOP, str(int(sig))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    owner = procs.ProcRef.of(proc.pid)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err[-2000:]
+    assert f"stopped: interrupted by {signum} while starting" in err and "not stopped" not in out
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 2.0
+    while owner is not None and procs.belonging_to(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert owner is not None and procs.belonging_to(owner) == []
+
+
+def test_the_entry_point_hands_the_signals_back_before_the_cli_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI finds the handlers it would have found without the entry point (and installs its own)."""
+    import signal
+
+    from kbench.sandbox.procs import STOP_SIGNALS
+
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    seen: dict[int, object] = {}
+    monkeypatch.setattr("sys.argv", ["kbench", "--version"])
+    monkeypatch.setattr(
+        "kbench.cli.main", lambda: seen.update({s: signal.getsignal(s) for s in STOP_SIGNALS})
+    )
+    launch.main()
+    assert seen == before
+    assert {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} == before

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.sandbox import procs
-from kbench.sandbox.procs import worker_env
+from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
 
@@ -110,9 +110,6 @@ def stop_all(signum: int = signal.SIGTERM) -> None:
     from kbench.sandbox import starter
 
     starter.kill_all()
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager

@@ -23,6 +23,7 @@ OWNER_ENV = "KBENCH_OWNER"  # "PID:START" of the kbench process that owns a work
 PARENT_ENV = "KBENCH_PARENT"  # a spawned worker's parent pid, for `bind_to_parent`
 KEY_FIFO_ENV = "KBENCH_KEY_FIFO"  # set for workers forked by the warm starter (sandbox/starter.py)
 _PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # a kbench process stops on each, saying so
 
 
 @dataclass(frozen=True)
