@@ -22,9 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.gpus import GPUSpec
+from kbench.files import write_atomic
 from kbench.problems.lint import flat_tensors
 from kbench.problems.loader import build_model, load
 from kbench.types import Problem
@@ -257,9 +256,7 @@ def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> Flop
     found = _cached_counts(problem, preset, dtype)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as fh:
-            json.dump(asdict(found), fh)
-        os.replace(fh.name, path)
+        write_atomic(path, json.dumps(asdict(found)))
     except OSError:
         pass  # a read-only or full cache: the count stands, the next process counts again
     return found

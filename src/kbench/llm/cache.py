@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from kbench.files import write_atomic
 from kbench.llm.base import Request
 from kbench.types import Completion
 
@@ -56,6 +56,4 @@ class ResponseCache:
             return
         path = self._path(cache_key(request))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(completion)))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(asdict(completion)))

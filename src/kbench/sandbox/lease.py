@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kbench.files import write_atomic
 from kbench.sandbox import procs
 
 DIR_ENV = "KBENCH_LEASE_DIR"  # RunConfig.lease_dir, passed on to workers by the host (evaluate/prebuild.py)
@@ -107,9 +108,7 @@ def _write_holder(name: str, jobdir: Path, role: str) -> None:
         job=str(jobdir),
         since=time.time(),
     )
-    tmp = record.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(holder)))
-    tmp.replace(record)
+    write_atomic(record, json.dumps(asdict(holder)))
 
 
 def locker(path: Path) -> int | None:

@@ -21,14 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.sandbox.protocol import (
-    ForgedResult,
-    TensorFile,
-    dtype_name,
-    read_signed,
-    write_atomic,
-    write_signed,
-)
+from kbench.files import write_atomic
+from kbench.sandbox.protocol import ForgedResult, TensorFile, dtype_name, read_signed, write_signed
 
 RECEIVE_FILE = "receive.json"
 LAYOUTS_FILE = "layouts.json"

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kbench.files import write_atomic
 from kbench.sandbox.procs import KEY_FIFO_ENV
 from kbench.types import Problem, Status, TimingSettings, TimingStats
 
@@ -52,13 +53,6 @@ def read_key() -> bytes:
     except OSError:
         pass
     return key
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader sees the old file or the whole new one, never a part."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def announce(jobdir: Path, phase: str) -> None:

@@ -32,6 +32,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kbench.files import write_atomic
+
 # The workers and everything they import. The entry modules themselves (ENTRIES) are then dropped from
 # sys.modules: runpy runs a module already there a second time, as __main__, and warns so into every job's
 # log ("found in sys.modules ... may result in unpredictable behaviour"); their own code takes ~8 ms, while
@@ -134,9 +136,7 @@ def _probes() -> tuple[Path, dict[str, bool]]:
 def _remember(path: Path, known: dict[str, bool]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1))
-        tmp.replace(path)
+        write_atomic(path, json.dumps(known, indent=1))
     except OSError:
         pass  # probing again next time costs seconds, nothing more
 
