@@ -318,3 +318,56 @@ def test_session_zero_is_nobodys_worker() -> None:
     a session or listing of its members may take them for a worker's (`killpg(0)` is one's own group)."""
     assert procs.members(0) == []
     assert procs.end_session(0) is False
+
+
+FORGER = """
+import json, sys, time
+from pathlib import Path
+from kbench.sandbox import lease
+jobdir = Path(sys.argv[1]); jobdir.mkdir(parents=True, exist_ok=True)
+lease.acquire("test-gpu", jobdir)
+record = Path(lease.lease_dir(), "test-gpu.holder")
+holder = json.loads(record.read_text())
+holder.update(json.loads(sys.argv[2]))  # what a candidate running in the worker could write there
+record.write_text(json.dumps(holder))
+(jobdir / "forged").write_text("")
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("forge", ["session", "worker"])
+def test_a_forged_holder_record_ends_no_other_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forge: str
+) -> None:
+    """A candidate's worker holds the lease and rewrites the record: naming another process's session
+    (its owner said dead, so that waiters break the lease), or another process as the worker. A waiter
+    ends at most the forger itself, never the process named."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    ghost = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_owner = str(procs.ProcRef.of(ghost.pid))
+    ghost.wait()
+    victim_ref = procs.ProcRef.of(victim.pid)
+    forged = {"session": victim.pid, "owner": dead_owner}
+    if forge == "worker":
+        forged["worker"] = str(victim_ref)
+    forger = subprocess.Popen(
+        [sys.executable, "-c", FORGER, str(tmp_path / "a"), json.dumps(forged)], start_new_session=True
+    )
+    try:
+        _until(tmp_path / "a" / "forged")
+        (tmp_path / "b").mkdir()
+        if forge == "session":  # the forger's own lease is broken: it said its owner was dead
+            lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+            assert forger.wait(timeout=5) == -signal.SIGKILL
+            lease.release()
+        else:  # the record is not the taker's: nobody is ended, the wait runs out
+            with pytest.raises(lease.LeaseTimeout):
+                lease.acquire("test-gpu", tmp_path / "b", wait_s=1.0)
+            assert forger.poll() is None
+        time.sleep(0.1)
+        assert victim.poll() is None and victim_ref is not None and victim_ref.alive()
+    finally:
+        for proc in (forger, victim):
+            proc.kill()
+            proc.wait()

@@ -163,14 +163,19 @@ def reclaim(name: str) -> Holder | None:
         return None
     lock, record = _paths(name)
     worker = procs.ProcRef.parse(found.worker)
-    if worker is not None and worker.alive() and found.session:
-        procs.kill_session(found.session)
+    holding = procs.lock_holders(lock)
+    # The record is written by the holder, a candidate's worker among them: it is believed only as far as
+    # the kernel bears it out. The session ended is the one the named worker leads (every worker leads its
+    # own), and only while that worker is alive and took this very lock; a forged record names no other.
+    if worker is not None and worker.alive() and found.session == worker.pid:
+        if any(taker == worker.pid for _, taker in holding):
+            procs.kill_session(found.session)
     # What still holds the lock are processes sharing the open file description the stale taker locked:
     # its fdinfo shows the lock. Every waiter has the file open too, but never that description, and a
     # process that took the lock since this pass began is a live taker of its own: neither is touched.
     # (Told apart by session instead, leftovers were missed wherever the taker did not lead its session,
     # and killing every process with the file open ended the other waiters.)
-    for pid, taker in procs.lock_holders(lock):
+    for pid, taker in holding:
         dead = taker == 0 or procs.info_of(taker) is None
         if pid != os.getpid() and (dead or (worker is not None and taker == worker.pid)):
             procs.kill(pid)
