@@ -371,3 +371,27 @@ def test_a_forged_holder_record_ends_no_other_process(
         for proc in (forger, victim):
             proc.kill()
             proc.wait()
+
+
+def test_a_taker_left_a_zombie_counts_as_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The killed taker is not reaped (its parent is busy, or it was orphaned where PID 1 reaps nothing):
+    still dead, so its leftover child is ended even without a record."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], start_new_session=True)
+    _until(tmp_path / "a" / "child")
+    child = int((tmp_path / "a" / "child").read_text())
+    (tmp_path / "leases" / "test-gpu.holder").unlink()
+    holder.kill()  # not waited for: a zombie until this test reaps it
+    deadline = time.monotonic() + 10
+    while (info := procs.info_of(holder.pid)) is not None and info.alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert info is not None and info.state == "Z"
+        lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
+        time.sleep(0.1)
+        info = procs.info_of(child)
+        assert info is None or not info.alive
+        lease.release()
+    finally:
+        holder.wait()
+        procs.kill(child)

@@ -133,6 +133,13 @@ def locker(path: Path) -> int | None:
     return None
 
 
+def _gone(taker: int) -> bool:
+    """Whether the process that took a lock is gone: 0 (a pid namespace hides a dead one so), no such
+    process, or a zombie (dead, its parent has not reaped it: where PID 1 reaps nothing, for ever)."""
+    info = procs.info_of(taker) if taker > 0 else None
+    return info is None or not info.alive
+
+
 def stale(name: str) -> Holder | None:
     """The lease's holder record when the lease is held for nobody: the process that took the lock is
     gone (children it left still hold the file) or the kbench process that owns it is gone; else None."""
@@ -141,7 +148,7 @@ def stale(name: str) -> Holder | None:
     taker = locker(lock)
     worker = procs.ProcRef.parse(holder.worker) if holder else None
     owner = procs.ProcRef.parse(holder.owner) if holder else None
-    if taker is not None and (taker == 0 or not procs.info_of(taker)):
+    if taker is not None and _gone(taker):
         # The taker is dead; whatever record there is, the lock is held by leftovers.
         return holder or Holder(worker="", session=0, owner="", role="?", job="?", since=0.0)
     if holder is None or worker is None:
@@ -176,8 +183,7 @@ def reclaim(name: str) -> Holder | None:
     # (Told apart by session instead, leftovers were missed wherever the taker did not lead its session,
     # and killing every process with the file open ended the other waiters.)
     for pid, taker in holding:
-        dead = taker == 0 or procs.info_of(taker) is None
-        if pid != os.getpid() and (dead or (worker is not None and taker == worker.pid)):
+        if pid != os.getpid() and (_gone(taker) or (worker is not None and taker == worker.pid)):
             procs.kill(pid)
     # The record goes once the lock is free: a waiter's next pass still needs it while the killed die.
     try:
