@@ -36,8 +36,10 @@ import os, sys, time
 from pathlib import Path
 from kbench.sandbox import lease
 lease.acquire("doctor-gpu", Path(sys.argv[1]))
-if os.fork() == 0:
+child = os.fork()
+if child == 0:
     time.sleep(120); os._exit(0)
+Path(sys.argv[1], "child").write_text(str(child))
 Path(sys.argv[1], "ready").touch()
 time.sleep(120)
 """
@@ -62,6 +64,8 @@ def test_doctor_ends_stale_processes_and_leases_only(tmp_path: Path, monkeypatch
         assert rows[stale.pid]["stale"] and not rows[live.pid]["stale"]
         assert rows[live.pid]["owner"] == os.getpid()
         assert [(s["name"], s["state"]) for s in report["leases"]] == [("doctor-gpu", "stale")]
+        child = int((tmp_path / "child").read_text())
+        assert report["leases"][0]["lock_pids"] == [child]  # the leftover, as the kernel shows it
 
         ended = runner.invoke(app, ["doctor", "--kill", "--format", "json"])
         assert ended.exit_code == 0, ended.output
@@ -69,7 +73,7 @@ def test_doctor_ends_stale_processes_and_leases_only(tmp_path: Path, monkeypatch
         assert stale.pid in report["ended"] and live.pid not in report["ended"]
         assert report["reclaimed"] == ["doctor-gpu"]
         assert stale.wait(timeout=5) < 0 and live.poll() is None
-        assert [s["state"] for s in report["leases"]] == ["free"]
+        assert [(s["state"], s["lock_pids"]) for s in report["leases"]] == [("free", [])]
     finally:
         for proc in (stale, live, holder):
             proc.kill()

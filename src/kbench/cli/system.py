@@ -61,7 +61,8 @@ def _process_row(p: Any) -> dict[str, Any]:
 
 
 def _lease_row(s: Any) -> dict[str, Any]:
-    return {"name": s.name, "state": s.state, "holder": s.holder.describe() if s.holder and s.held else None}
+    holder = s.holder.describe() if s.holder and s.held else None
+    return {"name": s.name, "state": s.state, "holder": holder, "lock_pids": list(s.pids)}
 
 
 def _print_doctor(found: list[Any], leases: list[Any], ended: list[Any], broken: list[Any]) -> None:
@@ -79,11 +80,12 @@ def _print_doctor(found: list[Any], leases: list[Any], ended: list[Any], broken:
         table.add_row(str(p.pid), p.role, owner, state, f"{p.age_s:.0f} s", p.command[:60])
     console.print(table if found else "no kbench processes on this machine")
     lease_table = Table(title="GPU leases")
-    for col in ("lease", "state", "holder"):
+    for col in ("lease", "state", "holder (its record)", "lock held by"):
         lease_table.add_column(col)
     for s in leases:
         holder = s.holder.describe() if s.holder and s.held else "-"
-        lease_table.add_row(s.name, "[red]stale[/]" if s.stale else s.state, holder)
+        pids = ", ".join(f"pid {pid}" for pid in s.pids) or "-"
+        lease_table.add_row(s.name, "[red]stale[/]" if s.stale else s.state, holder, pids)
     console.print(lease_table if leases else "no GPU leases on this machine")
     if any(p.stale for p in found) or any(s.stale for s in leases):
         console.print("stale processes or leases remain: `kbench doctor --kill` ends them")

@@ -32,9 +32,10 @@ class Found:
 @dataclass(frozen=True)
 class LeaseState:
     name: str
-    holder: lease.Holder | None
+    holder: lease.Holder | None  # the record its holder wrote (a candidate's worker can rewrite it)
     held: bool
     stale: bool
+    pids: tuple[int, ...] = ()  # what the kernel shows holding the lock (sharing the locked file description)
 
     @property
     def state(self) -> str:
@@ -75,7 +76,11 @@ def processes() -> list[Found]:
 
 
 def leases() -> list[LeaseState]:
-    return [LeaseState(*entry) for entry in lease.leases()]
+    found = []
+    for name, holder, held, stale in lease.leases():
+        pids = tuple(pid for pid, _ in procs.lock_holders(lease.lease_dir() / f"{name}.lock")) if held else ()
+        found.append(LeaseState(name, holder, held, stale, pids))
+    return found
 
 
 def end_stale() -> tuple[list[Found], list[LeaseState]]:
