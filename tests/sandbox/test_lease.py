@@ -144,23 +144,33 @@ def _until(path: Path, seconds: float = 60.0) -> None:
     assert path.exists()
 
 
+def _orphaned_leftover(jobdir: Path, new_session: bool) -> int:
+    """Run LEFTOVER in `jobdir` and kill it once its child shares the lock: the pid of that child, which
+    holds the lease for a taker that is gone."""
+    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(jobdir)], start_new_session=new_session)
+    _until(jobdir / "child")
+    holder.kill()
+    holder.wait()
+    return int((jobdir / "child").read_text())
+
+
+def _ended(pid: int) -> bool:
+    info = procs.info_of(pid)
+    return info is None or not info.alive
+
+
 def test_a_lease_whose_taker_died_is_reclaimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker that took the lease was killed but a child it forked still holds the lock file: the
     next waiter ends the child and takes the lease at once, instead of waiting for ever."""
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
-    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")])
-    _until(tmp_path / "a" / "child")
-    child = int((tmp_path / "a" / "child").read_text())
-    holder.kill()
-    holder.wait()
+    child = _orphaned_leftover(tmp_path / "a", new_session=False)
     assert procs.info_of(child) is not None  # the leftover lives on and holds the lock
     (tmp_path / "b").mkdir()
     t0 = time.monotonic()
     lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
     assert time.monotonic() - t0 < 5.0
     time.sleep(0.1)
-    info = procs.info_of(child)
-    assert info is None or not info.alive  # ended by the waiter
+    assert _ended(child)  # ended by the waiter
     assert lease.read_holder("test-gpu").job == str(tmp_path / "b")
     lease.release()
 
@@ -234,11 +244,7 @@ def test_reclaiming_a_stale_lease_spares_the_other_waiters(
     """Another worker waiting for the GPU has the lock file open too: the waiter that breaks a stale lease
     ends the dead worker's leftovers, never that worker."""
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
-    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")], start_new_session=True)
-    _until(tmp_path / "a" / "child")
-    child = int((tmp_path / "a" / "child").read_text())
-    holder.kill()
-    holder.wait()
+    child = _orphaned_leftover(tmp_path / "a", new_session=True)
     lock = tmp_path / "leases" / "test-gpu.lock"
     other = subprocess.Popen(
         [sys.executable, "-c", WAITER, str(lock), str(tmp_path / "waiting")], start_new_session=True
@@ -248,8 +254,7 @@ def test_reclaiming_a_stale_lease_spares_the_other_waiters(
         (tmp_path / "b").mkdir()
         lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
         time.sleep(0.1)
-        info = procs.info_of(child)
-        assert info is None or not info.alive  # the leftover was ended
+        assert _ended(child)  # the leftover was ended
         assert other.poll() is None, f"the other waiter ended: {other.returncode}"  # it was not ended
         lease.release()
     finally:
@@ -266,11 +271,7 @@ def test_leftovers_are_told_from_waiters_by_the_lock_they_hold(
     that breaks the lease ends the child, which shares the locked file description, and spares the other
     waiter, which only has the file open, with or without the holder's record."""
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
-    holder = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(tmp_path / "a")])
-    _until(tmp_path / "a" / "child")
-    child = int((tmp_path / "a" / "child").read_text())
-    holder.kill()
-    holder.wait()
+    child = _orphaned_leftover(tmp_path / "a", new_session=False)
     if not record:
         (tmp_path / "leases" / "test-gpu.holder").unlink()
     lock = tmp_path / "leases" / "test-gpu.lock"
@@ -283,8 +284,7 @@ def test_leftovers_are_told_from_waiters_by_the_lock_they_hold(
         lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
         assert time.monotonic() - t0 < 5.0
         time.sleep(0.1)
-        info = procs.info_of(child)
-        assert info is None or not info.alive  # the leftover was ended
+        assert _ended(child)  # the leftover was ended
         assert other.poll() is None, f"the other waiter ended: {other.returncode}"
         assert [pid for pid, _ in procs.lock_holders(lock)] == [os.getpid()]
         lease.release()
@@ -389,8 +389,7 @@ def test_a_taker_left_a_zombie_counts_as_gone(tmp_path: Path, monkeypatch: pytes
         assert info is not None and info.state == "Z"
         lease.acquire("test-gpu", tmp_path / "b", wait_s=20.0)
         time.sleep(0.1)
-        info = procs.info_of(child)
-        assert info is None or not info.alive
+        assert _ended(child)
         lease.release()
     finally:
         holder.wait()
