@@ -121,15 +121,9 @@ def locker(path: Path) -> int | None:
         return None
     want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     for line in lines:
-        parts = line.split()
-        if len(parts) < 6 or parts[1] != "FLOCK" or parts[0].endswith("->"):
-            continue  # a "->" line is a waiter, not a holder
-        try:
-            major, minor, inode = parts[5].split(":")
-            if (int(major, 16), int(minor, 16), int(inode)) == want:
-                return max(int(parts[4]), 0)
-        except ValueError:
-            continue
+        entry = procs.flock_entry(line)
+        if entry is not None and entry[1] == want:
+            return entry[0]
     return None
 
 

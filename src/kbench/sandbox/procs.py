@@ -225,15 +225,26 @@ def lock_holders(path: Path) -> list[tuple[int, int]]:
 
 
 def _flock_taker(fdinfo: str) -> int | None:
-    """The taker's pid from a "lock:\t1: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF" line of an
-    fdinfo file, None when the descriptor holds no flock."""
+    """The taker's pid from the "lock:" line of an fdinfo file, None when the descriptor holds no flock."""
     for line in fdinfo.splitlines():
-        if not line.startswith("lock:"):
-            continue
-        parts = line[len("lock:") :].split()
-        if len(parts) >= 5 and parts[1] == "FLOCK" and parts[4].lstrip("-").isdigit():
-            return max(int(parts[4]), 0)
+        entry = flock_entry(line[len("lock:") :]) if line.startswith("lock:") else None
+        if entry is not None:
+            return entry[0]
     return None
+
+
+def flock_entry(line: str) -> tuple[int, tuple[int, int, int]] | None:
+    """(taker pid, (major, minor, inode) of the file) from a lock line as /proc/locks and fdinfo write it,
+    "1: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF"; the pid is 0 when a pid namespace hides a taker
+    that is gone. None for any other line: another kind of lock, or a waiter's ("1: -> FLOCK ...")."""
+    parts = line.split()
+    if len(parts) < 6 or parts[1] != "FLOCK" or parts[0].endswith("->"):
+        return None
+    try:
+        major, minor, inode = parts[5].split(":")
+        return max(int(parts[4]), 0), (int(major, 16), int(minor, 16), int(inode))
+    except ValueError:
+        return None
 
 
 def die_with_parent(parent: int) -> None:
