@@ -8,6 +8,9 @@ KBENCH_* variables say (`early_start`); the CLI's own launch then finds it by it
 guess the settings later contradict (a --config file says otherwise) costs an idle starter, closed at
 exit; where the arguments cannot tell, nothing is launched early.
 
+The same commands start this process's own torch import on a thread at once: it takes as long as the
+starter's, and the host needs torch before the verdict (the comparison on the device, the judge).
+
 A stop signal (SIGINT, SIGTERM, SIGHUP) in the second or so before the CLI takes over their handling
 (cli.main, sandbox/host.stop_on_signals) ends the command the same way: the early starter is ended, one
 line says so, and the exit status is 128 + the signal's number, instead of a bare death by the signal or
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,6 +76,13 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, 
     return interprets_triton(backend, device), ONE_SHOT[command]
 
 
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except Exception:  # the command reports a missing or broken torch itself, where it needs it
+        pass
+
+
 def main() -> None:
     previous = catch_early_stops()
     try:
@@ -80,6 +91,10 @@ def main() -> None:
             from kbench.sandbox.starter import prewarm
 
             prewarm(triton_interpret=guess[0], one_shot=guess[1])
+            # This process's own torch import (seconds on a GPU host) on a thread from here, beside the
+            # starter's, and not from whenever the command first needs it (its device check, the offer of
+            # device buffers, the judge), which on a cold `kbench eval` left the candidate waiting for it.
+            threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()
     except Exception:  # an early start is only a head start: the CLI launches its starter anyway
         pass
     from kbench.cli import main as cli_main

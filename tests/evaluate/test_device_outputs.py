@@ -7,6 +7,7 @@ worker that falls back to files. The `gpu` tests run whole verdicts through real
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -264,6 +265,37 @@ def test_the_wait_for_buffers_has_its_own_budget() -> None:
     assert budgets["receive"] == 123.0
 
 
+def test_a_reference_offered_no_buffers_writes_every_output(tmp_path: Path, monkeypatch: Any) -> None:
+    """The reference waits a bounded time for its offer, then (or with an empty one, or outputs not on a
+    GPU) writes its outputs to files as before: never a reference that waits for ever or loses an output."""
+    from kbench.problems import get_problem
+    from kbench.sandbox.protocol import JobSpec
+    from kbench.worker import reference
+
+    monkeypatch.setattr(reference, "OFFER_WAIT_S", 0.2)
+    spec = JobSpec(
+        role="reference",
+        problem=get_problem("kbench:2/1"),
+        preset="small",
+        dtype="fp32",
+        device="cpu",
+        seeds=[1000, 77],
+        measure=False,
+        receive=True,
+        keep_files=[1000],
+    )
+    for jobdir, offered in ((tmp_path / "none", False), (tmp_path / "empty", True)):
+        jobdir.mkdir()
+        if offered:
+            (jobdir / RECEIVE_FILE).write_text(Receive().model_dump_json())
+        t0 = time.monotonic()
+        result = reference.compute_reference(spec, jobdir, KEY)
+        assert time.monotonic() - t0 < 20 and "deliver" in result.phases
+        entries = [f for files in result.outputs.values() for f in files]
+        assert len(entries) == 2 and not any(f.received for f in entries)
+        assert all((jobdir / f.name).stat().st_size == 4 * math.prod(f.shape) for f in entries)
+
+
 # --- on a GPU: real buffers, real IPC -------------------------------------------------------------------
 
 
@@ -341,3 +373,50 @@ def test_gpu_premirror_copies_once_and_the_judge_reuses_it() -> None:
     assert held[0].is_cuda and torch.equal(held[0].cpu(), torch.arange(6.0))
     assert mirrored(ref, 1, "cuda:0") is held  # the judge's lookup: no second copy
     assert ref.device_outputs[(2, "cuda:0")][1] == 5 and (3, "cuda:0") not in ref.device_outputs
+
+
+@pytest.mark.gpu
+def test_gpu_buffers_start_as_nan_in_every_float_format() -> None:
+    from kbench.sandbox import devmem
+
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        nbytes = 1000 * dtype.itemsize
+        ptr = devmem.alloc("cuda:0", nbytes)
+        try:
+            devmem.fill_nan("cuda:0", ptr, nbytes)
+            view = devmem.view(ptr, nbytes, dtype, [10, 100], "cuda:0")
+            assert bool(torch.isnan(view).all()), dtype
+        finally:
+            devmem.free("cuda:0", ptr)
+
+
+@pytest.mark.gpu
+def test_gpu_reference_outputs_arrive_in_the_hosts_buffers(tmp_path: Path) -> None:
+    """The reference copies its outputs into the host's buffers before it gives up the GPU: the host reads
+    no file of them, writes the fixed seeds' to the cache (checked), and judges as it did through files."""
+    from kbench.evaluate import flow
+
+    seen: list[ReferenceData] = []
+    real = flow.get_reference
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        data = real(*args, **kw)
+        seen.append(data)
+        return data
+
+    flow.get_reference = spy  # type: ignore[assignment]
+    try:
+        v = _gpu_run(tmp_path, fixture_source("triton_honest.py"))
+        (ref,) = seen
+        assert "deliver" in ref.phases and not ref.cache_hit
+        assert all(t.is_cuda for outs in ref.outputs.values() for t in outs), "all on the device"
+        assert v.status is Status.OK, v.message + v.log_tail
+        again = _gpu_run(tmp_path, fixture_source("triton_honest.py"))  # the fixed seeds from the cache
+        assert seen[1].cache_hit and again.status is Status.OK, again.message
+        fixed = [seed for seed, outs in seen[1].outputs.items() if not outs[0].is_cuda]
+        assert len(fixed) == RunConfig().seeds  # read from the cache's files, the rest delivered
+    finally:
+        flow.get_reference = real  # type: ignore[assignment]
+    off = _gpu_run(tmp_path / "off", fixture_source("triton_honest.py"), device_outputs=False)
+    assert off.status is Status.OK and off.correctness is not None and v.correctness is not None
+    assert v.correctness.max_abs_err == pytest.approx(off.correctness.max_abs_err, abs=1e-6)

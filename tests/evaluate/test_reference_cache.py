@@ -74,6 +74,38 @@ def test_cache_write_outlives_its_job_folder(tmp_path: Path) -> None:
     assert torch.equal(got, torch.arange(1000.0))
 
 
+def test_a_file_changed_after_signing_is_never_cached(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The host may take the reference's outputs on the device and never read their files: the cache copy
+    itself is checked against the signed digest, so a candidate that rewrote them poisons no later run."""
+    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
+    result = _one_output(jobdir)
+    (name,) = [f.name for f in result.outputs["1000"]]
+    (jobdir / name).write_bytes(torch.zeros(1000).numpy().tobytes())  # same size, other bytes
+    with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_cache"):
+        write_cache(folder, jobdir, result, [1000])
+        wait_for_cache()
+    assert read_cache(folder) is None and not folder.exists()
+    assert any("changed after the reference signed it" in r.getMessage() for r in caplog.records)
+
+
+def test_outputs_also_delivered_on_the_device_are_cached_as_files(tmp_path: Path) -> None:
+    """A fixed seed's output the reference both delivered and wrote is a plain file entry in the cache, so
+    a later run reads it and offers its candidate a buffer of its layout."""
+    from kbench.evaluate.device_outputs import layouts
+
+    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
+    result = _one_output(jobdir)
+    result.outputs["1000"] = [f.model_copy(update={"received": True}) for f in result.outputs["1000"]]
+    write_cache(folder, jobdir, result, [1000])
+    cached = read_cache(folder)
+    assert cached is not None and not any(f.received for f in cached.outputs["1000"])
+    assert layouts(cached.outputs, [1000]) == {1000: [("float32", [1000])]}
+    (got,) = load_tensors(folder, cached.outputs["1000"])
+    assert torch.equal(got, torch.arange(1000.0))
+
+
 def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -19,6 +19,7 @@ shape or dtype, and every sampled timed output go through files as before.
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 import threading
 import weakref
@@ -30,19 +31,30 @@ from typing import Any
 from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
 from kbench.sandbox.offer import Layout, Slot, layout_of, read_layouts, seal, write_offer
-from kbench.sandbox.protocol import KEY_BYTES, dtype_name
+from kbench.sandbox.protocol import KEY_BYTES
 
 FREE_FACTOR = 4  # buffers are offered only where the device has this many times their size free
 MIRROR_SHARE = 8  # the reference mirrors of one host use at most 1/8 of a device's memory
 
 
-class Receiver:
-    """The device buffers of one candidate job; closing it (or leaving its `with`) frees them."""
+# Floating-point dtypes by the exchanged files' names, with their sizes: offers are made without torch.
+FLOAT_BYTES = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1,
+}  # fmt: skip
 
-    def __init__(self, device: str) -> None:
+
+class Receiver:
+    """The device buffers of one job (a candidate's correctness outputs, or every output of a reference
+    run); closing it (or leaving its `with`) frees them. Offers are made without torch (sandbox/devmem.py):
+    the tensors over the buffers are made when the judge asks for them."""
+
+    def __init__(self, device: str, key: bytes | None = None) -> None:
         self.device = device
-        self.key = secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (sandbox/host.run_worker takes it)
-        self.buffers: dict[tuple[str, int], tuple[int, Any]] = {}  # (seed, output) -> (pointer, view)
+        self.key = key or secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (run_worker takes it)
+        # (seed, output) -> (pointer, bytes, dtype name, shape); tensors over them once asked for
+        self.buffers: dict[tuple[str, int], tuple[int, int, str, list[int]]] = {}
+        self._views: dict[tuple[str, int], Any] = {}
         self.why = ""  # why nothing was offered
 
     def __enter__(self) -> Receiver:
@@ -52,11 +64,10 @@ class Receiver:
         self.close()
 
     def prepare(self) -> None:
-        """Start CUDA in this process, resolve the driver's functions ahead of `offer` (which then waits
-        on torch's start, and says why if it failed) and load the comparison's kernels, so the verdict's
-        first comparison on the device does not pay for them."""
+        """Start CUDA in this process (the driver's context, then torch's), and load the comparison's
+        kernels, so neither the first offer nor the verdict's first comparison on the device pays for them."""
         with contextlib.suppress(Exception):
-            devmem.free_bytes(self.device)
+            devmem.start(self.device)
             import torch
 
             from kbench.evaluate.compare import compare
@@ -66,20 +77,17 @@ class Receiver:
 
     def offer(self, jobdir: Path, layouts: Mapping[int, Sequence[Layout | None]]) -> None:
         """Allocate a buffer per floating-point output in `layouts` (seed -> per output (dtype, shape), or
-        None) and write the offer, which the waiting worker reads (empty when nothing can be offered: the
-        outputs then go through files)."""
-        import torch
-
+        None), fill it with NaN and write the offer, which the waiting worker reads (empty when nothing can
+        be offered: the outputs then go through files)."""
         slots: dict[str, list[Slot | None]] = {}
         try:
             wanted = []  # (seed, output, dtype, shape, outputs of the seed, bytes)
             for seed, outputs in layouts.items():
                 for j, layout in enumerate(outputs):
-                    dtype = getattr(torch, layout[0], None) if layout is not None else None
-                    if layout is not None and isinstance(dtype, torch.dtype) and dtype.is_floating_point:
-                        nbytes = torch.Size(layout[1]).numel() * dtype.itemsize
-                        if nbytes:
-                            wanted.append((seed, j, dtype, list(layout[1]), len(outputs), nbytes))
+                    size = FLOAT_BYTES.get(layout[0], 0) if layout is not None else 0
+                    nbytes = math.prod(layout[1]) * size if layout is not None else 0
+                    if layout is not None and nbytes:
+                        wanted.append((seed, j, layout[0], list(layout[1]), len(outputs), nbytes))
             need = sum(w[-1] for w in wanted)
             if wanted and devmem.free_bytes(self.device) < FREE_FACTOR * need:
                 raise devmem.DeviceMemoryError(
@@ -87,13 +95,11 @@ class Receiver:
                 )
             for seed, j, dtype, shape, count, nbytes in wanted:
                 ptr = devmem.alloc(self.device, nbytes)
-                buffer = devmem.view(ptr, nbytes, dtype, shape, self.device)
-                self.buffers[(str(seed), j)] = (ptr, buffer)
-                buffer.fill_(float("nan"))
+                self.buffers[(str(seed), j)] = (ptr, nbytes, dtype, shape)
+                devmem.fill_nan(self.device, ptr, nbytes)
                 handle = seal(self.key, str(seed), j, devmem.export(self.device, ptr))
                 row = slots.setdefault(str(seed), [None] * count)
-                row[j] = Slot(handle=handle, dtype=dtype_name(dtype), shape=shape)
-            torch.cuda.synchronize(self.device)
+                row[j] = Slot(handle=handle, dtype=dtype, shape=shape)
         except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path, as before)
             self.why = f"{type(exc).__name__}: {exc}"[:300]
             self.close()
@@ -101,24 +107,30 @@ class Receiver:
         write_offer(jobdir, slots)
 
     def tensor(self, seed: str, index: int) -> Any:
-        """The host's buffer for output `index` of `seed` (None if none was offered)."""
-        entry = self.buffers.get((seed, index))
-        return entry[1] if entry is not None else None
+        """A tensor over the host's buffer for output `index` of `seed` (None if none was offered)."""
+        key = (seed, index)
+        entry = self.buffers.get(key)
+        if entry is None:
+            return None
+        if key not in self._views:
+            import torch
+
+            ptr, nbytes, dtype, shape = entry
+            self._views[key] = devmem.view(ptr, nbytes, getattr(torch, dtype), shape, self.device)
+        return self._views[key]
 
     def close(self) -> None:
         if not self.buffers:
             return
-        import torch
+        if self._views:
+            import torch
 
-        try:
-            torch.cuda.synchronize(self.device)
-        except RuntimeError:
-            pass
-        for ptr, _ in self.buffers.values():
-            try:
+            with contextlib.suppress(RuntimeError):
+                torch.cuda.synchronize(self.device)  # nothing of torch's still reads or writes them
+        self._views.clear()
+        for ptr, *_ in self.buffers.values():
+            with contextlib.suppress(devmem.DeviceMemoryError):
                 devmem.free(self.device, ptr)
-            except devmem.DeviceMemoryError:
-                pass
         self.buffers.clear()
 
 
@@ -195,8 +207,10 @@ def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
     recently used go first)."""
     import torch
 
-    if torch.device(device).type != "cuda":
-        return list(ref.outputs[seed])  # already there
+    target = torch.device(device)
+    outputs = ref.outputs[seed]
+    if target.type != "cuda" or all(_lies_on(r, target) for r in outputs):
+        return list(outputs)  # already there (the CPU, or the reference delivered them to the device)
     holder = ref.device_outputs
     key = (id(holder), seed, device)
     with _mirror_lock:
@@ -209,6 +223,17 @@ def mirrored(ref: ReferenceData, seed: int, device: str) -> list[Any]:
     cap = torch.cuda.get_device_properties(torch.device(device)).total_memory // MIRROR_SHARE
     remember(holder, seed, device, copies, size, cap)
     return copies
+
+
+def _lies_on(value: Any, device: Any) -> bool:
+    """A tensor on `device` (an index-less "cuda" means the current one), or not a tensor at all."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return True
+    here = value.device
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return here.type == device.type and here.index == index
 
 
 def premirror(ref: ReferenceData, seeds: Sequence[int], device: str) -> None:

@@ -206,8 +206,12 @@ def evaluate(
     backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     receiver = Receiver(device) if cfg.device_outputs and device.startswith("cuda") else None
+    # The reference's outputs into device buffers of this evaluation's own, when its reference serves it
+    # alone (a shared one outlives it: the pool keeps CPU copies, read from the reference's files).
+    ref_receiver = Receiver(device) if receiver is not None and references is None else None
     with (
         tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp,
+        ref_receiver or contextlib.nullcontext(),  # the reference's outputs: closed last
         receiver or contextlib.nullcontext(),  # closed after the pool below waited for the early worker
         ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbench-eval") as pool,
     ):
@@ -252,7 +256,13 @@ def evaluate(
             try:
                 if references is None:
                     ref = get_reference(
-                        problem, cfg, plan, workdir, skip=reused.keys(), on_layouts=on_layouts
+                        problem,
+                        cfg,
+                        plan,
+                        workdir,
+                        skip=reused.keys(),
+                        on_layouts=on_layouts,
+                        receiver=ref_receiver,
                     )
                 else:
                     key = pool_key(problem, cfg, device, reused.keys())
@@ -271,8 +281,9 @@ def evaluate(
                     raise WorkerError(f"the reference's files changed after it wrote them: {exc}") from None
                 raise
             if receiver is not None:
-                # The reference's outputs onto the device of the candidate's buffers, for the judge: here,
-                # beside the early candidate's correctness, and never during its timing (not yet settled).
+                # The reference's outputs onto the device of the candidate's buffers, for the judge (those
+                # it delivered there already are): here, beside the early candidate's correctness, and never
+                # during its timing (not yet settled).
                 t0 = time.perf_counter()
                 premirror(ref, plan.checked, receiver.device)
                 acct.nested["ref:mirror"] = time.perf_counter() - t0

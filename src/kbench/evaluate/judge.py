@@ -193,7 +193,7 @@ def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: fl
 
     (out,) = load_tensors(jobdir, [f])
     if f.index is None:
-        return compare(out, ref, tol).passed
+        return compare(out, ref, tol).passed  # compare moves the reference's chunks to where `out` lies
     (index,) = load_tensors(jobdir, [f.index])
     whole = torch.Size(f.whole_shape or [])
     if (
@@ -207,7 +207,9 @@ def _sample_matches(jobdir: Path, f: TensorFile, ref: Any, tol: float, scale: fl
         or (index.numel() and (int(index.min()) < 0 or int(index.max()) >= ref.numel()))
     ):
         return False
-    return compare(out, torch.take(ref, index), tol, scale=scale).passed
+    # the reference may lie on the device (delivered there by its worker): take there, compare here
+    picked = torch.take(ref, index.to(ref.device)).to(out.device)
+    return compare(out, picked, tol, scale=scale).passed
 
 
 def check_timing(outcome: WorkerOutcome, sol_ms: float | None) -> WorkerOutcome:

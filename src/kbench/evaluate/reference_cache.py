@@ -24,7 +24,8 @@ from typing import Any
 
 from kbench.sandbox import procs
 from kbench.sandbox.procs import ProcRef
-from kbench.sandbox.protocol import JobSpec, WorkerResult
+from kbench.sandbox.protocol import ForgedResult, JobSpec, TensorFile, WorkerResult
+from kbench.sandbox.tensorfiles import copy_verified
 from kbench.types import TimingStats
 
 CACHE_FILE = "reference.json"
@@ -102,14 +103,17 @@ def wait_for_cache(folder: Path | None = None) -> None:
 
 def write_cache(folder: Path, jobdir: Path, result: WorkerResult, seeds: list[int]) -> None:
     """Copy the fixed seeds' files and the timings to `folder` atomically (temp folder + rename), in the
-    background. A failed write is logged and leaves no cache entry: the next run computes it again."""
+    background, each file checked against the worker's signed digest as it is copied: the host may not have
+    read them (outputs it took on the device), and a candidate beside the reference could have rewritten
+    them. A failed write or check is logged and leaves no cache entry: the next run computes it again."""
     kept = WorkerResult(timings=result.timings)
     sources = []
     try:
         for seed in map(str, seeds):
-            kept.outputs[seed] = result.outputs[seed]
+            # the cached entries are files: where an output also went into a device buffer, not any more
+            kept.outputs[seed] = [f.model_copy(update={"received": False}) for f in result.outputs[seed]]
             kept.input_checksums[seed] = result.input_checksums[seed]
-            sources += [(f.name, (jobdir / f.name).open("rb")) for f in result.outputs[seed]]
+            sources += [(f, (jobdir / f.name).open("rb")) for f in kept.outputs[seed]]
     except OSError as exc:
         _close(sources)
         log.warning("reference cache %s not written: %s", folder, exc)
@@ -141,15 +145,16 @@ def sweep_stale(parent: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResult) -> None:
+def _write_files(folder: Path, sources: list[tuple[TensorFile, Any]], kept: WorkerResult) -> None:
     tmp: Path | None = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         sweep_stale(folder.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{procs.self_ref()}-", dir=folder.parent))
-        for name, fh in sources:
-            with (tmp / name).open("wb") as out:
-                shutil.copyfileobj(fh, out, 16 << 20)
+        for f, fh in sources:
+            with (tmp / f.name).open("wb") as out:
+                if copy_verified(fh, out, f) != f.sha256:
+                    raise ForgedResult(f"tensor file {f.name} changed after the reference signed it")
         (tmp / CACHE_FILE).write_text(kept.model_dump_json())
         try:
             os.rename(tmp, folder)
@@ -163,6 +168,6 @@ def _write_files(folder: Path, sources: list[tuple[str, Any]], kept: WorkerResul
         _close(sources)
 
 
-def _close(sources: list[tuple[str, Any]]) -> None:
+def _close(sources: list[tuple[TensorFile, Any]]) -> None:
     for _, fh in sources:
         fh.close()

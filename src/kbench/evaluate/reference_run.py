@@ -13,7 +13,7 @@ from typing import Any
 from kbench.baselines.modes import modes_for
 from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.device_outputs import LayoutWatch, layouts
+from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts
 from kbench.evaluate.judge import crash_message
 from kbench.evaluate.plan import REFERENCE_TIMING_SEEDS, Plan, job_spec
 from kbench.evaluate.prebuild import reference_env
@@ -21,7 +21,7 @@ from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache
 from kbench.hardware import device_name
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout
-from kbench.sandbox.protocol import KEY_BYTES, WorkerResult, read_result
+from kbench.sandbox.protocol import KEY_BYTES, ForgedResult, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors, load_verified
 from kbench.types import Problem
 
@@ -33,11 +33,17 @@ def get_reference(
     workdir: Path,
     skip: Collection[str] = (),
     on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None = None,
+    receiver: Receiver | None = None,
 ) -> ReferenceData:
     """Reference outputs for every seed and baseline timings (modes in `skip` are reused, not timed), the
     fixed part from the disk cache, whose key holds the modes timed. `on_layouts` gets every seed's output
     layouts (dtype, shape) once, as soon as the worker has signed them: when its GPU work is done, before it
-    writes the outputs and long before the host has read them (device_outputs.LayoutWatch)."""
+    writes the outputs and long before the host has read them (device_outputs.LayoutWatch).
+
+    With `receiver` (a GPU evaluation whose reference serves it alone) the worker copies its outputs into
+    the receiver's device buffers, offered from those layouts, before it gives up the GPU; they become the
+    outputs here, as they lie, and only the fixed seeds' are also written, for the disk cache (checked
+    against their signed digests as they are copied there). The receiver must outlive what this returns."""
     from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
@@ -55,13 +61,23 @@ def get_reference(
     folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
     cached = read_cache(folder)
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
-    spec = fixed_spec.model_copy(update={"seeds": run_seeds, "measure": cfg.measure and cached is None})
+    spec = fixed_spec.model_copy(
+        update={
+            "seeds": run_seeds,
+            "measure": cfg.measure and cached is None,
+            "receive": receiver is not None,
+            "keep_files": [] if cached else list(plan.fixed),
+        }
+    )
     jobdir = workdir / "reference"
     env = reference_env(cfg, plan.device)
     budgets = cfg.budgets("reference")
-    key = secrets.token_bytes(KEY_BYTES)
+    key = receiver.key if receiver is not None else secrets.token_bytes(KEY_BYTES)
     known = layouts(cached.outputs, plan.fixed) if cached else {}
-    watch = LayoutWatch(jobdir, key, known, on_layouts) if on_layouts is not None else None
+    deliver = on_layouts
+    if receiver is not None:
+        deliver = _offer_first(receiver, jobdir, run_seeds, on_layouts)
+    watch = LayoutWatch(jobdir, key, known, deliver) if deliver is not None else None
     try:
         exit_ = run_worker(
             "kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key
@@ -86,7 +102,7 @@ def get_reference(
         cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
     )
-    absorb(data, result, jobdir, load_verified)
+    absorb(data, result, jobdir, _verified_or_received(receiver))
     data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
     if cached is None:
         t0 = time.perf_counter()
@@ -98,10 +114,54 @@ def get_reference(
     return data
 
 
+def _offer_first(
+    receiver: Receiver,
+    jobdir: Path,
+    seeds: list[int],
+    then: Callable[[dict[int, list[Layout | None]]], None] | None,
+) -> Callable[[dict[int, list[Layout | None]]], None]:
+    """The layouts' delivery: first the reference's own buffers (it waits for them holding the GPU), then
+    `then` (the candidate's offer)."""
+
+    def deliver(found: dict[int, list[Layout | None]]) -> None:
+        try:
+            receiver.offer(jobdir, {s: found[s] for s in seeds if s in found})
+        finally:
+            if then is not None:
+                then(found)
+
+    return deliver
+
+
+def _verified_or_received(receiver: Receiver | None) -> Callable[[Path, list[TensorFile], str], list[Any]]:
+    """How `absorb` takes one seed's outputs: delivered ones are the receiver's buffers, the rest are read
+    and checked against their signed digests (load_verified)."""
+
+    def load(folder: Path, files: list[TensorFile], seed: str) -> list[Any]:
+        by_index = {i: f for i, f in enumerate(files) if not f.received}
+        read = dict(zip(by_index, load_verified(folder, list(by_index.values())), strict=True))
+        outs = []
+        for i, f in enumerate(files):
+            if not f.received:
+                outs.append(read[i])
+                continue
+            buffer = receiver.tensor(seed, i) if receiver is not None else None
+            if buffer is None:
+                raise ForgedResult(f"output {i} of seed {seed} listed in a device buffer never offered")
+            outs.append(buffer)
+        return outs
+
+    return load
+
+
 def absorb(
-    data: ReferenceData, result: WorkerResult, folder: Path, load: Callable[..., list[Any]] = load_tensors
+    data: ReferenceData,
+    result: WorkerResult,
+    folder: Path,
+    load: Callable[[Path, list[TensorFile], str], list[Any]] | None = None,
 ) -> None:
-    """Take `result`'s outputs (files in `folder`, read with `load`) and input checksums into `data`."""
+    """Take `result`'s outputs (files in `folder`, read with `load(folder, files, seed)`, else mapped) and
+    input checksums into `data`."""
     for seed, files in result.outputs.items():
-        data.outputs[int(seed)] = load(folder, files)
+        data.outputs[int(seed)] = load(folder, files, seed) if load else load_tensors(folder, files)
         data.checksums[int(seed)] = result.input_checksums[seed]

@@ -9,6 +9,11 @@ allocation it names, and a block of the caching allocator shares its segment wit
 reference's outputs among them). The worker therefore reaches exactly its buffers and nothing else the
 host holds; the host never opens a handle a worker made, so nothing a candidate does to its own
 memory or context reaches the host's.
+
+Nothing here imports torch: the host offers buffers the moment a reference's layouts are signed, which on
+a cold `kbench eval` came while its own torch import (seconds on a GPU host) was still under way. The
+calls act on the device's primary context, the one torch's runtime uses, so `view` later wraps the same
+memory in a tensor.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ def _driver() -> Any:
         raise DeviceMemoryError(f"no CUDA driver library ({exc})") from None
     u64p, sizep = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t)
     for name, args in {
+        "cuInit": [ctypes.c_uint],
+        "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+        "cuDevicePrimaryCtxRetain": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int],
+        "cuCtxSetCurrent": [ctypes.c_void_p],
+        "cuCtxSynchronize": [],
+        "cuMemsetD8_v2": [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t],
         "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
         "cuMemAlloc_v2": [u64p, ctypes.c_size_t],
         "cuMemFree_v2": [ctypes.c_uint64],
@@ -77,17 +88,37 @@ def _check(code: int, what: str) -> None:
         raise DeviceMemoryError(f"{what}: {(text.value or b'').decode() or f'CUDA error {code}'}")
 
 
-def _current(device: Any) -> None:
-    """Make torch's context on `device` current on this thread (the driver calls act on it)."""
-    import torch
+def _index(device: Any) -> int:
+    """The ordinal of "cuda" / "cuda:N" / torch.device (CUDA_VISIBLE_DEVICES applies, as for torch)."""
+    text = str(device)
+    if text.split(":")[0] != "cuda":
+        raise DeviceMemoryError(f"not a CUDA device: {text}")
+    return int(text.split(":")[1]) if ":" in text else 0
 
-    index = torch.device(device).index
-    # initialises the device's primary context and makes it current on this thread
-    torch.cuda.set_device(torch.cuda.current_device() if index is None else index)
-    ctx = ctypes.c_void_p()
-    _check(_driver().cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-    if not ctx.value:
-        raise DeviceMemoryError("no current CUDA context")
+
+_contexts: dict[int, int] = {}  # ordinal -> its primary context, retained once for this process
+
+
+def _current(device: Any) -> None:
+    """Make `device`'s primary context current on this thread (the driver calls act on it)."""
+    index = _index(device)
+    ctx = _contexts.get(index)
+    if ctx is None:
+        driver = _driver()
+        _check(driver.cuInit(0), "cuInit")
+        dev, handle = ctypes.c_int(), ctypes.c_void_p()
+        _check(driver.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
+        _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(handle), dev), "cuDevicePrimaryCtxRetain")
+        if not handle.value:
+            raise DeviceMemoryError("no primary CUDA context")
+        ctx = _contexts.setdefault(index, handle.value)
+    _check(_driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+def start(device: Any) -> None:
+    """Initialise CUDA and `device`'s context in this process now (a fraction of a second), not at the
+    first offer."""
+    _current(device)
 
 
 def free_bytes(device: Any) -> int:
@@ -107,6 +138,15 @@ def alloc(device: Any, nbytes: int) -> int:
 def free(device: Any, ptr: int) -> None:
     _current(device)
     _check(_driver().cuMemFree_v2(ptr), "cuMemFree")
+
+
+def fill_nan(device: Any, ptr: int, nbytes: int) -> None:
+    """Set every byte to 0xFF: all ones is a NaN in every floating-point format (fp64 to fp8), so an output
+    never delivered fails the comparison. Waits until the device has done it."""
+    _current(device)
+    driver = _driver()
+    _check(driver.cuMemsetD8_v2(ptr, 0xFF, nbytes), "cuMemsetD8")
+    _check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
 def export(device: Any, ptr: int) -> bytes:

@@ -1,8 +1,9 @@
 """The files of the device-output exchange: `receive.json` and the reference's `layouts.json`.
 
-`receive.json`: the device buffers the host offers a GPU candidate worker for its correctness outputs. The
-host writes it (evaluate/device_outputs.py) into the worker's job folder, the worker waits for it and
-copies each output into its slot's buffer (worker/inbox.py). Each slot's CUDA IPC handle is sealed with
+`receive.json`: the device buffers the host offers a GPU worker: a candidate's for its correctness
+outputs, the reference's for all its outputs. The host writes it (evaluate/device_outputs.py) into the
+worker's job folder, the worker waits for it and copies each output into its slot's buffer
+(worker/inbox.py). Each slot's CUDA IPC handle is sealed with
 the job's HMAC key, which only this worker holds besides the host.
 
 `layouts.json`: the reference worker's outputs, per seed each one's dtype and shape, signed with its job's
@@ -64,10 +65,15 @@ def unseal(key: bytes, seed: str, index: int, sealed: str) -> bytes:
     return bytes(a ^ b for a, b in zip(bytes.fromhex(sealed), _pad(key, seed, index), strict=True))
 
 
-def wait_for(path: Path) -> None:
-    """Wait until the host has written `path` (its offer, or SETTLED_FILE), looking every POLL_S."""
+def wait_for(path: Path, timeout_s: float | None = None) -> bool:
+    """Wait until the host has written `path` (its offer, or SETTLED_FILE), looking every POLL_S; False
+    when `timeout_s` passed first."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not path.exists():
+        if deadline is not None and time.monotonic() > deadline:
+            return False
         time.sleep(POLL_S)
+    return True
 
 
 def mark_settled(jobdir: Path) -> None:

@@ -91,8 +91,12 @@ class JobSpec(BaseModel):
         "sm_90"  # the GPU arch Triton kernels are compile-checked for (RunConfig.compile_arch)
     )
     confine: bool = True  # candidate and build workers confine themselves (RunConfig.confine)
-    # candidate on a GPU: wait for the host's offer (sandbox/offer.py), copy the correctness outputs into its buffers
+    # on a GPU: wait for the host's offer (sandbox/offer.py) and copy outputs into its buffers -- a candidate
+    # its correctness outputs, the reference every output (before it gives up the lease)
     receive: bool = False
+    # reference with `receive`: seeds whose outputs also go to files though delivered (the fixed seeds, for
+    # the disk cache)
+    keep_files: list[int] = Field(default_factory=list)
     # candidate started beside the reference: time only once the host has read the reference's outputs
     # (sandbox/offer.py SETTLED_FILE), so that read and the reference's write do not fall in the loop. Only
     # with `receive`: waiting for its buffers, the worker takes the lease after the reference's GPU phase;

@@ -1,6 +1,7 @@
-"""A GPU candidate's correctness outputs into the host's device buffers (worker side).
+"""A GPU worker's outputs into the host's device buffers (worker side): a candidate's correctness outputs,
+or every output of the reference (worker/reference.py).
 
-With `JobSpec.receive` the host offers one device buffer per correctness output (sandbox/devmem.py,
+With `JobSpec.receive` the host offers one device buffer per output it wants (sandbox/devmem.py,
 evaluate/device_outputs.py) in `receive.json` (sandbox/offer.py), its IPC handles sealed with the job's key. An output whose
 device, dtype and shape are the buffer's is copied into it on the device and listed as `received`;
 anything else (another shape or dtype, a CPU tensor, a buffer that does not open) is written to a file
@@ -23,13 +24,17 @@ devmem.bind()  # the driver's functions, resolved before the candidate is import
 
 
 class Inbox:
-    def __init__(self, jobdir: Path, key: bytes) -> None:
+    def __init__(self, jobdir: Path, key: bytes, wait_s: float | None = None) -> None:
+        """Wait for the host's offer (written once the reference's layouts are known), at most `wait_s`
+        (None: as long as the job's budget lets it; past `wait_s` every output goes to a file)."""
         self.key = key
         self.slots: dict[str, list[Slot | None]] = {}
         self.opened: dict[tuple[str, int], Any] = {}  # (seed, output) -> device tensor over the buffer
         self.pointers: list[int] = []
         self.failed = ""  # why outputs went to files after all
-        wait_for(jobdir / RECEIVE_FILE)  # written by the host once the reference's outputs are known
+        if not wait_for(jobdir / RECEIVE_FILE, wait_s):
+            self.failed = f"no offer within {wait_s:.0f} s"
+            return
         try:
             self.slots = read_offer(jobdir).slots
         except (OSError, ValueError) as exc:
