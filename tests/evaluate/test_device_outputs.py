@@ -282,18 +282,22 @@ def test_a_reference_offered_no_buffers_writes_every_output(tmp_path: Path, monk
         seeds=[1000, 77],
         measure=False,
         receive=True,
-        keep_files=[1000],
+        cache_seeds=[1000],
     )
     for jobdir, offered in ((tmp_path / "none", False), (tmp_path / "empty", True)):
         jobdir.mkdir()
+        (jobdir / "cache").mkdir()  # the cache entry's temporary folder: the fixed seed's file goes there
         if offered:
             (jobdir / RECEIVE_FILE).write_text(Receive().model_dump_json())
         t0 = time.monotonic()
-        result = reference.compute_reference(spec, jobdir, KEY)
+        job = spec.model_copy(update={"cache_folder": str(jobdir / "cache")})
+        result = reference.compute_reference(job, jobdir, KEY)
         assert time.monotonic() - t0 < 20 and "deliver" in result.phases
-        entries = [f for files in result.outputs.values() for f in files]
-        assert len(entries) == 2 and not any(f.received for f in entries)
-        assert all((jobdir / f.name).stat().st_size == 4 * math.prod(f.shape) for f in entries)
+        entries = {seed: f for seed, files in result.outputs.items() for f in files}
+        assert set(entries) == {"1000", "77"} and not any(f.received for f in entries.values())
+        for seed, folder in (("1000", jobdir / "cache"), ("77", jobdir)):
+            f = entries[seed]
+            assert (folder / f.name).stat().st_size == 4 * math.prod(f.shape), seed
 
 
 # --- on a GPU: real buffers, real IPC -------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import torch
 from evalfixtures import cpu_config
 
 from kbench.evaluate.plan import make_plan
-from kbench.evaluate.reference_cache import cache_key, read_cache, wait_for_cache, write_cache
+from kbench.evaluate.reference_cache import TMP_PREFIX, cache_key, commit_entry, open_entry, read_cache
 from kbench.evaluate.reference_run import get_reference
 from kbench.problems import build_model, get_problem, load
 from kbench.sandbox.protocol import JobSpec, WorkerResult
@@ -56,77 +55,60 @@ def test_cache_key_depends_on_dtype_and_device() -> None:
 
 
 def _one_output(jobdir: Path) -> WorkerResult:
-    jobdir.mkdir()
+    """What a reference worker leaves in a cache entry's temporary folder: one fixed seed's file."""
+    jobdir.mkdir(exist_ok=True)
     result = WorkerResult(timings={"eager": TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 1, 0.0)})
     result.outputs["1000"] = save_tensors(jobdir, "out_1000", [torch.arange(1000.0)])
     result.input_checksums["1000"] = ["abc"]
     return result
 
 
-def test_cache_write_outlives_its_job_folder(tmp_path: Path) -> None:
-    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
-    result = _one_output(jobdir)
-    write_cache(folder, jobdir, result, [1000])
-    shutil.rmtree(jobdir)  # the evaluation ends and its job folder goes while the copy may still run
-    cached = read_cache(folder)  # waits for this process's pending write of the folder
-    assert cached is not None and cached.timings == result.timings
-    (got,) = load_tensors(folder, cached.outputs["1000"])
-    assert torch.equal(got, torch.arange(1000.0))
-
-
-def test_a_file_changed_after_signing_is_never_cached(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The host may take the reference's outputs on the device and never read their files: the cache copy
-    itself is checked against the signed digest, so a candidate that rewrote them poisons no later run."""
-    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
-    result = _one_output(jobdir)
-    (name,) = [f.name for f in result.outputs["1000"]]
-    (jobdir / name).write_bytes(torch.zeros(1000).numpy().tobytes())  # same size, other bytes
-    with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_cache"):
-        write_cache(folder, jobdir, result, [1000])
-        wait_for_cache()
-    assert read_cache(folder) is None and not folder.exists()
-    assert any("changed after the reference signed it" in r.getMessage() for r in caplog.records)
-
-
-def test_outputs_also_delivered_on_the_device_are_cached_as_files(tmp_path: Path) -> None:
-    """A fixed seed's output the reference both delivered and wrote is a plain file entry in the cache, so
-    a later run reads it and offers its candidate a buffer of its layout."""
+def test_an_entry_is_the_workers_folder_renamed_into_place(tmp_path: Path) -> None:
+    """The worker writes the fixed seeds' files once, into a temporary folder beside the entry; committing
+    writes the listing and renames it, so the command's exit never waits for a copy. An output the worker
+    also delivered on the device is a plain file entry there, so a later run offers its candidate a buffer
+    of its layout."""
     from kbench.evaluate.device_outputs import layouts
 
-    jobdir, folder = tmp_path / "job", tmp_path / "cache" / "reference" / "key"
-    result = _one_output(jobdir)
+    folder = tmp_path / "cache" / "reference" / "key"
+    tmp = open_entry(folder)
+    assert tmp is not None and tmp.parent == folder.parent and tmp.name.startswith(TMP_PREFIX)
+    result = _one_output(tmp)
     result.outputs["1000"] = [f.model_copy(update={"received": True}) for f in result.outputs["1000"]]
-    write_cache(folder, jobdir, result, [1000])
+    commit_entry(tmp, folder, result, [1000])
+    assert not tmp.exists()
     cached = read_cache(folder)
-    assert cached is not None and not any(f.received for f in cached.outputs["1000"])
+    assert cached is not None and cached.timings == result.timings
+    assert not any(f.received for f in cached.outputs["1000"])
     assert layouts(cached.outputs, [1000]) == {1000: [("float32", [1000])]}
     (got,) = load_tensors(folder, cached.outputs["1000"])
     assert torch.equal(got, torch.arange(1000.0))
+    again = open_entry(folder)  # a second run of the same key: its rename finds the entry there
+    assert again is not None
+    commit_entry(again, folder, _one_output(again), [1000])
+    assert not again.exists() and read_cache(folder) is not None
 
 
 def test_a_failed_cache_write_is_logged_and_leaves_no_entry(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    jobdir = tmp_path / "job"
-    result = _one_output(jobdir)
     (tmp_path / "not-a-dir").write_text("")
-    folder = tmp_path / "not-a-dir" / "key"  # its parent cannot be made
     with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_cache"):
-        write_cache(folder, jobdir, result, [1000])
-        wait_for_cache()
-    assert read_cache(folder) is None
-    assert any("not written" in r.getMessage() for r in caplog.records)
+        assert open_entry(tmp_path / "not-a-dir" / "key") is None  # its parent cannot be made
+        folder = tmp_path / "cache" / "key"
+        tmp = open_entry(folder)
+        assert tmp is not None
+        commit_entry(tmp, folder, _one_output(tmp), [1000, 1001])  # a seed the worker never wrote
+    assert read_cache(folder) is None and not tmp.exists()
+    assert sum("not written" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_a_write_killed_mid_copy_leaves_nothing_for_the_next_write(tmp_path: Path) -> None:
-    """A process killed while copying leaves its temporary folder; the next write removes it (its writer is
-    dead), never a live writer's, nor a folder whose writer it cannot tell."""
+def test_a_write_killed_mid_way_leaves_nothing_for_the_next_one(tmp_path: Path) -> None:
+    """A process killed while its worker wrote leaves its temporary folder; the next entry opened removes
+    it (its owner is dead), never a live process's, nor a folder whose owner it cannot tell."""
     import subprocess
     import sys
 
-    from kbench.evaluate.reference_cache import TMP_PREFIX
     from kbench.sandbox.procs import ProcRef, self_ref
 
     parent = tmp_path / "cache" / "reference"
@@ -139,17 +121,38 @@ def test_a_write_killed_mid_copy_leaves_nothing_for_the_next_write(tmp_path: Pat
     (stale / "out_1000_0.bin").parent.mkdir()
     (stale / "out_1000_0.bin").write_bytes(b"\0" * 4096)
     live = parent / f"{TMP_PREFIX}{self_ref()}-def456"  # a write in progress in a running process
-    old = parent / f"{TMP_PREFIX}k3j2h1"  # an older kbench's name: its writer cannot be told
+    old = parent / f"{TMP_PREFIX}k3j2h1"  # an older kbench's name: its owner cannot be told
     live.mkdir()
     old.mkdir()
-    jobdir = tmp_path / "job"
-    write_cache(parent / "key", jobdir, _one_output(jobdir), [1000])
-    wait_for_cache()
+    tmp = open_entry(parent / "key")
+    assert tmp is not None
+    commit_entry(tmp, parent / "key", _one_output(tmp), [1000])
     assert not stale.exists() and live.exists() and old.exists()
     assert read_cache(parent / "key") is not None
     assert sorted(p.name for p in parent.iterdir() if p.name.startswith(TMP_PREFIX)) == sorted(
         [live.name, old.name]
     )
+
+
+def test_an_entry_whose_file_changed_is_removed_and_computed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cache entry's files lie where another process could rewrite them: each is checked against its
+    digest when read, and one that fails makes the entry a miss (removed), never expected outputs."""
+    problem = get_problem("kbench:2/1")
+    cfg = cpu_config(tmp_path, measure=False)
+    first = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a")
+    (entry,) = [p for p in (tmp_path / "reference").iterdir() if not p.name.startswith(TMP_PREFIX)]
+    victim = sorted(entry.glob("out_*.bin"))[0]
+    victim.write_bytes(bytes(victim.stat().st_size))  # zeros, same size
+    with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_run"):
+        plan = make_plan(cfg, "cpu")
+        second = get_reference(problem, cfg, plan, tmp_path / "b")
+    assert not second.cache_hit and any("removed" in r.getMessage() for r in caplog.records)
+    for seed in plan.fixed:
+        assert torch.equal(second.outputs[seed][0], first.outputs[seed][0])  # computed again, as before
+    third = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "c")
+    assert third.cache_hit  # the entry was written again, whole
 
 
 @pytest.mark.slow

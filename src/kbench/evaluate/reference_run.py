@@ -4,6 +4,7 @@ worker itself is worker/reference.py."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Callable, Collection
@@ -17,13 +18,22 @@ from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts
 from kbench.evaluate.judge import crash_message
 from kbench.evaluate.plan import REFERENCE_TIMING_SEEDS, Plan, job_spec
 from kbench.evaluate.prebuild import reference_env
-from kbench.evaluate.reference_cache import ReferenceData, cache_key, read_cache, write_cache
+from kbench.evaluate.reference_cache import (
+    ReferenceData,
+    cache_key,
+    commit_entry,
+    discard_entry,
+    open_entry,
+    read_cache,
+)
 from kbench.hardware import device_name
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout
-from kbench.sandbox.protocol import KEY_BYTES, ForgedResult, TensorFile, WorkerResult, read_result
+from kbench.sandbox.protocol import KEY_BYTES, ForgedResult, JobSpec, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors, load_verified
 from kbench.types import Problem
+
+log = logging.getLogger(__name__)
 
 
 def get_reference(
@@ -42,8 +52,10 @@ def get_reference(
 
     With `receiver` (a GPU evaluation whose reference serves it alone) the worker copies its outputs into
     the receiver's device buffers, offered from those layouts, before it gives up the GPU; they become the
-    outputs here, as they lie, and only the fixed seeds' are also written, for the disk cache (checked
-    against their signed digests as they are copied there). The receiver must outlive what this returns."""
+    outputs here, as they lie, and only the fixed seeds' are also written, for the disk cache. On a cache
+    miss the worker writes the fixed seeds' files straight into a temporary folder beside the cache entry,
+    renamed into place once they are read; a cache entry's files are checked against their digests
+    whenever they are read. The receiver must outlive what this returns."""
     from kbench.hardware import torch_version
 
     on_gpu = plan.device.startswith("cuda")
@@ -59,21 +71,69 @@ def get_reference(
         measure=cfg.measure,
     )
     folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
-    cached = read_cache(folder)
+    cached, from_cache = _read_cached(folder)
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
+    known = layouts(cached.outputs, plan.fixed) if cached else {}
+    tmp = open_entry(folder) if cached is None else None  # the worker writes the fixed seeds' files there
     spec = fixed_spec.model_copy(
         update={
             "seeds": run_seeds,
             "measure": cfg.measure and cached is None,
             "receive": receiver is not None,
-            "keep_files": [] if cached else list(plan.fixed),
+            "cache_seeds": list(plan.fixed) if tmp is not None else [],
+            "cache_folder": str(tmp) if tmp is not None else "",
         }
     )
+    try:
+        data, result = _run(problem, cfg, plan, workdir, spec, known, on_layouts, receiver, tmp)
+    except BaseException:
+        if tmp is not None:
+            discard_entry(tmp)
+        raise
+    data.cache_hit = cached is not None
+    if tmp is not None:
+        t0 = time.perf_counter()
+        commit_entry(tmp, folder, result, plan.fixed)
+        data.phases["cache"] = round(time.perf_counter() - t0, 3)
+    data.outputs.update(from_cache.outputs)
+    data.checksums.update(from_cache.checksums)
+    data.timings = (cached or result).timings
+    return data
+
+
+def _read_cached(folder: Path) -> tuple[WorkerResult | None, ReferenceData]:
+    """The cache entry `folder` and its outputs, each file read and checked against its digest first (an
+    entry's files lie where other processes could rewrite them); an entry that fails the check is
+    removed, logged, and computed again like a miss."""
+    cached, data = read_cache(folder), ReferenceData()
+    if cached is None:
+        return None, data
+    try:
+        absorb(data, cached, folder, _verified_or_received(None))
+    except ForgedResult as exc:
+        log.warning("reference cache %s removed, computed again: %s", folder, exc)
+        discard_entry(folder)
+        return None, ReferenceData()
+    return cached, data
+
+
+def _run(
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    workdir: Path,
+    spec: JobSpec,
+    known: dict[int, list[Layout | None]],
+    on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None,
+    receiver: Receiver | None,
+    tmp: Path | None,
+) -> tuple[ReferenceData, WorkerResult]:
+    """The reference worker, start to exit, and its outputs taken in (the fixed seeds' files from `tmp`)."""
+    run_seeds = spec.seeds
     jobdir = workdir / "reference"
     env = reference_env(cfg, plan.device)
     budgets = cfg.budgets("reference")
     key = receiver.key if receiver is not None else secrets.token_bytes(KEY_BYTES)
-    known = layouts(cached.outputs, plan.fixed) if cached else {}
     deliver = on_layouts
     if receiver is not None:
         deliver = _offer_first(receiver, jobdir, run_seeds, on_layouts)
@@ -99,19 +159,12 @@ def get_reference(
     if watch is not None:
         watch.settle(result.outputs)
     data = ReferenceData(
-        cache_hit=cached is not None,
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
     )
-    absorb(data, result, jobdir, _verified_or_received(receiver))
+    cache_seeds = {str(seed) for seed in spec.cache_seeds}
+    absorb(data, result, jobdir, _verified_or_received(receiver, tmp, cache_seeds))
     data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
-    if cached is None:
-        t0 = time.perf_counter()
-        write_cache(folder, jobdir, result, plan.fixed)  # the copy runs on in the background
-        data.phases["cache"] = round(time.perf_counter() - t0, 3)
-    else:
-        absorb(data, cached, folder)
-    data.timings = (cached or result).timings
-    return data
+    return data, result
 
 
 def _offer_first(
@@ -133,13 +186,16 @@ def _offer_first(
     return deliver
 
 
-def _verified_or_received(receiver: Receiver | None) -> Callable[[Path, list[TensorFile], str], list[Any]]:
+def _verified_or_received(
+    receiver: Receiver | None, tmp: Path | None = None, in_tmp: Collection[str] = ()
+) -> Callable[[Path, list[TensorFile], str], list[Any]]:
     """How `absorb` takes one seed's outputs: delivered ones are the receiver's buffers, the rest are read
-    and checked against their signed digests (load_verified)."""
+    and checked against their signed digests (load_verified), from `tmp` for the seeds `in_tmp`."""
 
     def load(folder: Path, files: list[TensorFile], seed: str) -> list[Any]:
+        where = tmp if tmp is not None and seed in in_tmp else folder
         by_index = {i: f for i, f in enumerate(files) if not f.received}
-        read = dict(zip(by_index, load_verified(folder, list(by_index.values())), strict=True))
+        read = dict(zip(by_index, load_verified(where, list(by_index.values())), strict=True))
         outs = []
         for i, f in enumerate(files):
             if not f.received:

@@ -94,9 +94,10 @@ class JobSpec(BaseModel):
     # on a GPU: wait for the host's offer (sandbox/offer.py) and copy outputs into its buffers -- a candidate
     # its correctness outputs, the reference every output (before it gives up the lease)
     receive: bool = False
-    # reference with `receive`: seeds whose outputs also go to files though delivered (the fixed seeds, for
-    # the disk cache)
-    keep_files: list[int] = Field(default_factory=list)
+    # reference: seeds whose outputs it writes into `cache_folder` (the fixed seeds, on a cache miss), delivered
+    # to the host's buffers or not; a temporary folder beside the cache entry, which the host renames
+    cache_seeds: list[int] = Field(default_factory=list)
+    cache_folder: str = ""
     # candidate started beside the reference: time only once the host has read the reference's outputs
     # (sandbox/offer.py SETTLED_FILE), so that read and the reference's write do not fall in the loop. Only
     # with `receive`: waiting for its buffers, the worker takes the lease after the reference's GPU phase;

@@ -64,23 +64,6 @@ def digest_file(path: Path) -> str:
             return digest(mm)  # its views into the map are gone when it returns: the map can close
 
 
-def copy_verified(src: Any, dst: Any, f: TensorFile) -> str:
-    """Copy open file `src` to `dst` and return the digest of the bytes copied, as `f` is digested (a raw
-    file's `digest`, else SHA-256): the copy is checked, not the file, which may change meanwhile."""
-    if not f.dtype:
-        h = hashlib.sha256()
-        for block in iter(lambda: src.read(1 << 20), b""):
-            h.update(block)
-            dst.write(block)
-        return h.hexdigest()
-    parts, n = [], 0
-    for block in iter(lambda: src.read(DIGEST_CHUNK_BYTES), b""):
-        parts.append(_hash(block))
-        dst.write(block)
-        n += len(block)
-    return _chunk_digest(parts or [_hash(b"")], n)
-
-
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:

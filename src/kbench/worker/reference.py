@@ -115,12 +115,14 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
         torch.cuda.synchronize(device)
         lease.release()
     t0 = time.perf_counter()
-    for_cache = {str(seed) for seed in spec.keep_files}
+    for_cache = {str(seed) for seed in spec.cache_seeds} if spec.cache_folder else set()
     for tag, (devices, values) in outputs.items():
         entries: list[TensorFile | None] = [delivered.get((tag, i)) for i in range(len(values))]
-        # a delivered output is written too only for the disk cache (the fixed seeds, on a miss)
+        # the disk cache's seeds (the fixed ones, on a miss) are written there, delivered or not; the others
+        # to the job folder, only those the host did not take on the device
+        folder = Path(spec.cache_folder) if tag in for_cache else jobdir
         todo = [i for i, e in enumerate(entries) if e is None or tag in for_cache]
-        files = dict(zip(todo, save_tensors(jobdir, f"out_{tag}", [values[i] for i in todo]), strict=True))
+        files = dict(zip(todo, save_tensors(folder, f"out_{tag}", [values[i] for i in todo]), strict=True))
         for i in todo:
             entries[i] = files[i].model_copy(update={"received": entries[i] is not None})
         result.outputs[tag] = [
