@@ -300,6 +300,19 @@ def test_a_reference_offered_no_buffers_writes_every_output(tmp_path: Path, monk
             assert (folder / f.name).stat().st_size == 4 * math.prod(f.shape), seed
 
 
+def test_buffers_the_reference_did_not_fill_are_freed_at_once() -> None:
+    from kbench.evaluate.device_outputs import Receiver
+
+    receiver = Receiver("cuda:0")
+    receiver.buffers = {
+        ("1", 0): (1, 4, "float32", [1]),
+        ("1", 1): (2, 4, "float32", [1]),
+        ("2", 0): (3, 4, "float32", [1]),
+    }
+    receiver.keep_only({("1", 0), ("2", 0)})  # ("1", 1) went to a file (kept on the CPU)
+    assert set(receiver.buffers) == {("1", 0), ("2", 0)}
+
+
 # --- on a GPU: real buffers, real IPC -------------------------------------------------------------------
 
 

@@ -119,6 +119,14 @@ class Receiver:
             self._views[key] = devmem.view(ptr, nbytes, getattr(torch, dtype), shape, self.device)
         return self._views[key]
 
+    def keep_only(self, keys: set[tuple[str, int]]) -> None:
+        """Free the buffers not in `keys` ((seed, output) the worker delivered): one it wrote to a file
+        instead (an output the reference kept on the CPU) would hold device memory until the end."""
+        for key in [k for k in self.buffers if k not in keys and k not in self._views]:
+            ptr = self.buffers.pop(key)[0]
+            with contextlib.suppress(devmem.DeviceMemoryError):
+                devmem.free(self.device, ptr)
+
     def close(self) -> None:
         if not self.buffers:
             return

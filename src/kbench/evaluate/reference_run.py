@@ -163,6 +163,10 @@ def _run(
     )
     cache_seeds = {str(seed) for seed in spec.cache_seeds}
     absorb(data, result, jobdir, _verified_or_received(receiver, tmp, cache_seeds))
+    if receiver is not None:
+        receiver.keep_only(
+            {(s, i) for s, files in result.outputs.items() for i, f in enumerate(files) if f.received}
+        )
     data.phases["read"] = round(time.perf_counter() - t0, 3)  # reading and verifying the signed files
     return data, result
 
