@@ -137,8 +137,8 @@ def test_a_write_killed_mid_way_leaves_nothing_for_the_next_one(tmp_path: Path) 
 def test_an_entry_whose_file_changed_is_removed_and_computed_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A cache entry's files lie where another process could rewrite them: each is checked against its
-    digest when read, and one that fails makes the entry a miss (removed), never expected outputs."""
+    """Each file of a cache entry is checked against the digest its listing records when it is read; one
+    that fails (damaged, or rewritten without the listing) makes the entry a miss, removed."""
     problem = get_problem("kbench:2/1")
     cfg = cpu_config(tmp_path, measure=False)
     first = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a")

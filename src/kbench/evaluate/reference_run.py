@@ -102,9 +102,10 @@ def get_reference(
 
 
 def _read_cached(folder: Path) -> tuple[WorkerResult | None, ReferenceData]:
-    """The cache entry `folder` and its outputs, each file read and checked against its digest first (an
-    entry's files lie where other processes could rewrite them); an entry that fails the check is
-    removed, logged, and computed again like a miss."""
+    """The cache entry `folder` and its outputs, each file read and checked against the digest the entry's
+    listing records (a file damaged, cut short by a full disk, or rewritten alone); an entry that fails
+    the check is removed, logged, and computed again like a miss. Writing the cache at all is what the
+    candidate's confinement keeps from it (docs/anti-cheat.md)."""
     cached, data = read_cache(folder), ReferenceData()
     if cached is None:
         return None, data
