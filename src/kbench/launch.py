@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,25 +75,18 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, 
     return interprets_triton(backend, device), ONE_SHOT[command]
 
 
-def _import_torch() -> None:
-    try:
-        import torch  # noqa: F401
-    except Exception:  # the command reports a missing or broken torch itself, where it needs it
-        pass
-
-
 def main() -> None:
     previous = catch_early_stops()
     try:
         guess = early_start(sys.argv[1:], os.environ)
         if guess is not None:
-            from kbench.sandbox.starter import prewarm
+            from kbench.sandbox.starter import import_torch_meanwhile, prewarm
 
             prewarm(triton_interpret=guess[0], one_shot=guess[1])
-            # This process's own torch import (seconds on a GPU host) on a thread from here, beside the
-            # starter's, and not from whenever the command first needs it (its device check, the offer of
-            # device buffers, the judge), which on a cold `kbench eval` left the candidate waiting for it.
-            threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()
+            # This process's own torch import (seconds on a GPU host) from here, beside the starter's, and
+            # not from the CLI's prewarm a second or two later: the offer of device buffers and the judge
+            # need it, and on a cold `kbench eval` the candidate waited for it.
+            import_torch_meanwhile()
     except Exception:  # an early start is only a head start: the CLI launches its starter anyway
         pass
     from kbench.cli import main as cli_main

@@ -44,20 +44,12 @@ def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
     """Start the warm starter now, in the background, so its torch import overlaps the caller's set-up.
     Triton on a machine without a GPU runs interpreted, which its starter must know when it imports.
     `one_shot`: the caller asks for one verdict and exits (`kbench eval`): nothing optional is preloaded."""
-    from kbench.sandbox.starter import interprets_triton
+    from kbench.sandbox.starter import import_torch_meanwhile, interprets_triton
     from kbench.sandbox.starter import prewarm as start
 
     if cfg.worker_start != "spawn":
-        # Launched from this thread before the torch import below starts: a thread started beside that
-        # import competes with it for the GIL, which the import holds for long stretches.
         start(triton_interpret=interprets_triton(cfg.backend, cfg.device), one_shot=one_shot)
-    # This process needs torch only to read and compare outputs, after its workers started: imported
-    # meanwhile on a thread, it is loaded when they finish instead of delaying what comes next.
-    threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True).start()
-
-
-def _import_torch() -> None:
-    import torch  # noqa: F401
+    import_torch_meanwhile()  # after the starter's launch (see there); once per process
 
 
 @dataclass(frozen=True)

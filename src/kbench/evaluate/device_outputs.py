@@ -49,9 +49,9 @@ class Receiver:
     run); closing it (or leaving its `with`) frees them. Offers are made without torch (sandbox/devmem.py):
     the tensors over the buffers are made when the judge asks for them."""
 
-    def __init__(self, device: str, key: bytes | None = None) -> None:
+    def __init__(self, device: str) -> None:
         self.device = device
-        self.key = key or secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (run_worker takes it)
+        self.key = secrets.token_bytes(KEY_BYTES)  # the job's HMAC key (run_worker takes it)
         # (seed, output) -> (pointer, bytes, dtype name, shape); tensors over them once asked for
         self.buffers: dict[tuple[str, int], tuple[int, int, str, list[int]]] = {}
         self._views: dict[tuple[str, int], Any] = {}
@@ -100,6 +100,8 @@ class Receiver:
                 handle = seal(self.key, str(seed), j, devmem.export(self.device, ptr))
                 row = slots.setdefault(str(seed), [None] * count)
                 row[j] = Slot(handle=handle, dtype=dtype, shape=shape)
+            if wanted:
+                devmem.synchronize(self.device)  # every buffer is NaN before the worker may write it
         except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path, as before)
             self.why = f"{type(exc).__name__}: {exc}"[:300]
             self.close()

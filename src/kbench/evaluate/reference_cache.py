@@ -1,10 +1,10 @@
 """The reference run's disk cache (host side).
 
 The host caches the fixed seeds' outputs and the timings under `cache_dir/reference/KEY` (the reference
-worker writes the files into a temporary folder beside it, which the host renames into place), KEY = problem code hash + preset + dtype + torch version + device + seeds +
-timing settings + baselines. The per-run secret seeds are never cached: each evaluation starts one
-reference job for them (and, on a cache miss, for everything). The reference worker itself is
-worker/reference.py.
+worker writes the files into a temporary folder beside it, which the host renames into place), KEY =
+problem code hash + preset + dtype + torch version + device + seeds + timing settings + baselines. The
+per-run secret seeds are never cached: each evaluation starts one reference job for them (and, on a cache
+miss, for everything). The reference worker itself is worker/reference.py.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def get_reference(
         }
     )
     try:
-        data, result = _run(problem, cfg, plan, workdir, spec, known, on_layouts, receiver, tmp)
+        data, result = _run(problem, cfg, plan, workdir, spec, known, on_layouts, receiver)
     except BaseException:
         if tmp is not None:
             discard_entry(tmp)
@@ -127,9 +127,9 @@ def _run(
     known: dict[int, list[Layout | None]],
     on_layouts: Callable[[dict[int, list[Layout | None]]], None] | None,
     receiver: Receiver | None,
-    tmp: Path | None,
 ) -> tuple[ReferenceData, WorkerResult]:
-    """The reference worker, start to exit, and its outputs taken in (the fixed seeds' files from `tmp`)."""
+    """The reference worker, start to exit, and its outputs taken in (the cache's seeds' files from the
+    folder its spec names)."""
     run_seeds = spec.seeds
     jobdir = workdir / "reference"
     env = reference_env(cfg, plan.device)
@@ -162,8 +162,8 @@ def _run(
     data = ReferenceData(
         phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
     )
-    cache_seeds = {str(seed) for seed in spec.cache_seeds}
-    absorb(data, result, jobdir, _verified_or_received(receiver, tmp, cache_seeds))
+    tmp = Path(spec.cache_folder) if spec.cache_folder else None
+    absorb(data, result, jobdir, _verified_or_received(receiver, tmp, {str(s) for s in spec.cache_seeds}))
     if receiver is not None:
         receiver.keep_only(
             {(s, i) for s, files in result.outputs.items() for i, f in enumerate(files) if f.received}

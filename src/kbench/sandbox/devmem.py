@@ -142,11 +142,15 @@ def free(device: Any, ptr: int) -> None:
 
 def fill_nan(device: Any, ptr: int, nbytes: int) -> None:
     """Set every byte to 0xFF: all ones is a NaN in every floating-point format (fp64 to fp8), so an output
-    never delivered fails the comparison. Waits until the device has done it."""
+    never delivered fails the comparison. Queued on the device: `synchronize` waits for it."""
     _current(device)
-    driver = _driver()
-    _check(driver.cuMemsetD8_v2(ptr, 0xFF, nbytes), "cuMemsetD8")
-    _check(driver.cuCtxSynchronize(), "cuCtxSynchronize")
+    _check(_driver().cuMemsetD8_v2(ptr, 0xFF, nbytes), "cuMemsetD8")
+
+
+def synchronize(device: Any) -> None:
+    """Wait until the device has done everything this process queued on it."""
+    _current(device)
+    _check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
 
 def export(device: Any, ptr: int) -> bytes:

@@ -253,6 +253,28 @@ def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
     starter_for(worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {}), not one_shot, wait=False)
 
 
+_torch_import: list[threading.Thread] = []  # this process's own torch import on a thread, once
+
+
+def import_torch_meanwhile() -> None:
+    """Start this process's own torch import on a thread, once (later calls do nothing): the host needs
+    torch only to read and compare outputs, after its workers started, so it is loaded when they finish
+    instead of delaying what comes next. Call it after `prewarm`: a thread started beside that import
+    competes with it for the GIL, which the import holds for long stretches."""
+    with _guard:
+        if _torch_import:
+            return
+        _torch_import.append(threading.Thread(target=_import_torch, name="kbench-import-torch", daemon=True))
+    _torch_import[0].start()
+
+
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except Exception:  # the command reports a missing or broken torch itself, where it needs it
+        pass
+
+
 def start_worker(
     module: str, jobdir: Path, cwd: str, env: dict[str, str], log: Path, limit: tuple[str, int] | None
 ) -> ForkedProcess | None:

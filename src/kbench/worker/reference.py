@@ -146,7 +146,7 @@ def _deliver(
         found = {}
         for tag, (_, values) in outputs.items():
             for i, value in enumerate(values):
-                entry = inbox.deliver(tag, i, value) if inbox.slots else None
+                entry = inbox.deliver(tag, i, value)
                 if entry is not None:
                     found[(tag, i)] = entry
         return found
