@@ -7,7 +7,9 @@ code a sandboxed worker runs, here in this process with no sandbox around it) tw
 and warms every cache (a warm verdict's candidate finds them warm), the second runs under cProfile. A
 warm verdict's `cand:correctness` and `cand:timing` are these phases; what the profile adds is which
 calls inside them cost the time (output files and their digests, fingerprints, the timing loop's own
-overhead). Writes OUT/worker_profile.md (phases, then the top calls by own and by cumulative time) and
+overhead). `--profile first` profiles the first run instead: run once to warm the disk caches (Triton's,
+the builds'), then again in a new process, and the profile shows a fresh worker's first-call costs (CUDA
+context, kernel loading) that a cold verdict pays. Writes OUT/worker_profile.md (phases, then the top calls by own and by cumulative time) and
 OUT/worker_profile.json.
 """
 
@@ -65,7 +67,7 @@ def profile_problem(problem: str, args: argparse.Namespace, cache: Path) -> dict
         t0 = time.perf_counter()
         job = CandidateJob(spec, jobdir)
         setup = time.perf_counter() - t0
-        prof = cProfile.Profile() if attempt else None
+        prof = cProfile.Profile() if attempt == (args.profile == "second") else None
         if prof is not None:
             prof.enable()
         result = job.run()
@@ -80,6 +82,7 @@ def profile_problem(problem: str, args: argparse.Namespace, cache: Path) -> dict
                 "phases": {"setup": round(setup, 3), **result.phases},
                 "timing_n": result.timing.n if result.timing else 0,
                 "timing_extra": dict(result.timing.extra) if result.timing else {},
+                "profiled": prof is not None,
             }
         )
         if prof is not None:
@@ -118,7 +121,7 @@ def report(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         for i, run in enumerate(row["runs"]):
             phases = ", ".join(f"{k} {v}" for k, v in run["phases"].items())
-            label = "first (caches cold)" if i == 0 else "second (profiled)"
+            label = ("first" if i == 0 else "second") + (" (profiled)" if run["profiled"] else "")
             out.append(
                 f"| {row['problem']} | {label} | {run['status']} | {run['wall_s']} | {run['timing_n']} | {phases} |"
             )
@@ -135,6 +138,8 @@ def main() -> None:
     ap.add_argument("--preset", default="full")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--profile", choices=("first", "second"), default="second",
+                    help="which run to profile: the first (a fresh process's first-call costs) or the second")  # fmt: skip
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -148,6 +148,9 @@ class TimingSettings:
     target_rse: float = 0.005
     warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
     min_warmup: int = 5
+    # CUDA: the warm-up may end after this long once the SM clock is settled at its maximum and the calls'
+    # times have stopped moving (worker/timing.py `_warmup`); 0 turns that off (always warmup_s)
+    settled_warmup_s: float = 0.05
     min_runs: int = 20
     # of the loop and of its calls' own times: a shorter run samples one moment of the clock's wander
     min_time_s: float = 0.2

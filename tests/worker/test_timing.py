@@ -302,3 +302,101 @@ def test_running_rse_matches_summarize() -> None:
         running.add(x)
         if i in (1, 10, 500, len(xs) - 1):
             assert running.rse == pytest.approx(summarize_times(xs[: i + 1], "", "").rse, rel=1e-9)
+
+
+class _FakeNvml:
+    """NVML as `ClockSettled` sees it: a maximum SM clock and readings taken from a script."""
+
+    handle = object()
+
+    def __init__(self, top: float | None, readings: list[float]) -> None:
+        self.top, self.readings = top, readings
+
+    def max_sm_clock(self) -> float | None:
+        return self.top
+
+    def read(self) -> tuple[float, float, int] | None:
+        clock = self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+        return clock, 40.0, 0
+
+
+def test_clock_settled_needs_a_high_reading_held_over_its_window() -> None:
+    from kbench.worker.gpu_clock import ClockSettled
+
+    gate = ClockSettled(_FakeNvml(1980.0, [345.0, 1980.0, 1975.0, 1200.0, 1980.0]), hold_s=0.02)  # type: ignore[arg-type]
+    assert not gate(0.00)  # idle clock
+    assert not gate(0.01)  # high now, not yet held
+    assert not gate(0.02)  # held 10 ms
+    assert not gate(0.03)  # dropped: starts over
+    assert not gate(0.04)
+    assert gate(0.061)  # high since 0.04
+    assert gate(0.0615)  # between readings the answer stands
+
+
+def test_clock_settled_never_passes_without_a_known_maximum_or_below_it() -> None:
+    from kbench.worker.gpu_clock import ClockSettled
+
+    unknown = ClockSettled(_FakeNvml(None, [1980.0]))  # type: ignore[arg-type]
+    capped = ClockSettled(_FakeNvml(1980.0, [1750.0]))  # type: ignore[arg-type]  # power-capped or locked
+    assert not any(unknown(t / 100) for t in range(20))
+    assert not any(capped(t / 100) for t in range(20))
+
+
+def _warm(settings: TimingSettings, call_ms: object, settled: object) -> tuple[float, int, bool]:
+    from kbench.worker.timing import _Clock, _warmup
+
+    return _warmup(_Clock(torch.device("cpu"), False), [call_ms], settings, settled)  # type: ignore[list-item, arg-type]
+
+
+def test_warmup_ends_early_on_a_settled_clock_and_level_calls() -> None:
+    settings = TimingSettings(warmup_s=0.5, settled_warmup_s=0.03, min_warmup=5)
+    seconds, calls, early = _warm(settings, lambda: time.sleep(0.002), lambda now: True)
+    assert early and 0.03 <= seconds < 0.25 and calls >= 10
+
+
+def test_warmup_runs_its_full_length_while_the_clock_is_not_settled() -> None:
+    settings = TimingSettings(warmup_s=0.15, settled_warmup_s=0.03, min_warmup=5)
+    seconds, _, early = _warm(settings, lambda: time.sleep(0.002), lambda now: False)
+    assert not early and seconds >= 0.15
+    off = TimingSettings(warmup_s=0.15, settled_warmup_s=0.0, min_warmup=5)  # the early end turned off
+    seconds, _, early = _warm(off, lambda: time.sleep(0.002), lambda now: True)
+    assert not early and seconds >= 0.15
+
+
+def test_warmup_runs_on_while_the_calls_still_speed_up() -> None:
+    """A settled clock is not enough: calls whose time still falls (caches, allocator, autotuning) keep
+    the warm-up going."""
+    n = itertools.count()
+    settings = TimingSettings(warmup_s=0.15, settled_warmup_s=0.01, min_warmup=5)
+    seconds, _, early = _warm(settings, lambda: time.sleep(0.012 / (1 + next(n) / 4)), lambda now: True)
+    assert not early and seconds >= 0.15
+
+
+def test_warmup_is_recorded_in_the_stats() -> None:
+    settings = TimingSettings(budget_s=0.5, warmup_s=0.02, min_runs=5, min_time_s=0.0)
+    stats = time_callable(lambda: None, [()], settings, torch.device("cpu")).stats
+    seconds, calls, how = dict(stats.extra)["warmup"]
+    assert how == "full" and seconds >= 0.02 and calls >= settings.min_warmup
+
+
+@pytest.mark.gpu
+def test_warmup_ends_early_on_a_busy_gpu_and_times_the_same() -> None:
+    """Right after sustained work (what the other worker's timing or the correctness passes leave) the
+    warm-up ends at the settled test, not after its full 0.25 s, and the median matches a full warm-up's."""
+    from kbench.worker.gpu_clock import ClockSettled, Nvml
+
+    device = torch.device("cuda")
+    if ClockSettled(Nvml(device)).floor == float("inf"):
+        pytest.skip("NVML reads no maximum SM clock for this GPU")
+    x = torch.randn(16 << 20, device=device)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.5:  # an elementwise load: busy, far from any power cap
+        x.mul_(1.0)
+    torch.cuda.synchronize()
+    settings = TimingSettings(budget_s=5.0)
+    quick = time_callable(lambda: x * 2, [()], settings, device).stats
+    full = time_callable(lambda: x * 2, [()], TimingSettings(settled_warmup_s=0.0), device).stats
+    seconds, _, how = dict(quick.extra)["warmup"]
+    assert how == "settled" and seconds < settings.warmup_s
+    assert dict(full.extra)["warmup"][2] == "full"
+    assert abs(quick.median_ms - full.median_ms) <= 0.02 * full.median_ms

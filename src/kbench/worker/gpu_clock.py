@@ -46,6 +46,15 @@ class Nvml:
             cls._lib = lib
         return cls._lib
 
+    def max_sm_clock(self) -> float | None:
+        """The GPU's maximum SM clock in MHz, or None."""
+        if self.handle is None:
+            return None
+        clock = ctypes.c_uint()
+        if self._lib.nvmlDeviceGetMaxClockInfo(self.handle, self._SM_CLOCK, ctypes.byref(clock)) != 0:
+            return None
+        return float(clock.value) or None
+
     def read(self) -> tuple[float, float, int] | None:
         """(SM clock MHz, temperature C, clock-limit reason bits) now, or None."""
         if self.handle is None:
@@ -103,3 +112,34 @@ class ClockLog:
             "clock_samples": len(self.samples),
             "clock_limits": sorted(name for bit, name in LIMIT_REASONS.items() if bits & bit),
         }
+
+
+class ClockSettled:
+    """Has the SM clock read at least `share` of its maximum for `hold_s` on end? (the warm-up's test)
+
+    NVML's clock reading trails the clock itself by up to tens of milliseconds, so a high reading that has
+    held over `hold_s` says the clock rose a while ago; it never says so early. A GPU whose clocks are
+    locked or held below the maximum (power cap, thermals) never passes, and the warm-up runs its full
+    length, as without this test. Readings are taken at most every `EVERY_S`."""
+
+    EVERY_S = 0.005
+
+    def __init__(self, nvml: Nvml, share: float = 0.97, hold_s: float = 0.02) -> None:
+        self.nvml = nvml
+        top = nvml.max_sm_clock()
+        self.floor = share * top if top else math.inf
+        self.hold_s = hold_s
+        self.high_since: float | None = None
+        self.last = -math.inf
+
+    def __call__(self, now_s: float) -> bool:
+        if self.floor == math.inf:
+            return False
+        if now_s - self.last >= self.EVERY_S:
+            self.last = now_s
+            got = self.nvml.read()
+            if got is None or got[0] < self.floor:
+                self.high_since = None
+            elif self.high_since is None:
+                self.high_since = now_s
+        return self.high_since is not None and now_s - self.high_since >= self.hold_s

@@ -19,6 +19,14 @@ time (measured in warm-up): the events then bracket the device's execution of th
 sees it. The host clock still covers the whole call; the empty-call floor it is compared with carries
 the same spin. The method is recorded as `events+spin`.
 
+Warm-up runs `warmup_s` (0.25 s: an idle H200's SM clock needs up to ~0.1 s of sustained load to
+settle) unless, on CUDA, the clock is already settled: once `settled_warmup_s` (0.05 s) and at least two
+windows of calls are in, the warm-up ends when NVML reads the SM clock at >= 97 % of its maximum over
+20 ms and the last window's median call time is within 1 % of the window before. A GPU just busy with the
+other worker's timing or this worker's correctness passes passes at once; a GPU held below its maximum
+(locked clocks, power or thermal limits) never does and gets the full warm-up. The stats record which
+(`warmup`: seconds, calls, `settled` or `full`).
+
 GPU clocks (`gpu_clock.ClockLog`) are sampled at the start of the timed calls and every ~50 ms between
 them; a run whose SM clock moved more than 5 % while timing is flagged (`clocks_moved`).
 
@@ -41,7 +49,7 @@ from typing import Any
 import torch
 
 from kbench.types import TimingSettings, TimingStats
-from kbench.worker.gpu_clock import ClockLog
+from kbench.worker.gpu_clock import ClockLog, ClockSettled
 
 _perf_counter_ns = time.perf_counter_ns
 _cuda_event = torch.cuda.Event
@@ -228,14 +236,42 @@ def _calls(
     return calls, method
 
 
-def _warmup(clock: _Clock, calls: list[Callable[[], Any]], settings: TimingSettings) -> None:
+def _warmup(
+    clock: _Clock,
+    calls: list[Callable[[], Any]],
+    settings: TimingSettings,
+    settled: Callable[[float], bool] | None = None,
+) -> tuple[float, int, bool]:
+    """Call until `min_warmup` calls and `warmup_s` are in; with `settled` (the SM clock's test, CUDA) the
+    warm-up ends sooner, after `settled_warmup_s`, once the clock is at its maximum and the calls' times
+    have stopped moving: a GPU just busy with the correctness passes or the other worker's timing has
+    nothing left to settle. Returns (seconds, calls, ended early)."""
     t0 = _perf_counter_ns()
-    i = 0
-    while i < settings.min_warmup or (_perf_counter_ns() - t0) / 1e9 < settings.warmup_s:
-        clock.time(calls[i % len(calls)])
-        i += 1
-        if (_perf_counter_ns() - t0) / 1e9 > settings.budget_s / 4:
-            break
+    times: list[float] = []
+    early = settled is not None and settings.settled_warmup_s > 0
+    k = max(settings.min_warmup, len(calls))  # windows cover every input set
+    while True:
+        times.append(clock.time(calls[len(times) % len(calls)])[0])
+        elapsed = (_perf_counter_ns() - t0) / 1e9
+        if len(times) >= settings.min_warmup and elapsed >= settings.warmup_s:
+            return elapsed, len(times), False
+        if elapsed > settings.budget_s / 4:
+            return elapsed, len(times), False
+        if (
+            early
+            and settled is not None
+            and elapsed >= settings.settled_warmup_s
+            and len(times) >= max(settings.min_warmup, 2 * k)
+            and _level(times[-2 * k : -k], times[-k:])
+            and settled(elapsed)
+        ):
+            return elapsed, len(times), True
+
+
+def _level(before: Sequence[float], after: Sequence[float], tolerance: float = 0.01) -> bool:
+    """The later window's median within `tolerance` of the earlier one's: the calls' time is not moving."""
+    a, b = statistics.median(before), statistics.median(after)
+    return abs(b - a) <= tolerance * max(a, 1e-12)
 
 
 def _overhead_ms(clock: _Clock) -> float:
@@ -298,7 +334,8 @@ def time_callable(
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
     calls, method = _calls(fn, input_sets, settings, clock.cuda)
-    _warmup(clock, calls, settings)
+    settled = ClockSettled(log.nvml) if log.nvml is not None and log.nvml.handle is not None else None
+    warm_s, warm_n, warm_early = _warmup(clock, calls, settings, settled)
     if settings.hide_launch and clock.cuda and _cuda_sleep is not None:
         clock.hide_launch()
         method += "+spin"
@@ -346,6 +383,7 @@ def time_callable(
         extras["launch_ms"] = round(statistics.median(clock.launch_ms[-len(times) :]), 4)
     wall_s = round((_perf_counter_ns() - t0) / 1e9, 3)
     extras["threads"] = torch.get_num_threads()
+    extras["warmup"] = (round(warm_s, 3), warm_n, "settled" if warm_early else "full")
     stats = summarize_times(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)
     return TimingResult(stats=stats, times_ms=times, wall_ms=walls, overhead_ms=overhead)
 
