@@ -239,13 +239,19 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     interpreted = starter_for(worker_env({**_module(tmp_path, ""), "TRITON_INTERPRET": "1"}))
     assert compiled is not None and interpreted is not None and compiled is not interpreted
     deadline = time.monotonic() + 180  # preloaded after "ready", while no job waits (zygote.serve)
-    while "torch._dynamo" not in compiled.preloaded and time.monotonic() < deadline:
+    while not {"torch._dynamo", "triton.testing"} <= set(compiled.preloaded) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "torch._dynamo" in compiled.preloaded
-    body = "import sys\nprint('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
+    assert {"torch._dynamo", "triton.testing"} <= set(compiled.preloaded)
+    # a forked worker finds torch._dynamo imported and Triton's cache key computed (zygote.AFTER_PRELOAD)
+    body = (
+        "import sys\nfrom triton.runtime import cache\n"
+        "print('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
+        "print('key', cache.triton_key.cache_info().currsize)\n"
+    )
     env = _module(tmp_path, body)
     exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
+    assert "key 1" in exit_.log_tail, exit_.log_tail
 
 
 def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Path) -> None:

@@ -45,6 +45,9 @@ PRELOAD = ("torch", *ENTRIES)
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
 OPTIONAL_PRELOAD = ("torch._dynamo", "triton.testing")
+# What runs once a module is preloaded, for every worker forked after it: Triton's cache key (its digest of
+# its own sources and library), which each worker would otherwise compute at its first launch (0.4 s).
+AFTER_PRELOAD = {"triton.testing": ("kbench.backends.triton", "prewarm_cache_key")}
 NO_OPTIONAL = "--no-optional-preload"  # argument: fork workers only, preload nothing more (serve)
 _children: set[int] = set()  # workers forked and not yet reaped: their sessions end with this process
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
@@ -154,6 +157,9 @@ def _preload(name: str, path: Path, known: dict[str, bool]) -> bool:
         return False
     before = _threads()
     __import__(name)
+    if name in AFTER_PRELOAD:
+        module, function = AFTER_PRELOAD[name]
+        getattr(__import__(module, fromlist=[function]), function)()
     if cuda_initialized() or _threads() > before:
         known.pop(key, None)
         _remember(path, known)
