@@ -437,3 +437,28 @@ def test_gpu_reference_outputs_arrive_in_the_hosts_buffers(tmp_path: Path) -> No
     off = _gpu_run(tmp_path / "off", fixture_source("triton_honest.py"), device_outputs=False)
     assert off.status is Status.OK and off.correctness is not None and v.correctness is not None
     assert v.correctness.max_abs_err == pytest.approx(off.correctness.max_abs_err, abs=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_an_offer_starts_the_hosts_torch_cuda_meanwhile(tmp_path: Path) -> None:
+    """In a fresh host process, offering buffers starts torch's CUDA state on a thread, so the comparison
+    that follows does not pay for it; nothing else touched torch.cuda there."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time, torch\n"
+        "from pathlib import Path\n"
+        "from kbench.evaluate.device_outputs import Receiver\n"
+        "assert not torch.cuda.is_initialized()\n"
+        "with Receiver('cuda:0') as r:\n"
+        "    r.offer(Path(sys.argv[1]), {1000: [('float32', [4, 4])]})\n"
+        "    assert r.buffers, r.why\n"
+        "    deadline = time.monotonic() + 20\n"
+        "    while not torch.cuda.is_initialized() and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        "    print('initialized' if torch.cuda.is_initialized() else 'not initialized')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "initialized" in done.stdout.split(), done.stderr[-2000:]
+    assert "not initialized" not in done.stdout

@@ -382,3 +382,26 @@ def test_reference_outputs_are_read_into_private_memory_and_checked_there(tmp_pa
     assert torch.equal(loaded[0], values[0])  # the private copy did not follow the file
     with pytest.raises(ForgedResult, match="altered"):
         load_verified(tmp_path, files)
+
+
+def test_torch_cuda_is_started_once_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's torch CUDA start (after an offer of device buffers) runs on one thread per device,
+    however many offers a run makes."""
+    import threading
+
+    from kbench.sandbox import starter
+
+    started: list[str] = []
+    done = threading.Event()
+
+    def record(device: str) -> None:
+        started.append(device)
+        if len(started) == 2:
+            done.set()
+
+    monkeypatch.setattr(starter, "_start_torch_cuda", record)
+    monkeypatch.setattr(starter, "_cuda_ready", set())
+    for device in ("cuda:0", "cuda:0", "cuda:1", "cuda:0"):
+        starter.start_torch_cuda_meanwhile(device)
+    assert done.wait(10)
+    assert sorted(started) == ["cuda:0", "cuda:1"]

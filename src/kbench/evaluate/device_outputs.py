@@ -32,6 +32,7 @@ from kbench.evaluate.reference_cache import DeviceCopies, ReferenceData
 from kbench.sandbox import devmem
 from kbench.sandbox.offer import Layout, Slot, layout_of, read_layouts, seal, write_offer
 from kbench.sandbox.protocol import KEY_BYTES
+from kbench.sandbox.starter import start_torch_cuda_meanwhile
 
 FREE_FACTOR = 4  # buffers are offered only where the device has this many times their size free
 MIRROR_SHARE = 8  # the reference mirrors of one host use at most 1/8 of a device's memory
@@ -107,6 +108,8 @@ class Receiver:
             self.close()
             slots = {}
         write_offer(jobdir, slots)
+        if slots:
+            start_torch_cuda_meanwhile(str(self.device))  # the views and comparison on them come next
 
     def tensor(self, seed: str, index: int) -> Any:
         """A tensor over the host's buffer for output `index` of `seed` (None if none was offered)."""
