@@ -193,7 +193,8 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+    # where it wrote and cached are this machine's folders, not part of the measurement
+    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache")}}
     from kbench.hardware import environment
 
     result["env"] = environment()
