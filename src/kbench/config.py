@@ -193,6 +193,8 @@ class RunConfig(BaseModel):
     timing_graph: bool = _ref(False)  # time CUDA-graph replays instead of eager calls
     sample_whole_mib: int = 4  # a sampled timed output above this (2**20 fp32) is checked at 2**20 elements
     timing_hide_launch: bool = _ref(True)  # CUDA: queue each timed call behind a spin kernel (timing)
+    # CUDA: end the warm-up after 0.05 s once the SM clock is settled at its maximum (False: always 0.25 s)
+    timing_settled_warmup: bool = _ref(True)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (

@@ -218,6 +218,8 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
         gpu.hide_launch
         and not timing_settings(cfg.model_copy(update={"timing_hide_launch": False}), "cuda:0").hide_launch
     )
+    full = timing_settings(cfg.model_copy(update={"timing_settled_warmup": False}), "cuda:0")
+    assert gpu.settled_warmup_s > 0 and full.settled_warmup_s == 0
 
 
 def test_only_like_input_sets_trade_values() -> None:

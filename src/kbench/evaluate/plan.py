@@ -52,6 +52,7 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
             batch=cfg.timing_batch,
             graph=cfg.timing_graph,
             hide_launch=cfg.timing_hide_launch,
+            settled_warmup_s=TimingSettings.settled_warmup_s if cfg.timing_settled_warmup else 0.0,
         )
     # CPU: 1 s per callable reaches the 0.5 % rse on small presets when nothing else runs; under load
     # the rse is reported instead of spending 5 s x 3 callables per verdict.
