@@ -124,7 +124,9 @@ def run_candidate(
         outcome.result.phases["wall"] = round(exit_.seconds, 3)
         outcome.result.phases["spawn"] = round(exit_.spawn_s, 3)
         outcome.result.phases["read"] = round(time.perf_counter() - t0, 3)
-    if exit_.leftover and outcome.status is Status.OK:
+    if exit_.lease_lost:  # whatever else it did: it let another job's GPU phase run beside its own code
+        outcome = WorkerOutcome(Status.CHEAT, exit_.lease_lost, "lease-released", outcome.result)
+    elif exit_.leftover and outcome.status is Status.OK:
         outcome = WorkerOutcome(
             Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
         )

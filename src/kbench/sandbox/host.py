@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbench.sandbox import procs
+from kbench.sandbox import lease, procs
 from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
@@ -87,6 +87,7 @@ class WorkerExit:
     phase: str = ""  # the phase whose budget ran out (timed_out)
     budget_s: float = 0.0  # that phase's budget
     spawn_s: float = 0.0  # from the call to the worker's start (a fork, or the starter's own start first)
+    lease_lost: str = ""  # how a candidate's worker gave up its GPU lease while it ran (lease.Guard)
 
 
 _live: set[int] = set()  # sessions of running workers (a worker's pid leads its session)
@@ -183,8 +184,10 @@ def _wait(
     budgets: Budgets,
     t0: float,
     cancel: threading.Event | None = None,
+    guard: lease.Guard | None = None,
 ) -> tuple[str, float] | None:
-    """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended.
+    """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended
+    (or gave up its lease: `guard.violation`).
 
     Before its first announcement a worker has START_BUDGET_S (or `budgets["start"]`): kbench's own
     start-up. Each announced phase of `budgets` restarts the clock with its own budget; phases only move
@@ -200,6 +203,8 @@ def _wait(
         if announced in order and (phase == "start" or order.index(announced) > order.index(phase)):
             phase, budget = announced, float(plan[announced])
             deadline = time.monotonic() + budget
+        if guard is not None and guard.check(phase):
+            return None
         remaining = deadline - time.monotonic()
         if remaining <= 0 or _stopping or (cancel is not None and cancel.is_set()):
             return phase, budget
@@ -238,6 +243,7 @@ def run_worker(
     start: str = "auto",
     cancel: threading.Event | None = None,
     key: bytes | None = None,
+    guard_lease: bool | None = None,
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
     raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
@@ -246,12 +252,20 @@ def run_worker(
     starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
     when a starter runs here and spawns otherwise. Setting `cancel` kills the worker and raises
     `Cancelled` (its caller no longer needs the job). `key`: the job's HMAC key when the caller has used
-    it already (evaluate/device_outputs.Receiver seals with it), else a new one.
+    it already (evaluate/device_outputs.Receiver seals with it), else a new one. `guard_lease`: watch
+    that the worker keeps its GPU lease until it ends (lease.Guard; by default for a candidate on a GPU).
     """
     _check_stop()
     asked = time.monotonic()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
+    guarded = (
+        guard_lease
+        if guard_lease is not None
+        else spec.role == "candidate" and lease.required(spec.role, spec.device)
+    )
+    if guarded:  # the worker's lease folder is the one the host watches
+        env[lease.DIR_ENV] = env.get(lease.DIR_ENV) or os.environ.get(lease.DIR_ENV) or str(lease.lease_dir())
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = key or secrets.token_bytes(KEY_BYTES)
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
@@ -271,11 +285,12 @@ def run_worker(
         # killed the child before it led its own group.
         t0 = time.monotonic()
         pgid = proc.pid  # a new session makes the worker its group's and session's leader
+        guard = lease.Guard(jobdir, Path(env[lease.DIR_ENV]), proc.pid) if guarded else None
         with _live_lock:
             _live.add(pgid)
         try:
-            ran_out = _wait(proc, jobdir, budgets, t0, cancel)
-            if ran_out is not None:
+            ran_out = _wait(proc, jobdir, budgets, t0, cancel, guard)
+            if ran_out is not None or (guard is not None and guard.violation):
                 procs.kill_session(pgid)
                 if proc.poll() is None:
                     procs.kill(proc.pid)  # not yet its session's leader (setsid is its first step)
@@ -285,6 +300,8 @@ def run_worker(
         finally:
             with _live_lock:
                 _live.discard(pgid)
+            if guard is not None:
+                guard.close()
     _check_stop()  # killed by stop_all: whatever it left is not the candidate's verdict
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"{module} job cancelled by its caller")
@@ -299,6 +316,7 @@ def run_worker(
         phase=ran_out[0] if ran_out else "",
         budget_s=ran_out[1] if ran_out else 0.0,
         spawn_s=t0 - asked,
+        lease_lost=guard.violation if guard is not None else "",
     )
 
 

@@ -77,6 +77,20 @@ def info_of(pid: int) -> ProcInfo | None:
         return None
 
 
+_PF_EXITING = 0x4  # /proc/PID/stat `flags`: the process has begun to exit (its files close next)
+
+
+def exiting(pid: int) -> bool:
+    """Whether process `pid` is gone, a zombie, or on its way out (the kernel closes its files, and so
+    releases its locks, before its parent can reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rfind(")") + 2 :].split()
+        return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return True
+
+
 def age(pid: int | None = None) -> float:
     """Seconds since process `pid` (this one) started; 0.0 where /proc cannot tell."""
     info = info_of(os.getpid() if pid is None else pid)
