@@ -265,7 +265,7 @@ def run_worker(
         else spec.role == "candidate" and lease.required(spec.role, spec.device)
     )
     if guarded:  # the worker's lease folder is the one the host watches
-        env[lease.DIR_ENV] = env.get(lease.DIR_ENV) or os.environ.get(lease.DIR_ENV) or str(lease.lease_dir())
+        env[lease.DIR_ENV] = env.get(lease.DIR_ENV) or str(lease.lease_dir())
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = key or secrets.token_bytes(KEY_BYTES)
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:

@@ -34,6 +34,7 @@ class ProcInfo:
     pgrp: int
     session: int
     start: int  # clock ticks after boot (/proc/PID/stat field 22): with the pid, a process's identity
+    flags: int = 0  # the kernel's per-process flags (/proc/PID/stat field 9)
 
     @property
     def alive(self) -> bool:
@@ -72,7 +73,9 @@ def info_of(pid: int) -> ProcInfo | None:
         return None
     fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
     try:
-        return ProcInfo(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+        return ProcInfo(
+            pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]), int(fields[6])
+        )
     except (IndexError, ValueError):
         return None
 
@@ -83,12 +86,8 @@ _PF_EXITING = 0x4  # /proc/PID/stat `flags`: the process has begun to exit (its 
 def exiting(pid: int) -> bool:
     """Whether process `pid` is gone, a zombie, or on its way out (the kernel closes its files, and so
     releases its locks, before its parent can reap it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rfind(")") + 2 :].split()
-        return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
-    except (OSError, ValueError, IndexError):
-        return True
+    info = info_of(pid)
+    return info is None or not info.alive or bool(info.flags & _PF_EXITING)
 
 
 def age(pid: int | None = None) -> float:

@@ -248,7 +248,7 @@ def _warmup(
     nothing left to settle. Returns (seconds, calls, ended early)."""
     t0 = _perf_counter_ns()
     times: list[float] = []
-    early = settled is not None and settings.settled_warmup_s > 0
+    gate = settled if settings.settled_warmup_s > 0 else None
     k = max(settings.min_warmup, len(calls))  # windows cover every input set
     while True:
         times.append(clock.time(calls[len(times) % len(calls)])[0])
@@ -258,12 +258,11 @@ def _warmup(
         if elapsed > settings.budget_s / 4:
             return elapsed, len(times), False
         if (
-            early
-            and settled is not None
+            gate is not None
             and elapsed >= settings.settled_warmup_s
             and len(times) >= max(settings.min_warmup, 2 * k)
             and _level(times[-2 * k : -k], times[-k:])
-            and settled(elapsed)
+            and gate(elapsed)
         ):
             return elapsed, len(times), True
 
@@ -334,7 +333,7 @@ def time_callable(
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
     calls, method = _calls(fn, input_sets, settings, clock.cuda)
-    settled = ClockSettled(log.nvml) if log.nvml is not None and log.nvml.handle is not None else None
+    settled = ClockSettled(log.nvml) if log.nvml is not None else None  # never passes without NVML's GPU
     warm_s, warm_n, warm_early = _warmup(clock, calls, settings, settled)
     if settings.hide_launch and clock.cuda and _cuda_sleep is not None:
         clock.hide_launch()
