@@ -121,3 +121,24 @@ def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path
         path = tmp_path / f"x{n}.bin"
         assert _stream_to_file(x, path) == digest(x.numpy())
         assert path.read_bytes() == x.numpy().tobytes()
+
+
+def test_a_file_digest_closes_its_map_while_a_hashing_thread_still_holds_its_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool thread may drop its chunk a moment after its result arrived: the map closes regardless."""
+    from kbench.sandbox import tensorfiles
+
+    held: list[object] = []
+    real = tensorfiles._hash
+
+    def lingering(data: object, threads: int = 1) -> bytes:
+        held.append(data)  # a reference that outlives the hash, as a pool thread's work item can
+        return real(data, threads)
+
+    path = tmp_path / "t.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    expected = tensorfiles.digest(path.read_bytes())
+    monkeypatch.setattr(tensorfiles, "_hash", lingering)
+    assert tensorfiles.digest_file(path) == expected  # no BufferError from closing the map
+    assert held

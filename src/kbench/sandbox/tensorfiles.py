@@ -39,14 +39,21 @@ def digest(data: Any, threads: int = HASH_THREADS) -> str:
     up to `threads` threads, one each (the hash releases the GIL on large buffers)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    view = memoryview(data).cast("B")
-    chunks = [view[i : i + DIGEST_CHUNK_BYTES] for i in range(0, len(view), DIGEST_CHUNK_BYTES)] or [view]
-    if len(chunks) == 1 or threads == 1:
-        parts = [_hash(chunk, threads) for chunk in chunks]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(chunks), threads)) as pool:
-            parts = list(pool.map(_hash, chunks, [1] * len(chunks)))
-    return _chunk_digest(parts, len(view))
+    with memoryview(data) as base, base.cast("B") as view:
+        nbytes = len(view)
+        chunks = [view[i : i + DIGEST_CHUNK_BYTES] for i in range(0, nbytes, DIGEST_CHUNK_BYTES)] or [view[:]]
+        try:
+            if len(chunks) == 1 or threads == 1:
+                parts = [_hash(chunk, threads) for chunk in chunks]
+            else:
+                with ThreadPoolExecutor(max_workers=min(len(chunks), threads)) as pool:
+                    parts = list(pool.map(_hash, chunks, [1] * len(chunks)))
+        finally:
+            # Released here, not when the last reference goes: a pool thread can still hold its chunk
+            # for a moment after the result arrived, and a caller's mmap cannot close while one is alive.
+            for chunk in chunks:
+                chunk.release()
+    return _chunk_digest(parts, nbytes)
 
 
 def _chunk_digest(parts: list[bytes], nbytes: int) -> str:
@@ -61,7 +68,7 @@ def digest_file(path: Path) -> str:
         if path.stat().st_size == 0:
             return digest(b"")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return digest(mm)  # its views into the map are gone when it returns: the map can close
+            return digest(mm)  # every view into the map is released when it returns: the map can close
 
 
 def sha256_file(path: Path) -> str:
