@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,99 @@ def test_op_header_shim_names_the_operators_the_sources_use(tmp_path: Path) -> N
     )
     assert fastbuild.op_header_shim(tmp_path, {"cuda_sources": ["torch::nn::Linear l(1, 2);"]}) is None
     assert fastbuild.op_header_shim(tmp_path, {"cpp_sources": [src]}) is None
+
+
+def test_lean_shim_shadows_each_named_operator_header_for_nvcc_only(tmp_path: Path) -> None:
+    src = (
+        "#include <torch/types.h>\n#include <ATen/cuda/CUDAContext.h>\n"
+        "torch::Tensor f(torch::Tensor x) { auto s = at::cuda::getCurrentCUDAStream();\n"
+        "  return torch::cat({x, torch::relu(x)}, 0); }\n"
+    )
+    folder = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]})
+    assert folder is not None
+    cat = (folder / "ATen" / "ops" / "cat.h").read_text()
+    real = (fastbuild._ops_folder() / "cat.h").read_text()  # type: ignore[operator]
+    nvcc, other = cat.split("#else\n#include_next")
+    assert "#if defined(__CUDACC__)" in nvcc and other.startswith(" <ATen/ops/cat.h>")
+    # the prelude its functions never use is gone; what they use stays, their bodies word for word
+    assert "ATen/Context.h" in real and "ATen/Context.h" not in nvcc and "ATen/DeviceGuard.h" not in nvcc
+    assert "#include <ATen/ops/cat_ops.h>" in nvcc and "#include <ATen/core/IListRef.h>" in nvcc
+    body = [line for line in real.splitlines() if line.strip() and "#include" not in line]
+    assert all(line in nvcc for line in body)
+    assert "IListRef.h" not in (folder / "ATen" / "ops" / "relu.h").read_text()
+    # only the stream is named: CUDAContext.h becomes the stream, device and error-check headers
+    context = (folder / "ATen" / "cuda" / "CUDAContext.h").read_text()
+    assert "#include <c10/cuda/CUDAStream.h>" in context.split("#else\n#include_next")[0]
+    assert "#include_next <ATen/cuda/CUDAContext.h>" in context
+    # tensor operators (`x + y`) come from a TensorOperators.h that names empty_like, not all of ATen
+    types = (folder / "torch" / "types.h").read_text()
+    assert "#include <ATen/TensorOperators.h>" in types and "#include <ATen/ops/empty_like.h>" in types
+    operators = (folder / "ATen" / "TensorOperators.h").read_text().split("#else\n#include_next")[0]
+    assert "ATen/Functions.h" not in operators and "operator op" in operators
+    assert (folder / "ATen" / "ops" / "empty_like.h").is_file()
+    assert not list(folder.rglob("*.part"))
+
+    # a cuBLAS handle or a device property needs the real CUDAContext.h; a guard gets its header back
+    for extra in ("at::cuda::getCurrentCUDABlasHandle();", "at::cuda::getCurrentDeviceProperties();"):
+        other_folder = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src + extra]})
+        assert other_folder is not None and other_folder != folder
+        assert not (other_folder / "ATen" / "cuda" / "CUDAContext.h").exists()
+        assert (other_folder / "ATen" / "ops" / "cat.h").is_file()
+    guarded = fastbuild.op_header_shim(
+        tmp_path,
+        {"cuda_sources": [src + "const at::cuda::OptionalCUDAGuard g(x.device()); at::DeviceGuard d;"]},
+    )
+    assert guarded is not None
+    assert "#include <ATen/DeviceGuard.h>" in (guarded / "torch" / "types.h").read_text()
+
+    # lean=False: the plain shim, one types.h and nothing else
+    plain = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]}, lean=False)
+    assert plain is not None and plain != folder
+    assert [p.relative_to(plain).as_posix() for p in plain.rglob("*") if p.is_file()] == ["torch/types.h"]
+
+
+def test_lean_shim_files_are_whole_when_threads_make_them_at_once(tmp_path: Path) -> None:
+    src = (
+        "#include <torch/types.h>\ntorch::Tensor f(torch::Tensor x) { return torch::cat({x, x}, 0).relu(); }"
+    )
+    folders: list[Path | None] = []
+    threads = [
+        threading.Thread(
+            target=lambda: folders.append(fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]}))
+        )
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(folders)) == 1 and folders[0] is not None
+    assert not list(folders[0].rglob("*.part"))
+    assert (folders[0] / "ATen" / "ops" / "cat.h").read_text().endswith("#endif\n")
+
+
+@pytest.mark.slow
+def test_nvcc_compiles_tensor_list_and_tensor_methods_with_the_lean_shim(tmp_path: Path) -> None:
+    """The lean operator headers declare what the full ones do: a braced tensor list (at::ITensorListRef,
+    complete only in IListRef.h), factories with options and methods all compile with nvcc."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    import torch.utils.cpp_extension as ext
+
+    src = (
+        "#include <torch/types.h>\n"
+        "torch::Tensor f(torch::Tensor x) {\n"
+        "  auto y = torch::empty_like(x); auto z = torch::zeros({4}, x.options().dtype(torch::kFloat32));\n"
+        "  auto parts = torch::cat({x, y}, 0).split(2); return torch::relu(parts[0]).sum() + z; }\n"
+    )
+    folder = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]})
+    assert folder is not None and (folder / "ATen" / "ops" / "cat.h").is_file()
+    (tmp_path / "t.cu").write_text(src)
+    includes = [f"-I{folder}", *(f"-I{p}" for p in ext.include_paths())]
+    cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", str(tmp_path / "t.cu"), "-o", str(tmp_path / "t.o")]
+    run = subprocess.run([*cmd, *includes], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 def test_standard_recipe_builds_once_as_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

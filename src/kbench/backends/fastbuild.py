@@ -17,6 +17,19 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   every other compiler sees the real header through `#include_next`. A name the shim lacks fails to
   compile and the next recipe runs; a source that touches autograd (`requires_grad`, `torch::autograd`)
   or torch's frontend/bindings never gets the shim, since `torch::` factories there differ from `at::`'s.
+  Each generated operator header (`ATen/ops/NAME.h`) itself opens with the same prelude, whose
+  `ATen/Context.h` and `ATen/DeviceGuard.h` (through `IListRef`, the JIT's types) cost nvcc more than
+  the tensor class does; the operators' inline functions use neither. So the shim folder also shadows
+  each named operator's header, for nvcc's passes only, with one made from the installed header: its
+  own includes but those two (plus `IListRef.h` where its functions take a tensor list), then its
+  `NAME_ops.h` and its functions as they are. `ATen/cuda/CUDAContext.h`, which adds the cuBLAS,
+  cuSPARSE and cuSOLVER headers and `ATen/Context.h` to reach the current stream, is shadowed the
+  same way by the stream, device and error-check headers when the sources name nothing else of it
+  (no library handle, workspace, device property, context or `AT_CUDA_*` check). Sources that name
+  a guard or the context get those headers back. Tensor operators (`x + y`, `x * 2`) come from
+  `ATen/TensorOperators.h` as torch builds it with per-operator headers (it then needs only
+  `empty_like`), rather than through all of `ATen/Functions.h`. Nothing a declaration says changes: a name these
+  leaner headers lack fails to compile, and the next recipe runs.
 - precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
   `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
   a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
@@ -37,6 +50,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shlex
 import subprocess
 import time
@@ -103,6 +117,34 @@ _TORCH_CONSTANTS = (
     "kI32 = kInt32", "kI64 = kInt64", "kF16 = kFloat16", "kF32 = kFloat32", "kF64 = kFloat64",
 )  # fmt: skip
 SHIM_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/core/Formatting.h", "c10/util/Exception.h")
+# what every generated operator header includes that its inline functions never use (nvcc parses them
+# for seconds); sources that name what they declare get them back through _SHIM_EXTRAS
+_OP_PRELUDE_SKIPPED = ("ATen/Context.h", "ATen/DeviceGuard.h")
+_SHIM_EXTRAS = (
+    (re.compile(r"\b(globalContext|Context)\b"), "ATen/Context.h"),
+    (re.compile(r"DeviceGuard|\bdevice_of\b"), "ATen/DeviceGuard.h"),
+)
+# names ATen/cuda/CUDAContext.h declares (or pulls in) beyond the current stream: the real header then
+_NEEDS_CUDA_CONTEXT = re.compile(
+    r"cublas|cusparse|cusolver|cudss|Handle|Workspace|AT_CUDA_|TORCH_CUDA|CUDABLAS|CUSPARSE|CUSOLVER|"
+    r"Prop|warp_size|getNumGPUs|is_available|canDeviceAccessPeer|Allocator|\bContext\b|globalContext|Event|"
+    r"Graph|"
+    r"Generator|philox|Blas|Sparse|Solver"
+)
+_LEAN_CUDA_CONTEXT = (
+    "c10/cuda/CUDAStream.h",
+    "c10/cuda/CUDAFunctions.h",
+    "c10/cuda/CUDAException.h",
+    "c10/util/Logging.h",
+)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<([^>]+)>[^\n]*$", re.M)
+# ATen/TensorOperators.h (`x + y`, `x * 2` on tensors) includes all of ATen/Functions.h unless torch was
+# built with per-operator headers; the lean shim resolves that choice to the per-operator side
+_ALL_FUNCTIONS = re.compile(
+    r"^#ifndef AT_PER_OPERATOR_HEADERS\n#include <ATen/Functions\.h>\n#else\n(.*?)^#endif[^\n]*\n",
+    re.S | re.M,
+)
+_OP_INCLUDE = re.compile(r"<ATen/ops/(\w+)\.h>")
 
 
 def _ops_folder() -> Path | None:
@@ -112,20 +154,66 @@ def _ops_folder() -> Path | None:
     return next((f for f in found if (f / "empty.h").is_file()), None)
 
 
-def op_header_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
+def _shadow(path: str, lean: list[str]) -> str:
+    """A header that nvcc's passes (`__CUDACC__`) see as `lean` and every other compiler as the real one."""
+    return "\n".join(
+        [
+            "// kbench: a leaner header for nvcc, with the same declarations (fastbuild.py)",
+            "#pragma once",
+            "#if defined(__CUDACC__)",
+            *lean,
+            "#else",
+            f"#include_next <{path}>",
+            "#endif",
+            "",
+        ]
+    )
+
+
+def _lean_op_header(ops: Path, name: str) -> str | None:
+    """ATen/ops/NAME.h without the prelude its functions never use, or None when it has no NAME_ops.h."""
+    if not (ops / f"{name}_ops.h").is_file():
+        return None
+    text = (ops / f"{name}.h").read_text()
+    includes = [h for h in _INCLUDE.findall(text) if h not in _OP_PRELUDE_SKIPPED]
+    if "ListRef" in _INCLUDE.sub("", text):  # at::ITensorListRef is declared, but only IListRef.h defines it
+        includes.insert(0, "ATen/core/IListRef.h")
+    body = [line for line in _INCLUDE.sub("", text).splitlines() if line.strip()]
+    return _shadow(f"ATen/ops/{name}.h", [*(f"#include <{h}>" for h in includes), *body])
+
+
+def _lean_tensor_operators(ops: Path) -> tuple[str, list[str]] | None:
+    """ATen/TensorOperators.h with only the operator headers it names (and those names), or None when the
+    installed header is not laid out that way."""
+    path = ops.parent / "TensorOperators.h"
+    text = path.read_text() if path.is_file() else ""
+    found = _ALL_FUNCTIONS.search(text)
+    if found is None:
+        return None
+    lean = text[: found.start()] + found.group(1) + text[found.end() :]
+    return _shadow("ATen/TensorOperators.h", lean.splitlines()), _OP_INCLUDE.findall(found.group(1))
+
+
+def op_header_shim(root: Path, arguments: dict[str, Any], lean: bool = True) -> Path | None:
     """The include folder of a `torch/types.h` shim for these CUDA sources (made once per content), or None
-    when the recipe does not apply (no CUDA source, autograd or frontend use, no ATen/ops headers)."""
+    when the recipe does not apply (no CUDA source, autograd or frontend use, no ATen/ops headers).
+    `lean=False` leaves out the leaner operator and CUDAContext headers (benchmarks compare the two)."""
     text = "\n".join(as_list(arguments.get("cuda_sources")))
     ops = _ops_folder()
     if not text or _NEEDS_FULL_TORCH.search(text) or ops is None:
         return None
-    names = sorted({n for n in _IDENT.findall(text) if (ops / f"{n}.h").is_file()})
+    names = {n for n in _IDENT.findall(text) if (ops / f"{n}.h").is_file()}
+    extras = [h for pattern, h in _SHIM_EXTRAS if pattern.search(text)]
+    operators = _lean_tensor_operators(ops) if lean else None
+    if operators is not None:
+        extras.append("ATen/TensorOperators.h")
+        names.update(operators[1])
     lines = [
         "// kbench: torch/types.h for nvcc with only the ATen operators these sources name (fastbuild.py)",
         "#pragma once",
         "#if defined(__CUDACC__)",
-        *(f"#include <{h}>" for h in SHIM_BASE),
-        *(f"#include <ATen/ops/{n}.h>" for n in names),
+        *(f"#include <{h}>" for h in (*SHIM_BASE, *extras)),
+        *(f"#include <ATen/ops/{n}.h>" for n in sorted(names)),
         "#include <optional>",
         "namespace torch {",
         "using namespace at;  // NOLINT",
@@ -139,14 +227,26 @@ def op_header_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
         "#endif",
         "",
     ]
-    content = "\n".join(lines)
-    folder = root / ".shim" / hashlib.sha256(content.encode()).hexdigest()[:20]
-    header = folder / "torch" / "types.h"
-    if not header.is_file():
-        header.parent.mkdir(parents=True, exist_ok=True)
-        partial = header.with_name(f"types.h.{os.getpid()}.part")
+    files = {"torch/types.h": "\n".join(lines)}
+    if operators is not None:
+        files["ATen/TensorOperators.h"] = operators[0]
+    for n in sorted(names) if lean else ():
+        shadow = _lean_op_header(ops, n)
+        if shadow is not None:
+            files[f"ATen/ops/{n}.h"] = shadow
+    if lean and not _NEEDS_CUDA_CONTEXT.search(text):
+        path = "ATen/cuda/CUDAContext.h"
+        files[path] = _shadow(path, [f"#include <{h}>" for h in _LEAN_CUDA_CONTEXT])
+    blob = json.dumps(files, sort_keys=True)
+    folder = root / ".shim" / hashlib.sha256(blob.encode()).hexdigest()[:20]
+    for rel, content in files.items():
+        target = folder / rel
+        if target.is_file():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")  # threads too
         partial.write_text(content)
-        os.rename(partial, header)  # atomic: a concurrent builder reads the old or the new file, both whole
+        os.rename(partial, target)  # atomic: a concurrent builder reads the old or the new file, both whole
     return folder
 
 
