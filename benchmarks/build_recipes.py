@@ -1,18 +1,20 @@
 """Compile time of a load_inline CUDA translation unit under each fast-build recipe (no GPU needed).
 
-    python benchmarks/build_recipes.py --out OUT [--limit N] [--jobs 1]
+    python benchmarks/build_recipes.py --out OUT [--limit N] [--jobs 1] [--recipes light,op-headers,lean]
 
 For every CUDA source kbench ships (level-2 solutions, GPU anti-cheat fixtures, prompt examples,
 benchmark candidates), the `cuda.cu` that load_inline would write is compiled with the flags and the
 ninja rule load_inline would use (torch.utils.cpp_extension writes the build file; ninja compiles only
-that object, for sm_90), once with the light headers (`torch/types.h`, what kbench's fast recipe compiled
-before) and once with the per-operator `torch/types.h` shim (backends/fastbuild.py). The bindings file
-(`main.cpp`, precompiled-header recipe) is the same under both and is not compiled here.
+that object, for sm_90) under each recipe of backends/fastbuild.py asked for: `light` (`torch/types.h`
+instead of `torch/extension.h`), `op-headers` (the per-operator `torch/types.h` shim, each operator's
+generated header as torch ships it) and `lean` (the same shim with the leaner operator and CUDAContext
+headers, what kbench builds with). The bindings file (`main.cpp`, precompiled-header recipe) is the same
+under all of them and is not compiled here.
 
 Reported per source and overall: seconds per recipe (one compile at a time by default, so the times are
-one core's), whether the shim compiled, and the operator headers it named. Writes OUT/build_recipes.json
-and OUT/build_recipes.md. The shim is correct only if it also loads and runs the same: that needs a GPU
-(benchmarks/selftest_gpu.py exercises it through the evaluator).
+one core's), whether each shim compiled, and the operator headers it named. Writes OUT/build_recipes.json
+and OUT/build_recipes.md. A shim is correct only if it also loads and runs the same: that needs a GPU
+(benchmarks/selftest_gpu.py and benchmarks/throughput.py exercise it through the evaluator).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def cuda_sources(path: Path) -> list[str] | None:
 def corpus() -> list[Path]:
     src = ROOT / "src" / "kbench"
     files = sorted((src / "suite" / "solutions" / "cuda" / "level2").glob("*.py"))
-    files += sorted((src / "selftest_fixtures").rglob("*.cuda.py"))
+    files += sorted((src / "selftest" / "fixtures").rglob("*.cuda.py"))
     files += sorted((src / "prompts" / "examples" / "cuda").glob("*.py"))
     files += sorted((ROOT / "benchmarks" / "candidates").glob("cuda_*.py"))
     return files
@@ -125,60 +127,76 @@ def compile_unit(
     return run.returncode == 0, time.perf_counter() - t0, (run.stdout + run.stderr)[-3000:]
 
 
-def measure(path: Path, root: Path, extra: list[str]) -> dict[str, Any]:
+RECIPES = ("light", "op-headers", "lean")
+
+
+def measure(path: Path, root: Path, extra: list[str], recipes: list[str]) -> dict[str, Any]:
     raw = cuda_sources(path)
     row: dict[str, Any] = {"file": str(path.relative_to(ROOT))}
     if raw is None:
         return row | {"skipped": "cuda_sources not built from string constants"}
     light = fastbuild.light_cuda_sources({"cuda_sources": raw})
     sources = fastbuild.as_list((light or {"cuda_sources": raw})["cuda_sources"])
-    shim = fastbuild.op_header_shim(root / "shims", {"cuda_sources": sources})
     work = Path(tempfile.mkdtemp(prefix="recipe-", dir=root))
-    ok, secs, log = compile_unit(sources, None, work / "light", extra)
-    row["light"] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
-    if shim is None:
-        return row | {"shim": None}
-    text = (shim / "torch" / "types.h").read_text()
-    row["ops"] = [ln.split("/")[-1][:-3] for ln in text.splitlines() if ln.startswith("#include <ATen/ops/")]
-    ok, secs, log = compile_unit(sources, shim, work / "shim", extra)
-    row["shim"] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
+    for recipe in recipes:
+        folder = None
+        if recipe != "light":
+            folder = fastbuild.op_header_shim(
+                root / "shims", {"cuda_sources": sources}, lean=recipe == "lean"
+            )
+            if folder is None:
+                row[recipe] = None  # autograd or frontend names: the recipe does not apply
+                continue
+            text = (folder / "torch" / "types.h").read_text()
+            row["ops"] = [
+                ln.split("/")[-1][:-3] for ln in text.splitlines() if ln.startswith("#include <ATen/ops/")
+            ]
+        ok, secs, log = compile_unit(sources, folder, work / recipe, extra)
+        row[recipe] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
     return row
 
 
+def _median(rows: list[dict[str, Any]], recipe: str) -> str:
+    times = [r[recipe]["s"] for r in rows]
+    return f"{statistics.median(times):.1f}" if times else "-"
+
+
 def markdown(env: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    both = [r for r in rows if r.get("shim") and r["shim"]["ok"] and r["light"]["ok"]]
-    light = [r["light"]["s"] for r in both]
-    shim = [r["shim"]["s"] for r in both]
-    failed = [r["file"] for r in rows if r.get("shim") and not r["shim"]["ok"]]
+    recipes = args.recipes
+    both = [r for r in rows if all(r.get(x) and r[x]["ok"] for x in recipes)]
     lines = [
-        "# Compile time of load_inline CUDA units: light headers vs per-operator headers",
+        "# Compile time of load_inline CUDA units under each build recipe",
         "",
         f"{env.get('cpu')} ({env.get('cpu_count')} CPUs), torch {env.get('torch')}, nvcc {env.get('nvcc')}, "
         f"Python {env.get('python')}, {dt.date.today().isoformat()}. Command: `python benchmarks/build_recipes.py "
-        f"--jobs {args.jobs}`. sm_90 objects; {args.jobs} compile(s) at a time.",
+        f"--jobs {args.jobs} --recipes {','.join(recipes)}`. sm_90 objects; {args.jobs} compile(s) at a time.",
         "",
         "| measure | value |",
         "| --- | --- |",
         f"| sources | {len(rows)} |",
-        f"| compiled with both recipes | {len(both)} |",
-        f"| light headers, median s | {statistics.median(light):.1f} |" if light else "| light headers | - |",
-        f"| per-operator headers, median s | {statistics.median(shim):.1f} |" if shim else "| shim | - |",
-        f"| per-source ratio, median | {statistics.median(s / max(lt, 1e-9) for s, lt in zip(shim, light, strict=True)):.2f} |"
-        if shim
-        else "| ratio | - |",
-        f"| shim did not compile (light recipe used) | {', '.join(failed) or 'none'} |",
-        f"| no shim (autograd/frontend names) | {', '.join(r['file'] for r in rows if 'shim' in r and r['shim'] is None) or 'none'} |",
+        f"| compiled with every recipe | {len(both)} |",
+        *(f"| {x}, median s | {_median(both, x)} |" for x in recipes),
+    ]
+    if len(recipes) > 1 and both:
+        first, last = recipes[0], recipes[-1]
+        ratio = statistics.median(r[last]["s"] / max(r[first]["s"], 1e-9) for r in both)
+        lines.append(f"| per-source ratio {last} / {first}, median | {ratio:.2f} |")
+    for x in recipes:
+        failed = [Path(r["file"]).name for r in rows if r.get(x) and not r[x]["ok"]]
+        lines.append(f"| {x}: did not compile (the next recipe is used) | {', '.join(failed) or 'none'} |")
+    no_shim = [Path(r["file"]).name for r in rows if any(x in r and r[x] is None for x in recipes)]
+    lines += [
+        f"| no shim (autograd/frontend names) | {', '.join(no_shim) or 'none'} |",
         "",
-        "| source | light s | op-headers s | operators named |",
-        "| --- | --- | --- | --- |",
+        "| source | " + " | ".join(f"{x} s" for x in recipes) + " | operators named |",
+        "| --- | " + " | ".join("---" for _ in recipes) + " | --- |",
     ]
     for r in rows:
-        if "light" not in r:
+        if "skipped" in r:
             continue
-        sh = r.get("shim")
+        cells = ["-" if r.get(x) is None else (r[x]["s"] if r[x]["ok"] else "failed") for x in recipes]
         lines.append(
-            f"| {Path(r['file']).name} | {r['light']['s'] if r['light']['ok'] else 'failed'} | "
-            f"{'-' if sh is None else (sh['s'] if sh['ok'] else 'failed')} | {', '.join(r.get('ops', []))} |"
+            f"| {Path(r['file']).name} | {' | '.join(map(str, cells))} | {', '.join(r.get('ops', []))} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -188,10 +206,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, of {', '.join(RECIPES)}")
     ap.add_argument(
         "--include", action="append", default=[], help="extra include folder (e.g. cuBLAS/cuSPARSE headers)"
     )
     args = ap.parse_args()
+    args.recipes = [x for x in args.recipes.split(",") if x]
+    if not args.recipes or set(args.recipes) - set(RECIPES):
+        ap.error(f"--recipes: a comma-separated list of {', '.join(RECIPES)}")
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     import torch.utils.cpp_extension as ext
@@ -214,7 +236,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kbench-recipes-"))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = []
-        for row in pool.map(lambda f: measure(f, root, args.include), files):
+        for row in pool.map(lambda f: measure(f, root, args.include, args.recipes), files):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "ops"})[:300], flush=True)
     env = environment()
