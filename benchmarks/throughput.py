@@ -26,6 +26,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -195,20 +196,20 @@ def run_kbench(
 
 def standard_builds(jobs: list[Job], cfg: RunConfig) -> list[dict[str, Any]]:
     """Build each job's candidate as plain load_inline would (no fast recipe, no PCH), all at once."""
+    folder = tempfile.mkdtemp(prefix="kbench-plain-")
     plain = cfg.model_copy(
-        update={
-            "fast_builds": False,
-            "precompiled_headers": "off",
-            "cache_dir": Path(tempfile.mkdtemp(prefix="kbench-plain-")),
-        }
+        update={"fast_builds": False, "precompiled_headers": "off", "cache_dir": Path(folder)}
     )
 
     def one(job: Job) -> dict[str, Any]:
         b = prebuild(job.candidate, plain, cfg.device)
         return {"problem": job.problem.key, "seconds": round(b.seconds, 1), "ok": b.ok, "recipe": b.recipe}
 
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(one, jobs))
+    try:
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            return list(pool.map(one, jobs))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -317,6 +318,16 @@ def main() -> None:
     gpu = args.device != "cpu"
     jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp")
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-throughput-"))
+    try:
+        run(args, env, jobs, cache, gpu)
+    finally:
+        # a fresh cold folder holds every problem's reference outputs at full size (tens of GB over the
+        # batch): a second run on the same machine would otherwise find the disk full
+        if args.cache_dir is None:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, env: dict[str, Any], jobs: list[Job], cache: Path, gpu: bool) -> None:
     cfg = RunConfig(
         backend="cuda" if gpu else "cpp",
         device=args.device,

@@ -1,6 +1,6 @@
 """KernelBench's own evaluation flow, emulated on the throughput batch's files, for a side-by-side figure.
 
-    python benchmarks/upstream_flow.py --out OUT [--variants 3] [--limit 24] [--builders 16]
+    python benchmarks/upstream_flow.py --out OUT [--variants 3] [--limit 24] [--builders 16] [--max-seconds S]
 
 The flow as the throughput issue describes it: a pool of CPU builders compiles every candidate's
 load_inline extension (torch's plain JIT build into one fresh extensions folder, no kbench recipe), then
@@ -11,7 +11,9 @@ each between two CUDA events and followed by a synchronize. Problem sizes are kb
 
 Reports the build time per candidate, the evaluation time per candidate (process start included), the
 wall time of the whole flow, seconds per verdict and verdicts per minute, and each candidate's
-correctness. Writes OUT/upstream_flow.jsonl (one row per build and per evaluation as it finishes),
+correctness. With `--max-seconds` no evaluation starts after that time and the figures cover the
+evaluations that finished, plus a whole-batch projection (the mean evaluation time for each one left).
+Writes OUT/upstream_flow.jsonl (one row per build and per evaluation as it finishes),
 OUT/upstream_flow.json and OUT/upstream_flow.md. `--device cpu` with the cpp solutions is a dry run.
 Once both flows have run, `--out OUT --compare THROUGHPUT_OUT/throughput.json` writes OUT/side_by_side.md:
 seconds per verdict of each, their ratio, and the candidates whose verdicts differ.
@@ -24,6 +26,7 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -129,15 +132,36 @@ def _child(args: list[str], env: dict[str, str], timeout: float) -> tuple[dict[s
 
 
 def run_flow(
-    jobs: list[Any], out: Path, builders: int, device: str, preset: str, timeout: float
+    jobs: list[Any],
+    out: Path,
+    builders: int,
+    device: str,
+    preset: str,
+    timeout: float,
+    max_seconds: float | None = None,
+) -> dict[str, Any]:
+    """Build every candidate, then evaluate them one at a time; no evaluation starts after `max_seconds`
+    (the result then covers those that finished: `cut` says how many were left)."""
+    extensions = tempfile.mkdtemp(prefix="upstream-ext-")
+    try:
+        return _flow(jobs, out, builders, device, preset, timeout, max_seconds, extensions)
+    finally:
+        shutil.rmtree(extensions, ignore_errors=True)
+
+
+def _flow(
+    jobs: list[Any],
+    out: Path,
+    builders: int,
+    device: str,
+    preset: str,
+    timeout: float,
+    max_seconds: float | None,
+    extensions: str,
 ) -> dict[str, Any]:
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(
-        os.environ,
-        TORCH_EXTENSIONS_DIR=tempfile.mkdtemp(prefix="upstream-ext-"),
-        PYTHONPATH=os.pathsep.join(sys.path),
-    )
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=extensions, PYTHONPATH=os.pathsep.join(sys.path))
     files = []
     for job in jobs:
         path = work / f"cand_{job.tag}.py"
@@ -153,6 +177,7 @@ def run_flow(
             "tag": jobs[i].tag,
             "problem": jobs[i].problem.key,
             "wall_s": round(seconds, 2),
+            "done_at": round(time.perf_counter() - t0, 2),
         }
         log.write(json.dumps(row) + "\n")
         log.flush()
@@ -163,20 +188,33 @@ def run_flow(
     built_at = time.perf_counter() - t0
     evals = []
     for i, job in enumerate(jobs):
+        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+            break
         args = ["--child", "eval", "--cand", str(files[i]), "--problem", job.problem.key, "--preset", preset]
         row, seconds = _child(args + ["--device", device], env, timeout)
         row |= {"kind": "eval", "tag": job.tag, "problem": job.problem.key, "wall_s": round(seconds, 2)}
+        row["done_at"] = round(time.perf_counter() - t0, 2)
         log.write(json.dumps(row) + "\n")
         log.flush()
         evals.append(row)
     wall = time.perf_counter() - t0
-    return {"builds": builds, "evals": evals, "built_at_s": round(built_at, 1), "wall_s": round(wall, 1)}
+    return {
+        "builds": builds,
+        "evals": evals,
+        "built_at_s": round(built_at, 1),
+        "wall_s": round(wall, 1),
+        "cut": len(jobs) - len(evals),
+    }
 
 
 def summarize(res: dict[str, Any]) -> dict[str, Any]:
     b = [r["wall_s"] for r in res["builds"] if "error" not in r]
     e = [r["wall_s"] for r in res["evals"]]
     n = len(res["evals"])
+    cut = res.get("cut", 0)
+    # a cut run built every candidate but evaluated n of them: its whole-batch time is projected with the
+    # mean evaluation time for those left, which credits the upstream flow (builds are its cheap part)
+    projected = (res["wall_s"] + cut * statistics.mean(e)) / (n + cut) if cut and e else None
     return {
         "candidates": n,
         "builds_ok": len(b),
@@ -185,9 +223,11 @@ def summarize(res: dict[str, Any]) -> dict[str, Any]:
         "eval_s": {"median": round(statistics.median(e), 1), "min": min(e), "max": max(e)} if e else None,
         "correct": sum(bool(r.get("correct")) for r in res["evals"]),
         "errors": sum("error" in r for r in res["evals"]),
+        "not_evaluated_after_max_seconds": res.get("cut", 0),
         "wall_s": res["wall_s"],
         "seconds_per_verdict": round(res["wall_s"] / n, 2) if n else None,
         "verdicts_per_min": round(60 * n / res["wall_s"], 1) if n else None,
+        "projected_seconds_per_verdict": round(projected, 2) if projected else None,
     }
 
 
@@ -200,7 +240,8 @@ def side_by_side(upstream: dict[str, Any], kbench: dict[str, Any]) -> dict[str, 
     both = sorted(set(ours) & set(theirs))
     differ = [t for t in both if (ours[t] == "ok") != theirs[t]]
     k_spv = kbench["summary"]["seconds_per_verdict"]
-    u_spv = summarize(upstream)["seconds_per_verdict"]
+    summary = summarize(upstream)
+    u_spv = summary["projected_seconds_per_verdict"] or summary["seconds_per_verdict"]
     return {
         "kbench_seconds_per_verdict": k_spv,
         "upstream_seconds_per_verdict": u_spv,
@@ -224,6 +265,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda", help="cpu: a dry run with the cpp solutions, small preset")
     ap.add_argument("--preset", default="")
     ap.add_argument("--timeout", type=float, default=600.0, help="per build or evaluation process")
+    ap.add_argument("--max-seconds", type=float, default=None, help="no evaluation starts after this")
     ap.add_argument(
         "--compare", type=Path, default=None, help="throughput.py's throughput.json: add a side-by-side table"
     )
@@ -260,7 +302,7 @@ def main() -> None:
     jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp")
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment()
-    res = run_flow(jobs, args.out, args.builders, args.device, preset, args.timeout)
+    res = run_flow(jobs, args.out, args.builders, args.device, preset, args.timeout, args.max_seconds)
     summary = summarize(res)
     (args.out / "upstream_flow.json").write_text(json.dumps({"env": env, "summary": summary} | res, indent=1))
     lines = [
@@ -271,7 +313,9 @@ def main() -> None:
         f"CPUs, torch {env.get('torch')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, "
         f"{dt.date.today().isoformat()}.",
         f"Command: `python benchmarks/upstream_flow.py --variants {args.variants} --limit {args.limit} "
-        f"--builders {args.builders} --device {args.device}` (preset {preset})",
+        f"--builders {args.builders} --device {args.device}"
+        + (f" --max-seconds {args.max_seconds:g}" if args.max_seconds is not None else "")
+        + f"` (preset {preset})",
         "",
         "| measure | value |",
         "| --- | --- |",

@@ -70,3 +70,33 @@ def test_side_by_side_compares_speed_and_verdicts() -> None:
     s = uf.side_by_side(upstream, kbench)
     assert (s["upstream_seconds_per_verdict"], s["speedup"], s["candidates_judged_by_both"]) == (16.0, 4.0, 2)
     assert s["verdicts_that_differ"] == [{"tag": 1, "kbench": "ok", "upstream_correct": False}]
+
+
+def test_a_flow_past_its_time_limit_starts_no_more_evaluations(tmp_path: Path) -> None:
+    problem = get_problem(PROBLEM)
+    jobs = [Job(problem, Candidate(problem.key, "cpp", problem.code + HONEST), tag=i) for i in range(3)]
+    res = uf.run_flow(jobs, tmp_path, builders=3, device="cpu", preset="small", timeout=120, max_seconds=0.0)
+    s = uf.summarize(res)
+    # every candidate built, none evaluated after the limit: the summary says how many were left
+    assert len(res["builds"]) == 3 and res["evals"] == [] and res["cut"] == 3
+    assert (
+        s["candidates"] == 0
+        and s["not_evaluated_after_max_seconds"] == 3
+        and s["seconds_per_verdict"] is None
+    )
+    rows = (tmp_path / "upstream_flow.jsonl").read_text().splitlines()
+    assert len(rows) == 3 and all('"done_at"' in r for r in rows)
+
+
+def test_a_cut_flow_projects_the_whole_batch_from_its_mean_evaluation() -> None:
+    res = {
+        "builds": [{"tag": t, "wall_s": 60.0} for t in range(4)],
+        "evals": [{"tag": 0, "correct": True, "wall_s": 6.0}, {"tag": 1, "correct": True, "wall_s": 8.0}],
+        "built_at_s": 60.0,
+        "wall_s": 74.0,
+        "cut": 2,
+    }
+    s = uf.summarize(res)
+    assert s["seconds_per_verdict"] == 37.0 and s["projected_seconds_per_verdict"] == round((74 + 14) / 4, 2)
+    kbench = {"summary": {"seconds_per_verdict": 11.0}, "cold": {"verdicts": [{"tag": 0, "status": "ok"}]}}
+    assert uf.side_by_side(res, kbench)["speedup"] == 2.0  # against the projection, not the cut figure
