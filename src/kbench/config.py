@@ -219,6 +219,8 @@ class RunConfig(BaseModel):
     # storage
     store: Path = Path("kbench-runs/kbench.db")
     cache_dir: Path = _ref(default_factory=default_cache_dir)
+    # the reference disk cache's size (cache_dir/reference): least recently used entries go first; None: no limit
+    reference_cache_gb: float | None = Field(default=20.0, gt=0)
     scratch_dir: str = "auto"  # job folders: "auto" (memory file system if roomy), "cache", or a path
     run_id: str | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,15 @@ import torch
 from evalfixtures import cpu_config
 
 from kbench.evaluate.plan import make_plan
-from kbench.evaluate.reference_cache import TMP_PREFIX, cache_key, commit_entry, open_entry, read_cache
+from kbench.evaluate.reference_cache import (
+    TMP_PREFIX,
+    cache_key,
+    commit_entry,
+    open_entry,
+    read_cache,
+    touch_entry,
+    trim_cache,
+)
 from kbench.evaluate.reference_run import get_reference
 from kbench.problems import build_model, get_problem, load
 from kbench.sandbox.protocol import JobSpec, WorkerResult
@@ -153,6 +162,44 @@ def test_an_entry_whose_file_changed_is_removed_and_computed_again(
         assert torch.equal(second.outputs[seed][0], first.outputs[seed][0])  # computed again, as before
     third = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "c")
     assert third.cache_hit  # the entry was written again, whole
+
+
+def _entry(parent: Path, name: str, mtime: float) -> Path:
+    """A committed entry of 4,000 bytes of outputs plus its listing, last used at `mtime`."""
+    folder = parent / name
+    tmp = open_entry(folder)
+    assert tmp is not None
+    commit_entry(tmp, folder, _one_output(tmp), [1000])
+    os.utime(folder / "reference.json", (mtime, mtime))
+    return folder
+
+
+def test_the_cache_keeps_its_size_by_removing_the_least_recently_used(tmp_path: Path) -> None:
+    parent = tmp_path / "reference"
+    a, b, c = (_entry(parent, n, t) for n, t in (("a", 1000.0), ("b", 2000.0), ("c", 3000.0)))
+    size = sum(f.stat().st_size for f in a.iterdir())
+    assert size > 4000
+    touch_entry(a)  # read just now: the most recent
+    new = _entry(parent, "new", 500.0)  # just written; kept whatever its time says
+    removed = trim_cache(parent, (2 * size + size // 2) / 1e9, keep=new)
+    assert removed == [b, c] and a.is_dir() and new.is_dir() and not b.exists() and not c.exists()
+    assert read_cache(a) is not None and not any(p.name.startswith(TMP_PREFIX) for p in parent.iterdir())
+    assert trim_cache(parent, None, keep=new) == [] and trim_cache(parent, 1.0, keep=new) == []
+    # a limit below the entry just written removes every other one, never that one
+    assert trim_cache(parent, 1e-9, keep=new) == [a] and new.is_dir()
+
+
+def test_a_run_past_the_cache_limit_still_hits_its_own_entry(tmp_path: Path) -> None:
+    """Each reference run's entry is the one kept: with room for one entry, two problems take turns, and
+    a problem evaluated again right after its own write hits the cache."""
+    cfg = cpu_config(tmp_path, measure=False, reference_cache_gb=1e-9)
+    p1, p2 = get_problem("kbench:2/1"), get_problem("kbench:1/19")
+    get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "a")
+    assert get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "b").cache_hit
+    get_reference(p2, cfg, make_plan(cfg, "cpu"), tmp_path / "c")
+    entries = [p for p in (tmp_path / "reference").iterdir() if not p.name.startswith(TMP_PREFIX)]
+    assert len(entries) == 1  # p1's was removed when p2's was written
+    assert not get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "d").cache_hit
 
 
 @pytest.mark.slow

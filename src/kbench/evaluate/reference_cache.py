@@ -114,6 +114,60 @@ def discard_entry(tmp: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def touch_entry(folder: Path) -> None:
+    """Mark the entry `folder` as just used (its listing's mtime): trim_cache removes the least recent."""
+    try:
+        os.utime(folder / CACHE_FILE)
+    except OSError:  # removed meanwhile by another run's trim: this run has read it already
+        pass
+
+
+def _entry_bytes(folder: Path) -> int:
+    total = 0
+    for f in folder.iterdir():
+        try:
+            total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
+    """Remove the least recently used entries of the cache `parent` until it holds at most `max_gb` GB
+    (None: no limit), never `keep` (the entry just written); returns the entries removed. Each is first
+    renamed to a temporary name this process owns, so a concurrent run reading it finds no entry (and
+    computes it again) or keeps the files it already opened; one left half-removed by a killed process
+    is swept like any stale write. Full-size outputs run to GBs per problem: without a limit a run over
+    the whole suite fills the disk."""
+    if max_gb is None:
+        return []
+    entries = []
+    for folder in parent.iterdir():
+        listing = folder / CACHE_FILE
+        if folder.name.startswith(TMP_PREFIX) or folder == keep:
+            continue
+        try:
+            entries.append((listing.stat().st_mtime, folder, _entry_bytes(folder)))
+        except OSError:  # not an entry (or removed meanwhile)
+            continue
+    total = sum(size for _, _, size in entries) + (_entry_bytes(keep) if keep.is_dir() else 0)
+    removed = []
+    for _, folder, size in sorted(entries, key=lambda e: e[0]):
+        if total <= max_gb * 1e9:
+            break
+        doomed = parent / f"{TMP_PREFIX}{procs.self_ref()}-trim-{folder.name}"
+        try:
+            os.rename(folder, doomed)
+        except OSError:  # another run removed or renamed it first
+            continue
+        shutil.rmtree(doomed, ignore_errors=True)
+        total -= size
+        removed.append(folder)
+    if removed:
+        log.info("reference cache %s: %d least recently used entries removed", parent, len(removed))
+    return removed
+
+
 TMP_PREFIX = ".tmp-"  # + the writing process (procs.ProcRef: pid and start time) + "-" + random
 
 

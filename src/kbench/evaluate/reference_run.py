@@ -25,6 +25,8 @@ from kbench.evaluate.reference_cache import (
     discard_entry,
     open_entry,
     read_cache,
+    touch_entry,
+    trim_cache,
 )
 from kbench.hardware import device_name
 from kbench.sandbox.host import run_worker
@@ -94,6 +96,7 @@ def get_reference(
     if tmp is not None:
         t0 = time.perf_counter()
         commit_entry(tmp, folder, result, plan.fixed)
+        trim_cache(folder.parent, cfg.reference_cache_gb, keep=folder)
         data.phases["cache"] = round(time.perf_counter() - t0, 3)
     data.outputs.update(from_cache.outputs)
     data.checksums.update(from_cache.checksums)
@@ -115,6 +118,7 @@ def _read_cached(folder: Path) -> tuple[WorkerResult | None, ReferenceData]:
         log.warning("reference cache %s removed, computed again: %s", folder, exc)
         discard_entry(folder)
         return None, ReferenceData()
+    touch_entry(folder)
     return cached, data
 
 
