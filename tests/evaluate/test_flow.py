@@ -119,6 +119,38 @@ def test_hang_times_out_and_group_is_killed(cache_dir: Path, monkeypatch: pytest
     assert _sleepers("sleep 300", tag) == []
 
 
+def test_no_evaluation_starts_on_a_full_disk(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.errors import WorkerError
+    from kbench.evaluate import flow
+
+    monkeypatch.setattr(flow, "DISK_LOW", 1 << 62)  # every disk is short of that
+    with pytest.raises(WorkerError, match=r"not enough disk to evaluate: .* MiB free"):
+        run("cpp_wrong.py", cache_dir, measure=False)
+
+
+def test_a_failure_on_a_disk_that_filled_up_is_not_given(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate's failure found with the disk full (checked after its job folder is gone) may be a build
+    or a write that found no room: an error for the run, never a verdict against the candidate; a passing
+    candidate's verdict stands."""
+    from kbench.errors import WorkerError
+    from kbench.evaluate import flow
+
+    asked: list[int] = []
+
+    def filling_up(cfg: object) -> str | None:
+        asked.append(1)
+        return None if len(asked) == 1 else "the cache has 12 MiB free"  # full by the end of the verdict
+
+    monkeypatch.setattr(flow, "short_of_disk", filling_up)
+    with pytest.raises(WorkerError, match=r"kbench:2/1: the candidate's mismatch came with a full disk"):
+        run("cpp_wrong.py", cache_dir, measure=False)
+    asked.clear()
+    assert run("cpp_honest.py", cache_dir, measure=False).status is Status.OK
+    assert len(asked) == 1  # an ok verdict is not asked about the disk again
+
+
 def test_build_budget_is_its_own(cache_dir: Path) -> None:
     """A build that outlasts build_timeout_s is a timeout in phase build, and the candidate never runs."""
     v = run("cpp_honest.py", cache_dir / "cold", measure=False, build_timeout_s=1.0)

@@ -10,6 +10,7 @@ timings from evaluate/reference_run.py.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 import threading
 import time
@@ -180,6 +181,23 @@ def _judge(
     return checked
 
 
+DISK_LOW = (
+    1 << 30
+)  # free bytes below which a failed build or write may be the disk's fault, not the candidate's
+
+
+def short_of_disk(cfg: RunConfig) -> str | None:
+    """A line naming the cache folder or the job folders' file system when it has under DISK_LOW free."""
+    for path in dict.fromkeys((cfg.cache_dir, scratch_root(cfg))):
+        try:
+            free = shutil.disk_usage(path).free
+        except OSError:  # not made yet: the evaluation says why when it makes it
+            continue
+        if free < DISK_LOW:
+            return f"{path} has {free / 2**20:.0f} MiB free"
+    return None
+
+
 def evaluate(
     problem: Problem,
     candidate: Candidate,
@@ -207,6 +225,9 @@ def evaluate(
     backend = get_backend(candidate.backend)
     backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    low = short_of_disk(cfg)
+    if low is not None:  # builds, the reference's outputs and the job folder all need room
+        raise WorkerError(f"not enough disk to evaluate: {low}; free space there and run again")
     receiver = Receiver(device) if cfg.device_outputs and device.startswith("cuda") else None
     # The reference's outputs into device buffers of this evaluation's own, when its reference serves it
     # alone (a shared one outlives it: the pool keeps CPU copies, read from the reference's files).
@@ -317,4 +338,13 @@ def evaluate(
 
                 with acct.part("hidden"):
                     judged = check_hidden(judged, problem, candidate, cfg, plan, workdir)
+    # Asked once the job folder is gone, so a candidate that filled it is not taken for a full disk: a
+    # failure on a disk that is full anyway may be a build or a write that found no room. Such a verdict
+    # is not given (nor recorded); the run stops and says so, and resuming it evaluates the candidate again.
+    low = short_of_disk(cfg) if judged.status is not Status.OK else None
+    if low is not None:
+        raise WorkerError(
+            f"{problem.key}: the candidate's {judged.status.value} came with a full disk ({low}), so it may "
+            "not be the candidate's doing; not recorded: free space there and resume the run"
+        )
     return make_verdict(problem, candidate, cfg, plan, judged, checks, ref, acct, reused, built)
