@@ -9,18 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench.config import RunConfig
-from kbench.selftest.runner import parse_header
+from kbench.selftest.runner import fixture_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eval"
 
 
 def fixture_source(name: str) -> str:
     """The fixture's text, after the text of the file its `# include: FILE` header names."""
-    text = (FIXTURES / name).read_text()
-    include = parse_header(text, name).get("include")
-    if include:
-        text = (FIXTURES / include).read_text() + "\n" + text
-    return text
+    return fixture_text(FIXTURES / name)
 
 
 def cpu_config(cache_dir: Path, **kw: object) -> RunConfig:

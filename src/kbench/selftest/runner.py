@@ -100,6 +100,19 @@ def parse_header(text: str, where: str) -> dict[str, str]:
     return found
 
 
+def fixture_text(path: Path) -> str:
+    """A fixture's candidate source: its own text, after the text of the file its `# include: FILE` header
+    names (beside it, in the same folder)."""
+    text = path.read_text()
+    include = parse_header(text, str(path)).get("include")
+    if not include:
+        return text
+    shared = path.parent / include
+    if shared.parent != path.parent or not shared.is_file():
+        raise ConfigError(f"{path}: '# include: {include}' names no file beside it")
+    return shared.read_text() + "\n" + text
+
+
 def expectations(spec: str) -> tuple[Expectation, ...]:
     """An `# expect:` header's alternatives (`STATUS [RULE] | ...`)."""
     out = []
@@ -183,7 +196,7 @@ def run_fixture(
 
     cfg = fixture_config(fixture, gpu, base)
     problem = fixture_problem(fixture)
-    candidate = Candidate(problem.key, fixture.backend, fixture.path.read_text(), origin=str(fixture.path))
+    candidate = Candidate(problem.key, fixture.backend, fixture_text(fixture.path), origin=str(fixture.path))
     start = time.perf_counter()
     verdict = evaluate(problem, candidate, cfg, references=references)
     seconds = time.perf_counter() - start
