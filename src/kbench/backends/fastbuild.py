@@ -28,8 +28,8 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   (no library handle, workspace, device property, context or `AT_CUDA_*` check). Sources that name
   a guard or the context get those headers back. Tensor operators (`x + y`, `x * 2`) come from
   `ATen/TensorOperators.h` as torch builds it with per-operator headers (it then needs only
-  `empty_like`), rather than through all of `ATen/Functions.h`. Nothing a declaration says changes: a name these
-  leaner headers lack fails to compile, and the next recipe runs.
+  `empty_like`), rather than through all of `ATen/Functions.h`. Nothing a declaration says changes: a
+  name these leaner headers lack fails to compile, and the next recipe runs.
 - precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
   `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
   a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
