@@ -181,9 +181,8 @@ def _judge(
     return checked
 
 
-DISK_LOW = (
-    1 << 30
-)  # free bytes below which a failed build or write may be the disk's fault, not the candidate's
+# free bytes below which a failed build or write may be the disk's fault, not the candidate's
+DISK_LOW = 1 << 30
 
 
 def short_of_disk(cfg: RunConfig) -> str | None:

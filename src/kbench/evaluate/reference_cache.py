@@ -124,11 +124,11 @@ def touch_entry(folder: Path) -> None:
 
 def _entry_bytes(folder: Path) -> int:
     total = 0
-    for f in folder.iterdir():
-        try:
+    try:
+        for f in folder.iterdir():
             total += f.stat().st_size
-        except OSError:
-            pass
+    except OSError:  # removed meanwhile: what is left is not counted
+        pass
     return total
 
 
@@ -142,7 +142,11 @@ def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
     if max_gb is None:
         return []
     entries = []
-    for folder in parent.iterdir():
+    try:
+        children = list(parent.iterdir())
+    except OSError:  # the cache is an optimisation: a folder that cannot be listed is left as it is
+        return []
+    for folder in children:
         listing = folder / CACHE_FILE
         if folder.name.startswith(TMP_PREFIX) or folder == keep:
             continue
@@ -150,7 +154,7 @@ def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
             entries.append((listing.stat().st_mtime, folder, _entry_bytes(folder)))
         except OSError:  # not an entry (or removed meanwhile)
             continue
-    total = sum(size for _, _, size in entries) + (_entry_bytes(keep) if keep.is_dir() else 0)
+    total = sum(size for _, _, size in entries) + _entry_bytes(keep)
     removed = []
     for _, folder, size in sorted(entries, key=lambda e: e[0]):
         if total <= max_gb * 1e9:
