@@ -221,6 +221,9 @@ class RunConfig(BaseModel):
     cache_dir: Path = _ref(default_factory=default_cache_dir)
     # the reference disk cache's size (cache_dir/reference): least recently used entries go first; None: no limit
     reference_cache_gb: float | None = Field(default=20.0, gt=0)
+    # no evaluation starts with less free on the cache or scratch file system, and a failed verdict found
+    # with less is not recorded (it may be a build or a write that found no room); 0: never checked
+    min_free_disk_gb: float = Field(default=1.0, ge=0)
     scratch_dir: str = "auto"  # job folders: "auto" (memory file system if roomy), "cache", or a path
     run_id: str | None = None
 

@@ -119,13 +119,14 @@ def test_hang_times_out_and_group_is_killed(cache_dir: Path, monkeypatch: pytest
     assert _sleepers("sleep 300", tag) == []
 
 
-def test_no_evaluation_starts_on_a_full_disk(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_evaluation_starts_on_a_full_disk(cache_dir: Path) -> None:
     from kbench.errors import WorkerError
-    from kbench.evaluate import flow
 
-    monkeypatch.setattr(flow, "DISK_LOW", 1 << 62)  # every disk is short of that
-    with pytest.raises(WorkerError, match=r"not enough disk to evaluate: .* MiB free"):
-        run("cpp_wrong.py", cache_dir, measure=False)
+    with pytest.raises(
+        WorkerError, match=r"not enough disk to evaluate: .* MiB free \(min_free_disk_gb: 1e\+09\)"
+    ):
+        run("cpp_wrong.py", cache_dir, measure=False, min_free_disk_gb=1e9)  # every disk is short of that
+    assert run("cpp_wrong.py", cache_dir, measure=False, min_free_disk_gb=0).status is Status.MISMATCH
 
 
 def test_a_failure_on_a_disk_that_filled_up_is_not_given(

@@ -181,19 +181,16 @@ def _judge(
     return checked
 
 
-# free bytes below which a failed build or write may be the disk's fault, not the candidate's
-DISK_LOW = 1 << 30
-
-
 def short_of_disk(cfg: RunConfig) -> str | None:
-    """A line naming the cache folder or the job folders' file system when it has under DISK_LOW free."""
+    """A line naming the cache folder or the job folders' file system when it has less than
+    `min_free_disk_gb` free (below which a failed build or write may be the disk's fault)."""
     for path in dict.fromkeys((cfg.cache_dir, scratch_root(cfg))):
         try:
             free = shutil.disk_usage(path).free
         except OSError:  # not made yet: the evaluation says why when it makes it
             continue
-        if free < DISK_LOW:
-            return f"{path} has {free / 2**20:.0f} MiB free"
+        if free < cfg.min_free_disk_gb * 1e9:
+            return f"{path} has {free / 2**20:.0f} MiB free (min_free_disk_gb: {cfg.min_free_disk_gb:g})"
     return None
 
 
