@@ -26,7 +26,6 @@ import datetime as dt
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -142,62 +141,45 @@ def run_flow(
 ) -> dict[str, Any]:
     """Build every candidate, then evaluate them one at a time; no evaluation starts after `max_seconds`
     (the result then covers those that finished: `cut` says how many were left)."""
-    extensions = tempfile.mkdtemp(prefix="upstream-ext-")
-    try:
-        return _flow(jobs, out, builders, device, preset, timeout, max_seconds, extensions)
-    finally:
-        shutil.rmtree(extensions, ignore_errors=True)
-
-
-def _flow(
-    jobs: list[Any],
-    out: Path,
-    builders: int,
-    device: str,
-    preset: str,
-    timeout: float,
-    max_seconds: float | None,
-    extensions: str,
-) -> dict[str, Any]:
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=extensions, PYTHONPATH=os.pathsep.join(sys.path))
     files = []
     for job in jobs:
         path = work / f"cand_{job.tag}.py"
         path.write_text(job.candidate.source)
         files.append(path)
-    log = (out / "upstream_flow.jsonl").open("a")
-    t0 = time.perf_counter()
+    with (
+        tempfile.TemporaryDirectory(prefix="upstream-ext-", ignore_cleanup_errors=True) as extensions,
+        (out / "upstream_flow.jsonl").open("a") as log,
+    ):
+        env = dict(os.environ, TORCH_EXTENSIONS_DIR=extensions, PYTHONPATH=os.pathsep.join(sys.path))
+        t0 = time.perf_counter()
 
-    def build(i: int) -> dict[str, Any]:
-        row, seconds = _child(["--child", "build", "--cand", str(files[i])], env, timeout)
-        row |= {
-            "kind": "build",
-            "tag": jobs[i].tag,
-            "problem": jobs[i].problem.key,
-            "wall_s": round(seconds, 2),
-            "done_at": round(time.perf_counter() - t0, 2),
-        }
-        log.write(json.dumps(row) + "\n")
-        log.flush()
-        return row
+        def child(kind: str, i: int, args: list[str]) -> dict[str, Any]:
+            """One build or evaluation of candidate i in its own process, its row logged as it finishes."""
+            row, seconds = _child(["--child", kind, "--cand", str(files[i]), *args], env, timeout)
+            row |= {
+                "kind": kind,
+                "tag": jobs[i].tag,
+                "problem": jobs[i].problem.key,
+                "wall_s": round(seconds, 2),
+                "done_at": round(time.perf_counter() - t0, 2),
+            }
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            return row
 
-    with ThreadPoolExecutor(max_workers=builders) as pool:
-        builds = list(pool.map(build, range(len(jobs))))
-    built_at = time.perf_counter() - t0
-    evals = []
-    for i, job in enumerate(jobs):
-        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-            break
-        args = ["--child", "eval", "--cand", str(files[i]), "--problem", job.problem.key, "--preset", preset]
-        row, seconds = _child(args + ["--device", device], env, timeout)
-        row |= {"kind": "eval", "tag": job.tag, "problem": job.problem.key, "wall_s": round(seconds, 2)}
-        row["done_at"] = round(time.perf_counter() - t0, 2)
-        log.write(json.dumps(row) + "\n")
-        log.flush()
-        evals.append(row)
-    wall = time.perf_counter() - t0
+        with ThreadPoolExecutor(max_workers=builders) as pool:
+            builds = list(pool.map(lambda i: child("build", i, []), range(len(jobs))))
+        built_at = time.perf_counter() - t0
+        evals = []
+        for i, job in enumerate(jobs):
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                break
+            evals.append(
+                child("eval", i, ["--problem", job.problem.key, "--preset", preset, "--device", device])
+            )
+        wall = time.perf_counter() - t0
     return {
         "builds": builds,
         "evals": evals,
