@@ -128,8 +128,7 @@ _SHIM_EXTRAS = (
 _NEEDS_CUDA_CONTEXT = re.compile(
     r"cublas|cusparse|cusolver|cudss|Handle|Workspace|AT_CUDA_|TORCH_CUDA|CUDABLAS|CUSPARSE|CUSOLVER|"
     r"Prop|warp_size|getNumGPUs|is_available|canDeviceAccessPeer|Allocator|\bContext\b|globalContext|Event|"
-    r"Graph|"
-    r"Generator|philox|Blas|Sparse|Solver"
+    r"Graph|Generator|philox|Blas|Sparse|Solver"
 )
 _LEAN_CUDA_CONTEXT = (
     "c10/cuda/CUDAStream.h",
@@ -176,9 +175,10 @@ def _lean_op_header(ops: Path, name: str) -> str | None:
         return None
     text = (ops / f"{name}.h").read_text()
     includes = [h for h in _INCLUDE.findall(text) if h not in _OP_PRELUDE_SKIPPED]
-    if "ListRef" in _INCLUDE.sub("", text):  # at::ITensorListRef is declared, but only IListRef.h defines it
+    rest = _INCLUDE.sub("", text)
+    if "ListRef" in rest:  # at::ITensorListRef is declared, but only IListRef.h defines it
         includes.insert(0, "ATen/core/IListRef.h")
-    body = [line for line in _INCLUDE.sub("", text).splitlines() if line.strip()]
+    body = [line for line in rest.splitlines() if line.strip()]
     return _shadow(f"ATen/ops/{name}.h", [*(f"#include <{h}>" for h in includes), *body])
 
 
