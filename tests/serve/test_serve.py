@@ -150,12 +150,21 @@ def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
     assert refused.value.status == 401
 
 
+# An honest candidate whose construction takes 2 s: the burst below fills the queue however quickly the
+# service turns verdicts around (cached builds, forked workers: well under a second each otherwise, so a
+# slow burst on a loaded host could be outpaced by its one CPU lane and never see a 429).
+SLOW_HONEST = HONEST + (
+    "\nimport time\n\n\nclass ModelNew(ModelNew):\n"
+    "    def __init__(self, *args):\n        time.sleep(2.0)\n        super().__init__(*args)\n"
+)
+
+
 def test_a_full_queue_answers_429_and_keeps_what_it_took(service: Service) -> None:
     with Client(service.url, token=TOKEN) as c:
         taken, refused = [], []
         for i in range(MAX_QUEUE + 4):
             try:
-                taken.append(c.submit(PROBLEM, marked(HONEST, f"burst {i}"), model="burst"))
+                taken.append(c.submit(PROBLEM, marked(SLOW_HONEST, f"burst {i}"), model="burst"))
             except ServiceError as exc:
                 refused.append(exc)
         assert refused and all(e.status == 429 and "queue is full" in e.detail for e in refused)
