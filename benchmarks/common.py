@@ -46,8 +46,14 @@ def _project_version() -> str | None:
         return None
 
 
+COMMIT_ENV = "BENCH_COMMIT"  # names the commit of a copied tree whose .git is missing or not its own
+
+
 def commit() -> str | None:
-    """The short commit of the checkout the scripts run from (None outside a git work tree)."""
+    """The short commit of the checkout the scripts run from ($BENCH_COMMIT where set; None outside a git
+    work tree)."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
     try:
         done = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],

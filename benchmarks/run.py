@@ -96,6 +96,11 @@ MEASUREMENTS: dict[str, Measurement] = {
         "cold and warm verdict latency against the upstream flow",
         records=True,
     ),
+    "vs-upstream": Measurement(
+        "benchmarks/vs_upstream.py --out {out}",
+        "goals 1-3 in one call: cold and warm latency, throughput on 48 problems, against the upstream flow",
+        records=True,
+    ),
     "throughput": Measurement(
         "benchmarks/throughput.py --out {out} --variants 3 --slots 3 --max-seconds 420 --warm 24 "
         "--warm-seconds 90",

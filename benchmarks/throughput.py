@@ -3,13 +3,15 @@
     python benchmarks/throughput.py --out OUT [--variants 3] [--max-seconds 330]
 
 The batch is every shipped CUDA level-2 solution plus `--variants - 1` copies of each whose load_inline
-extension has another name, so every candidate is its own extension and no build is a cache hit (36
-solutions x 3 = 108 candidates). kbench's flow: the local executor with CPU builders (one per core,
+extension has another name, so every candidate is its own extension and no build is a cache hit (100
+solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of every solution first). kbench's flow: the local executor with CPU builders (one per core,
 builders make a precompiled header for the batch; backends/fastbuild.py) ahead of the GPU lanes (several
 evaluations in flight, their GPU phases taking turns on the device lease), baseline eager only.
 
 Reported: wall time, verdicts per minute, build time per candidate by recipe (cold) and for a cache hit
-(warm), the GPU's idle share while verdicts were due (nvidia-smi utilization sampled every 200 ms), and a
+(warm), the GPU's idle share while verdicts were due (nvidia-smi utilization sampled every 200 ms), the
+CPUs' busy share and the share of time a process held the GPU lease, while builds ran and after the last
+one (`HostSampler`: which of the two bounds the run), and a
 warm pass over part of the batch for the per-verdict overhead beyond the timing itself. With
 `--standard-sample N`, N candidates are first built the way load_inline builds them (no fast recipe), N
 builders at once, for the build cost of the plain flow on the same files.
@@ -115,6 +117,60 @@ class GpuSampler:
         return sum(u == 0 for u in xs) / len(xs) if xs else None
 
 
+class HostSampler:
+    """Every 100 ms: how busy the CPUs were since the last look (/proc/stat) and whether a process holds
+    a GPU lease (/proc/locks, so the look takes no lock and never delays a waiter). Tells a run bound by
+    its builders (CPUs busy, lease often free) from one bound by the device lease (held nearly always)."""
+
+    PERIOD_S = 0.1
+
+    def __init__(self, lease_dir: Path) -> None:
+        self.lease_dir = lease_dir
+        self.samples: list[tuple[float, float, bool]] = []  # (time, CPU busy share, lease held)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _cpu_times() -> tuple[int, int] | None:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    def _held(self) -> bool:
+        from kbench.sandbox.lease import locker
+
+        return any(locker(lock) is not None for lock in self.lease_dir.glob("*.lock"))
+
+    def _run(self) -> None:
+        last = self._cpu_times()
+        while not self._stop.wait(self.PERIOD_S):
+            now = self._cpu_times()
+            busy = 0.0
+            if now is not None and last is not None and now[0] > last[0]:
+                busy = 1.0 - (now[1] - last[1]) / (now[0] - last[0])
+            last = now
+            self.samples.append((time.monotonic(), round(busy, 3), self._held()))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+    def shares(self, start: float, end: float) -> dict[str, float | None]:
+        xs = [(b, h) for t, b, h in self.samples if start <= t <= end]
+        if not xs:
+            return {"cpu_busy": None, "lease_held": None}
+        return {
+            "cpu_busy": round(statistics.fmean(b for b, _ in xs), 3),
+            "lease_held": round(sum(h for _, h in xs) / len(xs), 3),
+        }
+
+
 class Log:
     """Every build and verdict as one JSON line the moment it is known: a run cut short (an outer timeout)
     still leaves its rows."""
@@ -130,7 +186,13 @@ class Log:
 
 
 def run_kbench(
-    jobs: list[Job], cfg: RunConfig, deadline: float, sampler: GpuSampler, log: Log, label: str
+    jobs: list[Job],
+    cfg: RunConfig,
+    deadline: float,
+    sampler: GpuSampler,
+    log: Log,
+    label: str,
+    host: HostSampler | None = None,
 ) -> dict[str, Any]:
     builds: dict[int, dict[str, Any]] = {}
     verdicts: list[dict[str, Any]] = []
@@ -185,13 +247,20 @@ def run_kbench(
     ex = LocalExecutor(device=cfg.device, builders=cfg.builders, slots=cfg.gpu_slots)
     ex.run(jobs, build, evaluate, on_result)  # type: ignore[arg-type]
     wall = time.monotonic() - t0
-    return {
+    built = max((b["done_at"] for b in builds.values()), default=0.0)
+    out = {
         "wall_s": round(wall, 1),
         "builds": builds,
         "verdicts": verdicts,
         "first_verdict_s": first_verdict[0],
         "gpu_idle_share": sampler.idle_share(t0 + first_verdict[0], t0 + wall),
+        "all_built_s": built,
     }
+    if host is not None:
+        # while builds ran, and from the last build on (when only the GPU lanes are left)
+        out["while_building"] = host.shares(t0, t0 + built)
+        out["after_builds"] = host.shares(t0 + built, t0 + wall)
+    return out
 
 
 def standard_builds(jobs: list[Job], cfg: RunConfig) -> list[dict[str, Any]]:
@@ -254,6 +323,9 @@ def summarize(
         },
         "first_verdict_s": res["first_verdict_s"],
         "gpu_idle_share": res["gpu_idle_share"],
+        "all_built_s": res.get("all_built_s"),
+        "while_building": res.get("while_building"),
+        "after_builds": res.get("after_builds"),
         "phase_seconds": phase_sums(vs),
     }
     if warm and warm["verdicts"]:
@@ -344,13 +416,18 @@ def run(args: argparse.Namespace, env: dict[str, Any], jobs: list[Job], cache: P
         return
     sampler = GpuSampler()
     sampler.start()
+    from kbench.sandbox.lease import lease_dir
+
+    host = HostSampler(cfg.lease_dir or lease_dir())
+    host.start()
     log = Log(args.out / "throughput.jsonl")
-    res = run_kbench(jobs, cfg, time.monotonic() + args.max_seconds, sampler, log, "cold")
+    res = run_kbench(jobs, cfg, time.monotonic() + args.max_seconds, sampler, log, "cold", host)
     write(args, env, summarize(res, None, plain, len(jobs)), res, None, plain)  # kept if the warm pass is cut
     warm = None
     if args.warm:
         warm = run_kbench(jobs[: args.warm], cfg, time.monotonic() + args.warm_seconds, sampler, log, "warm")
     sampler.stop()
+    host.stop()
     summary = summarize(res, warm, plain, len(jobs))
     write(args, env, summary, res, warm, plain)
     print(json.dumps(summary, indent=1))

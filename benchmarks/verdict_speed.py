@@ -187,11 +187,24 @@ def main() -> None:
     ap.add_argument("--backend", default="triton")
     ap.add_argument("--preset", default="full")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-speed-cache-")))
+    ap.add_argument(
+        "--cache", type=Path, default=None, help="kbench's cache (default: a fresh folder, removed)"
+    )
     ap.add_argument("--max-seconds", type=float, help="start no problem the time left would not cover")
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    fresh = args.cache is None
+    args.cache = args.cache or Path(tempfile.mkdtemp(prefix="kbench-speed-cache-"))
+    try:
+        run(args)
+    finally:
+        # its references at full size (GBs for the 1 GiB problems): a later run would find the disk full
+        if fresh:
+            shutil.rmtree(args.cache, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     # where it wrote and cached are this machine's folders, not part of the measurement
     result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache")}}

@@ -1,0 +1,168 @@
+"""benchmarks/vs_upstream.py: the goals judged from its three parts, and a part that hangs is ended."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import vs_upstream as vs  # noqa: E402
+
+
+def _cold(problem: str, mib: float, kbench_s: float, upstream_s: float, status: str = "ok") -> dict[str, Any]:
+    return {
+        "problem": problem,
+        "output_mib": mib,
+        "kbench": {"wall_s": kbench_s, "status": status, "phases": {"cli": 1.0}, "accounted": 0.98},
+        "upstream": {"wall_s": upstream_s, "correct": True},
+        "ratio": round(kbench_s / upstream_s, 2),
+    }
+
+
+def _latency(n_cold: int, cold_ratio: float) -> dict[str, Any]:
+    return {
+        "args": {},
+        "env": {},
+        "cold": [_cold(f"2/{i}", 32.0, 7.0 * cold_ratio, 7.0) for i in range(n_cold)],
+        "big": [_cold("2/25", 1024.0, 9.0, 16.0)],
+        "warm": [
+            {
+                "problem": "2/1",
+                "output_mib": 32.0,
+                "cold_s": 8.0,
+                "warm_s": [2.0, 2.9],
+                "statuses": ["ok"] * 3,
+            },
+            {"problem": "2/25", "output_mib": 1024.0, "cold_s": 9.0, "warm_s": [8.5], "statuses": ["ok"] * 2},
+        ],
+        "left_out": [],
+    }
+
+
+def _throughput(statuses: list[str], spv: float) -> dict[str, Any]:
+    verdicts = [
+        {"tag": i, "status": s, "phases": {"ref": 1.0, "cand": 1.5, "cand:timing": 0.5}}
+        for i, s in enumerate(statuses)
+    ]
+    summary = {
+        "candidates": len(statuses),
+        "verdicts": len(statuses),
+        "wall_s": spv * len(statuses),
+        "seconds_per_verdict": spv,
+        "statuses": {"ok": statuses.count("ok")},
+        "first_verdict_s": 10.0,
+        "all_built_s": 30.0,
+        "cold_build_s": {"median": 9.0},
+        "while_building": {"cpu_busy": 0.9, "lease_held": 0.6},
+        "after_builds": {"cpu_busy": 0.4, "lease_held": 0.97},
+    }
+    return {"summary": summary, "cold": {"verdicts": verdicts}}
+
+
+def _upstream(correct: list[bool], eval_s: float, cut: int = 0) -> dict[str, Any]:
+    evals = [{"tag": i, "correct": c, "wall_s": eval_s} for i, c in enumerate(correct)]
+    n = len(correct) + cut
+    return {
+        "builds": [{"tag": i, "wall_s": 60.0} for i in range(n)],
+        "evals": evals,
+        "built_at_s": 100.0,
+        "wall_s": 100.0 + eval_s * len(correct),
+        "cut": cut,
+    }
+
+
+def _by_key(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["key"]: r for r in rows}
+
+
+def test_every_goal_is_judged_from_the_parts() -> None:
+    parts = {
+        "latency": _latency(10, 0.9),
+        "throughput": _throughput(["ok"] * 4, 2.5),
+        "upstream": _upstream([True] * 4, 10.0),
+    }
+    g = _by_key(vs.goals(parts))
+    assert (g["cold_ratio"]["ratio"], g["cold_ratio"]["met"]) == (0.9, True)
+    assert (g["cold_1gib_ratio"]["ratio"], g["cold_1gib_ratio"]["met"]) == (0.56, True)
+    assert (g["warm_max_s"]["value"], g["warm_max_s"]["met"]) == (2.9, True)
+    assert (g["warm_1gib_max_s"]["value"], g["warm_1gib_max_s"]["met"]) == (8.5, False)  # over 8 s
+    assert g["seconds_per_verdict"]["met"] is True
+    # upstream: 100 s of builds + 4 x 10 s over 4 verdicts = 35 s each, 14x kbench's 2.5 s
+    tp = g["speedup_vs_upstream"]
+    assert (tp["upstream"], tp["ratio"], tp["met"]) == (35.0, 14.0, True)
+    assert (g["verdicts_that_differ"]["value"], g["verdicts_that_differ"]["met"]) == (0, True)
+    m = vs.metrics(list(g.values()))
+    assert (m["cold_ratio"], m["speedup_vs_upstream"], m["goals_met"], m["goals"]) == (0.9, 14.0, 6, 7)
+
+
+def test_a_cold_median_over_too_few_problems_is_not_met() -> None:
+    g = _by_key(vs.goals({"latency": _latency(9, 0.8), "throughput": None, "upstream": None}))
+    assert g["cold_ratio"]["ratio"] == 0.8 and g["cold_ratio"]["met"] is False
+    assert g["seconds_per_verdict"]["met"] is None  # the part did not run: not judged either way
+    assert "speedup_vs_upstream" not in g
+
+
+def test_a_projected_upstream_flow_and_a_differing_verdict_are_named() -> None:
+    parts = {
+        "latency": None,
+        "throughput": _throughput(["ok", "mismatch", "ok"], 4.0),
+        "upstream": _upstream([True, True], 6.0, cut=1),
+    }
+    g = _by_key(vs.goals(parts))
+    tp = g["speedup_vs_upstream"]
+    # cut after 2 of 3: (112 s + 1 x 6 s) / 3 = 39.33 s per verdict
+    assert "projected from 2 of 3" in tp["goal"] and tp["upstream"] == 39.33 and tp["met"] is True
+    assert g["seconds_per_verdict"]["met"] is False  # 4 s > 3.2 s
+    differ = g["verdicts_that_differ"]
+    assert differ["met"] is False and differ["differ"] == [
+        {"tag": 1, "kbench": "mismatch", "upstream_correct": True}
+    ]
+    assert g["cold_ratio"]["met"] is None
+
+
+def test_the_report_has_the_goals_the_phases_and_the_parts_that_failed() -> None:
+    parts = {"latency": _latency(10, 1.2), "throughput": _throughput(["ok"] * 2, 3.0), "upstream": None}
+    result = {
+        "env": {"kbench": "0.1.0"},
+        "parts": parts,
+        "goals": vs.goals(parts),
+        "ran": {"upstream": {"exit": None, "seconds": 540.0}},
+    }
+    text = vs.report(result)
+    assert (
+        "| 1. cold latency, outputs <= 256 MiB (median of 10 problems) | <= 1.0x upstream over >= 10 problems"
+        in text
+    )
+    assert "| 1.2 | **no** |" in text
+    assert "Part `upstream` was killed at its time limit after 540.0 s" in text
+    assert "## Latency: Cold latency" in text and "| cand:timing | 0.5 | 2 |" in text
+    assert "| after the last build | 0.4 | 0.97 |" in text
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (where PID 1 reaps nothing, a killed orphan stays one)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_part_past_its_limit_is_ended_with_what_it_started(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    script = f"import os, subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    t0 = time.monotonic()
+    info = vs.run_part("slow", [sys.executable, "-c", script], tmp_path / "slow", limit_s=2.0)
+    assert info["exit"] is None and time.monotonic() - t0 < 20
+    child = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not _alive(child):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the part's child outlived it")
+    done = vs.run_part("quick", [sys.executable, "-c", "print('fine')"], tmp_path / "quick", limit_s=30.0)
+    assert done["exit"] == 0 and (tmp_path / "quick" / "log.txt").read_text() == "fine\n"
