@@ -4,15 +4,15 @@
 
 The batch is every shipped CUDA level-2 solution plus `--variants - 1` copies of each whose load_inline
 extension has another name, so every candidate is its own extension and no build is a cache hit (100
-solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of every solution first). kbench's flow: the local executor with CPU builders (one per core,
-builders make a precompiled header for the batch; backends/fastbuild.py) ahead of the GPU lanes (several
+solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of every solution first).
+kbench's flow: the local executor with CPU builders (one per core, builders make a precompiled header
+for the batch; backends/fastbuild.py) ahead of the GPU lanes (several
 evaluations in flight, their GPU phases taking turns on the device lease), baseline eager only.
 
 Reported: wall time, verdicts per minute, build time per candidate by recipe (cold) and for a cache hit
 (warm), the GPU's idle share while verdicts were due (nvidia-smi utilization sampled every 200 ms), the
 CPUs' busy share and the share of time a process held the GPU lease, while builds ran and after the last
-one (`HostSampler`: which of the two bounds the run), and a
-warm pass over part of the batch for the per-verdict overhead beyond the timing itself. With
+one (`HostSampler`: which of the two bounds the run), and a warm pass over part of the batch for the per-verdict overhead beyond the timing itself. With
 `--standard-sample N`, N candidates are first built the way load_inline builds them (no fast recipe), N
 builders at once, for the build cost of the plain flow on the same files.
 
@@ -286,14 +286,19 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def phase_sums(verdicts: list[dict[str, Any]]) -> dict[str, float]:
-    """Seconds per phase over the verdicts (workers' phases, then the host's after each worker), with the
-    count of verdicts that had it: where a lane's time went."""
-    sums: dict[str, list[float]] = {}
+def phase_values(verdicts: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each phase's seconds in the verdicts that had it (workers' phases, then the host's after each)."""
+    values: dict[str, list[float]] = {}
     for v in verdicts:
         for k, x in v["phases"].items():
-            sums.setdefault(k, []).append(x)
-    return {f"{k} (n={len(x)})": round(sum(x), 1) for k, x in sorted(sums.items())}
+            values.setdefault(k, []).append(x)
+    return values
+
+
+def phase_sums(verdicts: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per phase over the verdicts, with the count of verdicts that had it: where a lane's time
+    went."""
+    return {f"{k} (n={len(x)})": round(sum(x), 1) for k, x in sorted(phase_values(verdicts).items())}
 
 
 def summarize(

@@ -203,10 +203,9 @@ def goals(parts: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
 
 def per_verdict_phases(verdicts: list[dict[str, Any]]) -> list[tuple[str, float, int]]:
     """(phase, mean seconds per verdict that had it, verdicts) over a throughput run's verdicts."""
-    sums: dict[str, list[float]] = {}
-    for v in verdicts:
-        for k, x in v["phases"].items():
-            sums.setdefault(k, []).append(x)
+    from throughput import phase_values
+
+    sums = phase_values(verdicts)
     top = sorted(k for k in sums if ":" not in k)
     nested = sorted(k for k in sums if ":" in k)
     return [(k, round(statistics.fmean(sums[k]), 3), len(sums[k])) for k in top + nested]
