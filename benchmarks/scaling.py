@@ -102,9 +102,8 @@ def one_run(jobs: list[Job], cfg: RunConfig, executor: str, gpus: int) -> dict[s
     busy = Busy()
     busy.start()
     t0 = time.monotonic()
-    ex.run(
-        jobs, PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg), lambda job, v: verdicts.__setitem__(job.tag, v)
-    )
+    build, judge = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg, jobs=jobs)
+    ex.run(jobs, build, judge, lambda job, v: verdicts.__setitem__(job.tag, v))
     wall = time.monotonic() - t0
     gpu_busy, cpu_busy = busy.stop(gpus)
     if executor == "ray":

@@ -198,7 +198,7 @@ def run_kbench(
     verdicts: list[dict[str, Any]] = []
     t0 = time.monotonic()
     first_verdict = [0.0]
-    pre, ev = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg)
+    pre, ev = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg, jobs=jobs)
 
     def build(job: Job) -> BuildResult | None:
         if time.monotonic() > deadline:

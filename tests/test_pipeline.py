@@ -128,6 +128,42 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     assert seen[1] == {}
 
 
+def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    from kbench import pipeline
+    from kbench.config import RunConfig
+    from kbench.executors import Job
+    from kbench.problems import get_problem
+    from kbench.store import VerdictKey
+    from kbench.types import Candidate, Verdict
+
+    cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache")
+    pools: dict[tuple[str, int], object] = {}
+
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
+        pools[(p.key, int(candidate.source))] = references
+        return Verdict(Status.OK, p.key, "triton", "small", "fp32", "cpu")
+
+    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    once, twice = get_problem("kbench:2/1"), get_problem("kbench:2/3")
+    jobs = [
+        Job(problem, Candidate(problem.key, "triton", str(sample)), tag=VerdictKey(problem.key, sample))
+        for problem, sample in ((once, 0), (twice, 0), (twice, 1))
+    ]
+    with Store(cfg.store) as store:
+        pipeline.evaluate_jobs(jobs, cfg, store, store.start_run({}, {}))
+    # the problem with one job runs its own reference; the two jobs of the other share the run's pool
+    assert pools[(once.key, 0)] is None
+    assert pools[(twice.key, 0)] is not None and pools[(twice.key, 0)] is pools[(twice.key, 1)]
+    # a batch not given shares every problem's reference, as before; the set travels to Ray workers
+    judge = pipeline.EvaluateJob(cfg, jobs=jobs[:2])
+    assert pickle.loads(pickle.dumps(judge)).alone == {once.key, twice.key}
+    assert pipeline.EvaluateJob(cfg).alone == set()
+
+
 def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kbench import hardware, pipeline
     from kbench.problems import get_problem

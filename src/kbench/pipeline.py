@@ -10,6 +10,7 @@ hits, failures), so a report needs nothing but the store. Progress goes to a `Mo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,24 +49,40 @@ class RunOutcome:
 
 
 class EvaluateJob:
-    """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker."""
+    """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker.
+
+    `jobs`: the batch it evaluates, when known. A problem with one job in it shares its reference run with
+    nothing, so that job runs its own, as `kbench eval` does: on a GPU its candidate's worker then starts
+    beside the reference's and the reference's outputs stay on the device, where the pool's shared run
+    would write them to files and read them back for later candidates that never come. A problem with
+    several jobs (or any, when the batch is not given) shares one reference run through the pool.
+    """
 
     def __init__(
         self,
         cfg: RunConfig,
         baselines: dict[str, dict[str, TimingStats]] | None = None,
         activity: Activity | None = None,
+        jobs: Sequence[Job] | None = None,
     ) -> None:
         self.cfg = cfg
         self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
         self.references = ReferencePool()  # one reference run per problem and device in this run
         self.activity = activity or Activity()
+        self.alone = set(alone_problems(jobs)) if jobs is not None else set()
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
         baselines = self.baselines.get(job.problem.key)
+        pool = None if job.problem.key in self.alone else self.references
         with self.activity.track("evaluations"):
-            return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built)
+            return evaluate(job.problem, job.candidate, cfg, baselines, pool, built)
+
+
+def alone_problems(jobs: Sequence[Job]) -> list[str]:
+    """The problems that have exactly one job in `jobs` (their reference run serves no other)."""
+    counts = Counter(job.problem.key for job in jobs)
+    return [key for key, n in counts.items() if n == 1]
 
 
 class PrebuildJob:
@@ -135,7 +152,7 @@ def evaluate_jobs(
     stored = {p: reuse.baselines_for(store, p, cfg) for p in {job.problem.key for job in pending}}
     executor = get_executor(cfg.executor, **executor_options(cfg))
     activity = activity or Activity()
-    build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity)
+    build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity, pending)
     executor.run(pending, build, judge, on_result)
     return recorded, len(jobs) - len(pending)
 
