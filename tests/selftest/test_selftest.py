@@ -61,3 +61,29 @@ def test_judge_needs_status_rule_and_warnings(tmp_path: Path):
     assert not judge(fx, _verdict(Status.CHEAT, "inputs-mutated"))  # warning missing
     assert not judge(fx, _verdict(Status.CHEAT, "global-state", warn))
     assert not judge(fx, _verdict(Status.OK, "", warn))
+
+
+@pytest.mark.parametrize(("flag", "shared"), [([], True), (["--no-share"], False)])
+def test_selftest_shares_a_problems_reference_run_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, flag: list[str], shared: bool
+):
+    from typer.testing import CliRunner
+
+    from kbench.cli import app
+    from kbench.selftest import runner
+    from kbench.selftest.runner import FixtureOutcome
+
+    given = []
+
+    def fake_run(fixture, gpu=False, base=None, references=None):  # type: ignore[no-untyped-def]
+        given.append(references)
+        return FixtureOutcome(fixture, fixture.expected, "", True, 0.0, "")
+
+    monkeypatch.setattr(runner, "run_fixture", fake_run)
+    result = CliRunner().invoke(app, ["selftest", "--select", "conv2d_relu/", "--format", "json", *flag])
+    assert result.exit_code == 0, result.output
+    assert len(given) == len([f for f in discover(gpu=False) if "conv2d_relu/" in f.id]) > 1
+    if shared:  # one pool for the suite: a problem's fixtures share its reference run
+        assert given[0] is not None and all(r is given[0] for r in given)
+    else:  # each fixture's evaluation runs its own reference
+        assert all(r is None for r in given)

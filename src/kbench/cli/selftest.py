@@ -18,6 +18,12 @@ def selftest_cmd(
     ),
     select: str = typer.Option("", "--select", help="only fixtures whose id contains this text"),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
+    share: bool = typer.Option(
+        True,
+        "--share/--no-share",
+        help="share a problem's reference run among its fixtures (a run's warm path); --no-share: each "
+        "runs its own, the path of `kbench eval` and of a problem evaluated once in a batch",
+    ),
 ) -> None:
     """Prove this setup catches every known cheat: each fixture must get its expected verdict.
 
@@ -28,7 +34,7 @@ def selftest_cmd(
 
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"--device must be cpu or cuda (got {device!r})")
-    outcomes = run_suite(backends=backend or None, gpu=device == "cuda", select=select)
+    outcomes = run_suite(backends=backend or None, gpu=device == "cuda", select=select, share=share)
     if fmt is Format.json:
         print_json(
             [
@@ -44,7 +50,7 @@ def selftest_cmd(
             ]
         )
     else:
-        table = Table(title=f"kbench selftest ({device})")
+        table = Table(title=f"kbench selftest ({device}{'' if share else ', no shared references'})")
         for col in ("fixture", "expected", "got", "pass", "s"):
             table.add_column(col)
         for o in outcomes:

@@ -206,8 +206,15 @@ def run_fixture(
 
 
 def run_suite(
-    backends: Iterable[str] | None = None, gpu: bool = False, select: str = "", base: RunConfig | None = None
+    backends: Iterable[str] | None = None,
+    gpu: bool = False,
+    select: str = "",
+    base: RunConfig | None = None,
+    share: bool = True,
 ) -> list[FixtureOutcome]:
+    """Every fixture's verdict. `share`: the fixtures of one problem share its reference run (a run's
+    warm path); off, each runs its own, the path of `kbench eval` and of a problem a batch evaluates once
+    (on a GPU the candidate's worker then starts beside the reference's, its outputs kept on the device)."""
     fixtures = [f for f in discover(backends=backends, gpu=gpu) if select in f.id]
-    references = ReferencePool()  # the fixtures of one problem share its reference run
+    references = ReferencePool() if share else None
     return [run_fixture(f, gpu, base, references) for f in fixtures]
