@@ -103,7 +103,7 @@ def one_run(jobs: list[Job], cfg: RunConfig, executor: str, gpus: int) -> dict[s
     busy.start()
     t0 = time.monotonic()
     build, judge = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg, jobs=jobs)
-    ex.run(jobs, build, judge, lambda job, v: verdicts.__setitem__(job.tag, v))
+    ex.run(jobs, build, judge, lambda job, v: verdicts.__setitem__(job.tag, v), judge.prefetch)
     wall = time.monotonic() - t0
     gpu_busy, cpu_busy = busy.stop(gpus)
     if executor == "ray":

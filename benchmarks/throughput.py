@@ -5,9 +5,10 @@
 The batch is every shipped CUDA level-2 solution plus `--variants - 1` copies of each whose load_inline
 extension has another name, so every candidate is its own extension and no build is a cache hit (100
 solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of every solution first).
-kbench's flow: the local executor with CPU builders (one per core, builders make a precompiled header
-for the batch; backends/fastbuild.py) ahead of the GPU lanes (several
-evaluations in flight, their GPU phases taking turns on the device lease), baseline eager only.
+kbench's flow: the local executor with CPU builders (builders make a precompiled header for the batch;
+backends/fastbuild.py) ahead of the GPU lanes (several evaluations in flight, their GPU phases taking
+turns on the device lease; a lane with nothing built runs the reference of a job still building, unless
+`--no-prefetch`), baseline eager only.
 
 Reported: wall time, verdicts per minute, build time per candidate by recipe (cold) and for a cache hit
 (warm), the GPU's idle share while verdicts were due (nvidia-smi utilization sampled every 200 ms), the
@@ -193,6 +194,7 @@ def run_kbench(
     log: Log,
     label: str,
     host: HostSampler | None = None,
+    prefetch: bool = True,
 ) -> dict[str, Any]:
     builds: dict[int, dict[str, Any]] = {}
     verdicts: list[dict[str, Any]] = []
@@ -221,6 +223,17 @@ def run_kbench(
             return None  # past the cap: no new evaluation starts; report what finished
         return ev(job, device, built)
 
+    prefetched: list[dict[str, Any]] = []
+
+    def ahead(job: Job, device: str) -> None:  # a lane's reference run for a job still building
+        if time.monotonic() > deadline:
+            return
+        s = time.monotonic()
+        ev.prefetch(job, device)
+        row = {"tag": job.tag, "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
+        prefetched.append(row | {"done_at": round(time.monotonic() - t0, 1)})
+        log.write({"kind": "prefetch", "pass": label} | prefetched[-1])
+
     def on_result(job: Job, v: Verdict | None) -> None:
         if v is None:
             return
@@ -245,7 +258,7 @@ def run_kbench(
         log.write({"kind": "verdict", "pass": label} | verdicts[-1])
 
     ex = LocalExecutor(device=cfg.device, builders=cfg.builders, slots=cfg.gpu_slots)
-    ex.run(jobs, build, evaluate, on_result)  # type: ignore[arg-type]
+    ex.run(jobs, build, evaluate, on_result, ahead if prefetch else None)  # type: ignore[arg-type]
     wall = time.monotonic() - t0
     built = max((b["done_at"] for b in builds.values()), default=0.0)
     out = {
@@ -255,6 +268,7 @@ def run_kbench(
         "first_verdict_s": first_verdict[0],
         "gpu_idle_share": sampler.idle_share(t0 + first_verdict[0], t0 + wall),
         "all_built_s": built,
+        "prefetched": prefetched,
     }
     if host is not None:
         # while builds ran, and from the last build on (when only the GPU lanes are left)
@@ -329,6 +343,7 @@ def summarize(
         "first_verdict_s": res["first_verdict_s"],
         "gpu_idle_share": res["gpu_idle_share"],
         "all_built_s": res.get("all_built_s"),
+        "references_prefetched": len(res.get("prefetched", [])),
         "while_building": res.get("while_building"),
         "after_builds": res.get("after_builds"),
         "phase_seconds": phase_sums(vs),
@@ -365,7 +380,7 @@ def markdown(env: dict[str, Any], s: dict[str, Any], args: argparse.Namespace) -
         f"{env.get('gpu')} x{env.get('gpu_count', 1)}, {usable_cpus()} of {env.get('cpu_count')} CPUs ({env.get('cpu')}), "
         f"torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, {date}.",
         f"Command: `python benchmarks/throughput.py --variants {args.variants} --builders {args.builders} "
-        f"--slots {args.slots} --max-seconds {args.max_seconds:g}`",
+        f"--slots {args.slots} --max-seconds {args.max_seconds:g}{' --no-prefetch' if args.no_prefetch else ''}`",
         "",
         "| measure | value |",
         "| --- | --- |",
@@ -389,6 +404,9 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=None, help="default: a fresh (cold) folder")
     ap.add_argument("--max-seconds", type=float, default=330.0)
     ap.add_argument("--device", default="cuda", help="cpu: a dry run with the cpp solutions, small preset")
+    ap.add_argument(
+        "--no-prefetch", action="store_true", help="GPU lanes never run a reference while its job builds"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment()
@@ -426,7 +444,8 @@ def run(args: argparse.Namespace, env: dict[str, Any], jobs: list[Job], cache: P
     host = HostSampler(cfg.lease_dir or lease_dir())
     host.start()
     log = Log(args.out / "throughput.jsonl")
-    res = run_kbench(jobs, cfg, time.monotonic() + args.max_seconds, sampler, log, "cold", host)
+    deadline = time.monotonic() + args.max_seconds
+    res = run_kbench(jobs, cfg, deadline, sampler, log, "cold", host, not args.no_prefetch)
     write(args, env, summarize(res, None, plain, len(jobs)), res, None, plain)  # kept if the warm pass is cut
     warm = None
     if args.warm:

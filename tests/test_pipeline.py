@@ -164,6 +164,41 @@ def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
     assert pipeline.EvaluateJob(cfg).alone == set()
 
 
+def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbench import pipeline
+    from kbench.config import RunConfig
+    from kbench.executors import Job
+    from kbench.problems import get_problem
+    from kbench.store import VerdictKey
+    from kbench.types import Candidate, Verdict
+
+    cfg = RunConfig(device="cpu", preset="small", cache_dir=tmp_path / "cache")
+    prefetched: list[tuple[str, str, object]] = []
+    pools: list[object] = []
+    monkeypatch.setattr(
+        pipeline,
+        "prefetch_reference",
+        lambda p, run_cfg, refs, baselines=None: prefetched.append((p.key, run_cfg.device, refs)),
+    )
+
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
+        pools.append(references)
+        return Verdict(Status.OK, p.key, "cuda", "small", "fp32", run_cfg.device)
+
+    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    problem = get_problem("kbench:2/1")
+    job = Job(problem, Candidate(problem.key, "cuda", "x"), tag=VerdictKey(problem.key, 0))
+    judge = pipeline.EvaluateJob(cfg, jobs=[job])  # alone in its batch
+    judge.prefetch(job, "cuda:0")
+    judge.prefetch(job, "cuda:0")  # a second lane on the same device: nothing more to run
+    assert prefetched == [(problem.key, "cuda:0", judge.references)]
+    judge(job, "cuda:0", None)  # its reference is in the pool: the evaluation takes it from there
+    judge(job, "cuda:1", None)  # on another device it was not prefetched: its own reference
+    assert pools == [judge.references, None]
+
+
 def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kbench import hardware, pipeline
     from kbench.problems import get_problem

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate.flow import evaluate
+from kbench.evaluate.flow import evaluate, prefetch_reference
 from kbench.evaluate.plan import evaluation_device
 from kbench.evaluate.prebuild import prebuild
 from kbench.evaluate.reference_pool import ReferencePool
@@ -55,7 +55,8 @@ class EvaluateJob:
     nothing, so that job runs its own, as `kbench eval` does: on a GPU its candidate's worker then starts
     beside the reference's and the reference's outputs stay on the device, where the pool's shared run
     would write them to files and read them back for later candidates that never come. A problem with
-    several jobs (or any, when the batch is not given) shares one reference run through the pool.
+    several jobs (or any, when the batch is not given) shares one reference run through the pool, and so
+    does a job whose reference a lane ran ahead, while its build ran (`prefetch`).
     """
 
     def __init__(
@@ -70,13 +71,26 @@ class EvaluateJob:
         self.references = ReferencePool()  # one reference run per problem and device in this run
         self.activity = activity or Activity()
         self.alone = set(alone_problems(jobs)) if jobs is not None else set()
+        self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
 
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
         cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
         baselines = self.baselines.get(job.problem.key)
-        pool = None if job.problem.key in self.alone else self.references
+        key = job.problem.key
+        pool = None if key in self.alone and (key, device) not in self.prefetched else self.references
         with self.activity.track("evaluations"):
             return evaluate(job.problem, job.candidate, cfg, baselines, pool, built)
+
+    def prefetch(self, job: Job, device: str) -> None:
+        """The executor's prefetch: the job's reference run into the pool on `device`, while its build runs.
+        Marked first, so the job's evaluation, should its build end meanwhile, waits for this run in the
+        pool instead of starting its own (two lanes that mark one problem at once both ask the pool, which
+        runs it once)."""
+        if (job.problem.key, device) in self.prefetched:
+            return
+        self.prefetched.add((job.problem.key, device))
+        cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
+        prefetch_reference(job.problem, cfg, self.references, self.baselines.get(job.problem.key))
 
 
 def alone_problems(jobs: Sequence[Job]) -> list[str]:
@@ -153,7 +167,7 @@ def evaluate_jobs(
     executor = get_executor(cfg.executor, **executor_options(cfg))
     activity = activity or Activity()
     build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity, pending)
-    executor.run(pending, build, judge, on_result)
+    executor.run(pending, build, judge, on_result, judge.prefetch)
     return recorded, len(jobs) - len(pending)
 
 

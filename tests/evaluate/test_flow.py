@@ -242,6 +242,24 @@ def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
     assert other.correctness is not None and other.correctness.seeds != first.correctness.seeds
 
 
+def test_a_prefetched_reference_serves_the_evaluation_from_the_pool(cache_dir: Path) -> None:
+    from kbench.evaluate.flow import prefetch_reference
+    from kbench.evaluate.reference_pool import ReferencePool
+
+    problem = get_problem(PROBLEM)
+    cfg = cpu_config(cache_dir)
+    pool = ReferencePool()
+    prefetch_reference(problem, cfg.model_copy(update={"backend": "cpp"}), pool)
+    assert (pool.runs, pool.reuses, len(pool)) == (1, 0, 1)
+    v = evaluate(
+        problem, Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")), cfg, references=pool
+    )
+    assert v.status is Status.OK, v.message + v.log_tail
+    assert (pool.runs, pool.reuses) == (1, 1)  # the same key: the evaluation ran no reference of its own
+    assert not any(k.startswith("ref:") for k, _ in v.phases)
+    assert v.speedup("eager") is not None  # the prefetched run's baseline timing
+
+
 def test_a_reference_that_dies_says_how(cache_dir: Path) -> None:
     """A reference worker that ends without a result names its exit code (or signal) and its empty log."""
     from dataclasses import replace

@@ -81,6 +81,91 @@ def test_evaluation_error_propagates_after_draining() -> None:
         ex.run(_jobs(3), lambda j: None, evaluate, lambda j, v: None)
 
 
+class Builds:
+    """Builds that take `seconds` (per tag: `slow`) and say when each ended, evaluations that take
+    `evaluate_s`, and a prefetch that records what it was given."""
+
+    def __init__(
+        self,
+        seconds: float = 0.3,
+        fail: BaseException | None = None,
+        slow: dict[int, float] | None = None,
+        evaluate_s: float = 0.0,
+    ) -> None:
+        self.seconds, self.fail, self.slow, self.evaluate_s = seconds, fail, slow or {}, evaluate_s
+        self.lock = threading.Lock()
+        self.built_at: dict[int, float] = {}
+        self.prefetched: list[tuple[int, str, float]] = []  # (tag, device, when it started)
+
+    def build(self, job: Job) -> BuildResult:
+        time.sleep(self.slow.get(job.tag, self.seconds))
+        with self.lock:
+            self.built_at[job.tag] = time.monotonic()
+        return BuildResult(ok=True, backend="cpp", log=job.candidate.source)
+
+    def evaluate(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        time.sleep(self.evaluate_s)
+        return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device)
+
+    def prefetch(self, job: Job, device: str) -> None:
+        with self.lock:
+            self.prefetched.append((job.tag, device, time.monotonic()))
+        if self.fail is not None:
+            raise self.fail
+
+
+def test_idle_gpu_lanes_prefetch_for_jobs_still_building_each_once() -> None:
+    b = Builds()
+    results: list[int] = []
+    ex = LocalExecutor(devices=["cuda:0"], builders=2, slots=2)
+    ex.run(_jobs(6), b.build, b.evaluate, lambda j, v: results.append(j.tag), b.prefetch)
+    assert sorted(results) == list(range(6))
+    tags = [tag for tag, _, _ in b.prefetched]
+    assert len(tags) == len(set(tags)) and {0, 1} <= set(tags)  # the first builds' jobs, each once
+    assert all(device == "cuda:0" for _, device, _ in b.prefetched)
+    assert all(when < b.built_at[tag] for tag, _, when in b.prefetched)  # only while the job built
+
+
+def test_a_lane_idle_after_short_builds_prefetches_only_the_long_one() -> None:
+    """Job 0 builds for 1.5 s while the others build and are evaluated; the lane, idle after them, takes
+    job 0 for a prefetch and never a job whose build has ended."""
+    b = Builds(seconds=0.05, slow={0: 1.5}, evaluate_s=0.2)
+    results: list[int] = []
+    LocalExecutor(devices=["cuda:0"], builders=2, slots=1).run(
+        _jobs(4), b.build, b.evaluate, lambda j, v: results.append(j.tag), b.prefetch
+    )
+    assert sorted(results) == [0, 1, 2, 3]
+    assert [tag for tag, _, _ in b.prefetched] == [0]
+    assert b.prefetched[0][2] < b.built_at[0]
+
+
+def test_cpu_lanes_and_runs_without_prefetch_never_prefetch() -> None:
+    b = Builds(seconds=0.1)
+    LocalExecutor(devices=["cpu"], builders=2).run(
+        _jobs(3), b.build, b.evaluate, lambda j, v: None, b.prefetch
+    )
+    assert b.prefetched == []
+    done: list[int] = []
+    LocalExecutor(devices=["cuda:0"], builders=2).run(
+        _jobs(3), b.build, b.evaluate, lambda j, v: done.append(1)
+    )
+    assert len(done) == 3 and b.prefetched == []
+
+
+def test_a_failed_prefetch_is_left_to_the_evaluation_but_a_stop_is_not() -> None:
+    b = Builds(fail=RuntimeError("reference failed"))
+    results: list[int] = []
+    LocalExecutor(devices=["cuda:0"], builders=2).run(
+        _jobs(4), b.build, b.evaluate, lambda j, v: results.append(j.tag), b.prefetch
+    )
+    assert b.prefetched and sorted(results) == [0, 1, 2, 3]  # every job still evaluated
+    stop = Builds(fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        LocalExecutor(devices=["cuda:0"], builders=2).run(
+            _jobs(4), stop.build, stop.evaluate, lambda j, v: None, stop.prefetch
+        )
+
+
 def test_registry_and_unknown_name() -> None:
     assert isinstance(get_executor("local", devices=["cpu"]), LocalExecutor)
     from kbench.errors import ConfigError

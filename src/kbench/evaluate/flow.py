@@ -194,6 +194,26 @@ def short_of_disk(cfg: RunConfig) -> str | None:
     return None
 
 
+def prefetch_reference(
+    problem: Problem,
+    cfg: RunConfig,
+    references: ReferencePool,
+    baselines: Mapping[str, TimingStats] | None = None,
+) -> None:
+    """Run `problem`'s reference into `references` ahead of its candidate's evaluation, under the key
+    that evaluation will ask for (`cfg` with the candidate's device and backend, the same `baselines`):
+    the evaluation then finds it there. For a lane with nothing built to evaluate (executors/local.py);
+    a failure is not kept in the pool, so the evaluation runs the reference again and reports it."""
+    device = evaluation_device(cfg.device, cfg.backend)
+    plan = make_plan(cfg, device)
+    preset_overrides(problem, cfg.preset)
+    reused = reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
+    key = pool_key(problem, cfg, device, reused.keys())
+    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
+        references.get(key, lambda: (plan, get_reference(problem, cfg, plan, Path(tmp), skip=reused.keys())))
+
+
 def evaluate(
     problem: Problem,
     candidate: Candidate,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbench.errors import ConfigError
-from kbench.executors.base import BuildFn, EvalFn, Executor, Job, ResultFn
+from kbench.executors.base import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn
 
 if TYPE_CHECKING:
     from kbench.config import RunConfig
@@ -24,6 +24,7 @@ __all__ = [
     "EvalFn",
     "Executor",
     "Job",
+    "PrefetchFn",
     "ResultFn",
     "executor_options",
     "get_executor",

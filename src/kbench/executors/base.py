@@ -21,9 +21,20 @@ BuildFn = Callable[[Job], BuildResult | None]
 # evaluate(job, device, build) -> Verdict; runs on one device lane, one job at a time per lane.
 EvalFn = Callable[[Job, str, BuildResult | None], Verdict]
 ResultFn = Callable[[Job, Verdict], None]
+# prefetch(job, device): what the job's evaluation on `device` needs that needs no build (its reference
+# run), done by a GPU lane with nothing built to evaluate while the job's build runs. Best effort: the
+# evaluation does whatever a prefetch did not.
+PrefetchFn = Callable[[Job, str], None]
 
 
 class Executor(Protocol):
-    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+    def run(
+        self,
+        jobs: Iterable[Job],
+        build: BuildFn,
+        evaluate: EvalFn,
+        on_result: ResultFn,
+        prefetch: PrefetchFn | None = None,
+    ) -> None:
         """Run every job; call on_result once per job (from the calling thread or a lock-held section)."""
         ...

@@ -6,7 +6,9 @@ each launch one evaluation after another), and the workers of those evaluations 
 another job's GPU phase, while outputs, checks and timing still run one job at a time. A CPU device gets
 one lane (there the CPU is the thing being timed). Compilation is the expensive part (tens of seconds
 per load_inline extension), so builders compile candidates in parallel and hand them over in
-completion order; a lane never waits for a build that another job could skip ahead of.
+completion order; a lane never waits for a build that another job could skip ahead of. A GPU lane with
+nothing built to evaluate prefetches for a job still building (its reference run, when the caller gives a
+`prefetch`), so the first part of that job's GPU work is done before its build is.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import cast
 
 from kbench.config import RunConfig
 from kbench.executors import register_executor
-from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
+from kbench.executors.base import BuildFn, EvalFn, Job, PrefetchFn, ResultFn
 from kbench.types import BuildResult
 
 _DONE = object()
+PREFETCH_POLL_S = 0.2  # how often a GPU lane with nothing built to evaluate looks for a job to prefetch for
 
 
 def local_devices(device: str = "auto") -> list[str]:
@@ -73,14 +76,41 @@ class LocalExecutor:
         """One lane per CPU device, `slots` per GPU (their GPU phases serialise on the device lease)."""
         return [d for d in self.devices for _ in range(self.slots if d.startswith("cuda") else 1)]
 
-    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+    def run(
+        self,
+        jobs: Iterable[Job],
+        build: BuildFn,
+        evaluate: EvalFn,
+        on_result: ResultFn,
+        prefetch: PrefetchFn | None = None,
+    ) -> None:
+        """With `prefetch`, a GPU lane with nothing built to evaluate prefetches for a job on a builder
+        (its reference run), so the device's lease does that job's first part while builds run instead
+        of after them: a batch of cold builds otherwise leaves the GPU idle until the first build is done."""
         ready: queue.Queue[object] = queue.Queue()
         lock = threading.Lock()
         errors: list[BaseException] = []
+        building = _Building()
+
+        def idle(device: str) -> None:
+            job = building.claim()
+            if job is None or prefetch is None:
+                return
+            try:
+                prefetch(job, device)
+            except Exception:  # noqa: BLE001  (best effort: the job's evaluation runs it and says what failed)
+                pass
+            except BaseException as exc:  # a stop signal: as from an evaluation
+                errors.append(exc)
 
         def lane(device: str) -> None:
+            ahead = prefetch is not None and device.startswith("cuda")
             while True:
-                item = ready.get()
+                try:
+                    item = ready.get(timeout=PREFETCH_POLL_S) if ahead else ready.get()
+                except queue.Empty:
+                    idle(device)
+                    continue
                 if item is _DONE:
                     return
                 job, built = cast(tuple[Job, BuildResult | None], item)
@@ -98,7 +128,7 @@ class LocalExecutor:
         for t in lanes:
             t.start()
         try:
-            self._build_all(jobs, build, ready, errors)
+            self._build_all(jobs, build, ready, errors, building)
         finally:
             for _ in lanes:
                 ready.put(_DONE)
@@ -108,21 +138,55 @@ class LocalExecutor:
             raise errors[0]
 
     def _build_all(
-        self, jobs: Iterable[Job], build: BuildFn, ready: queue.Queue[object], errors: list
+        self,
+        jobs: Iterable[Job],
+        build: BuildFn,
+        ready: queue.Queue[object],
+        errors: list,
+        building: _Building,
     ) -> None:
-        def one(job: Job) -> None:
+        def one(index: int, job: Job) -> None:
+            building.started(index, job)
             try:
                 built: BuildResult | None = build(job)
             except BaseException as exc:
                 errors.append(exc)
                 return
+            finally:
+                building.finished(index)
             ready.put((job, built))
 
         with ThreadPoolExecutor(max_workers=self.builders, thread_name_prefix="builder") as pool:
-            for job in jobs:
+            for index, job in enumerate(jobs):
                 if errors:
                     break
-                pool.submit(one, job)
+                pool.submit(one, index, job)
+
+
+class _Building:
+    """The jobs on a builder now, in the order their builds started; each is handed out for a prefetch
+    once (the one whose build started first: the soonest to be evaluated)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[int, Job] = {}
+        self._claimed: set[int] = set()
+
+    def started(self, index: int, job: Job) -> None:
+        with self._lock:
+            self._jobs[index] = job
+
+    def finished(self, index: int) -> None:
+        with self._lock:
+            self._jobs.pop(index, None)
+
+    def claim(self) -> Job | None:
+        with self._lock:
+            index = next((i for i in self._jobs if i not in self._claimed), None)
+            if index is None:
+                return None
+            self._claimed.add(index)
+            return self._jobs[index]
 
 
 def _local_options(cfg: RunConfig) -> dict[str, object]:

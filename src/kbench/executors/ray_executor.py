@@ -23,7 +23,7 @@ from typing import Any
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, require
 from kbench.executors import register_executor
-from kbench.executors.base import BuildFn, EvalFn, Job, ResultFn
+from kbench.executors.base import BuildFn, EvalFn, Job, PrefetchFn, ResultFn
 from kbench.types import BuildResult, Verdict
 
 
@@ -96,7 +96,16 @@ class RayExecutor:
             device, slots = "cpu", 1
         return [actor.remote(gpus > 0) for _ in range(max(1, min(count, jobs)))], device, slots
 
-    def run(self, jobs: Iterable[Job], build: BuildFn, evaluate: EvalFn, on_result: ResultFn) -> None:
+    def run(
+        self,
+        jobs: Iterable[Job],
+        build: BuildFn,
+        evaluate: EvalFn,
+        on_result: ResultFn,
+        prefetch: PrefetchFn | None = None,
+    ) -> None:
+        """`prefetch` is not used here: a lane actor takes only built jobs, and each evaluation runs (or
+        shares) its reference when it starts."""
         ray = self._init()
         todo = list(jobs)
         if not todo:
