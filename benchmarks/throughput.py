@@ -64,7 +64,7 @@ def variant(source: str, k: int) -> str:
 
 def batch(variants: int, limit: int, backend: str = "cuda") -> list[Job]:
     problems = [p for p in load_source("kbench") if p.level == 2]
-    jobs = []
+    jobs: list[Job] = []
     for k in range(variants):
         for p in problems:
             c = reference_candidate(p, backend)
