@@ -226,6 +226,8 @@ def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
     assert wrong.status is Status.MISMATCH, wrong.message
     assert (pool.runs, pool.reuses) == (1, 1)
     assert any(k.startswith("ref:") for k, _ in first.phases)
+    # the reference worker's steps, its model's move to the device (a GPU's CUDA start) among them
+    assert {"ref:construct", "ref:device", "ref:outputs"} <= {k for k, _ in first.phases}
     assert not any(k.startswith("ref:") for k, _ in wrong.phases)  # no second reference worker
     # a baseline timed by this run's first evaluation says so; one read from the disk cache stays "cache"
     first_source = source_of(dict(first.baselines)["eager"])

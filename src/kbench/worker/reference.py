@@ -86,9 +86,11 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
             return result
         result.phases["lease"] = round(waited, 3)
     announce(jobdir, "reference")
-    model = model.to(device)
+    t0 = time.perf_counter()
+    model = model.to(device)  # on a GPU, this process's CUDA start: under the lease, beside no timed job
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
+    result.phases["device"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     outputs: dict[str, tuple[list[str], list[Any]]] = {}
     keep = _Keeper(device)
