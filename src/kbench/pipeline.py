@@ -73,8 +73,11 @@ class EvaluateJob:
         self.alone = set(alone_problems(jobs)) if jobs is not None else set()
         self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
 
+    def _cfg(self, job: Job, device: str) -> RunConfig:
+        return self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
+
     def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
-        cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
+        cfg = self._cfg(job, device)
         baselines = self.baselines.get(job.problem.key)
         key = job.problem.key
         pool = None if key in self.alone and (key, device) not in self.prefetched else self.references
@@ -89,8 +92,9 @@ class EvaluateJob:
         if (job.problem.key, device) in self.prefetched:
             return
         self.prefetched.add((job.problem.key, device))
-        cfg = self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
-        prefetch_reference(job.problem, cfg, self.references, self.baselines.get(job.problem.key))
+        prefetch_reference(
+            job.problem, self._cfg(job, device), self.references, self.baselines.get(job.problem.key)
+        )
 
 
 def alone_problems(jobs: Sequence[Job]) -> list[str]:

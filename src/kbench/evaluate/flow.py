@@ -207,11 +207,36 @@ def prefetch_reference(
     device = evaluation_device(cfg.device, cfg.backend)
     plan = make_plan(cfg, device)
     preset_overrides(problem, cfg.preset)
-    reused = reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
-    key = pool_key(problem, cfg, device, reused.keys())
+    reused = _reused(baselines, cfg, plan)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
-        references.get(key, lambda: (plan, get_reference(problem, cfg, plan, Path(tmp), skip=reused.keys())))
+        _pooled_reference(problem, cfg, plan, reused, references, Path(tmp))
+
+
+def _reused(
+    baselines: Mapping[str, TimingStats] | None, cfg: RunConfig, plan: Plan
+) -> dict[str, TimingStats]:
+    """The stored baselines that match the plan's device and timing settings (not timed again)."""
+    if not cfg.measure:
+        return {}
+    return reusable(baselines or {}, cfg.baselines, asdict(plan.settings), plan.device)
+
+
+def _pooled_reference(
+    problem: Problem,
+    cfg: RunConfig,
+    plan: Plan,
+    reused: Mapping[str, TimingStats],
+    references: ReferencePool,
+    workdir: Path,
+) -> tuple[Plan, ReferenceData]:
+    """The pool's plan and reference for this problem and settings: its run, made in `workdir` by the
+    first evaluation (or prefetch) that asks, later ones reuse."""
+    key = pool_key(problem, cfg, plan.device, reused.keys())
+    plan, ref, _ = references.get(
+        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys()))
+    )
+    return plan, ref
 
 
 def evaluate(
@@ -275,9 +300,7 @@ def evaluate(
             early = pool.submit(
                 run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver, settle=settled
             )
-        reused = (
-            reusable(baselines or {}, cfg.baselines, asdict(plan.settings), device) if cfg.measure else {}
-        )
+        reused = _reused(baselines, cfg, plan)
 
         def offer(found: dict[int, list[Layout | None]]) -> None:
             # The early worker waits for its buffers: offered from the reference's signed layouts the
@@ -304,10 +327,7 @@ def evaluate(
                         receiver=ref_receiver,
                     )
                 else:
-                    key = pool_key(problem, cfg, device, reused.keys())
-                    plan, ref, _ = references.get(
-                        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys()))
-                    )
+                    plan, ref = _pooled_reference(problem, cfg, plan, reused, references, workdir)
             except BaseException as exc:
                 cancel.set()  # no verdict without a reference: the early candidate's worker ends now
                 if isinstance(exc, ForgedResult) and early is not None:
