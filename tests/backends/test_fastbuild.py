@@ -7,6 +7,7 @@ import shutil
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,12 +211,14 @@ def test_standard_recipe_builds_once_as_asked(tmp_path: Path, monkeypatch: pytes
     assert len(seen) == 1
 
 
-def _fake_cxx(tmp_path: Path) -> Path:
-    """A compiler that records its arguments and writes the `-o` file, standing in for g++."""
+def _fake_cxx(tmp_path: Path, seconds: float = 0.0) -> Path:
+    """A compiler that records its arguments and writes the `-o` file (after `seconds`), standing in
+    for g++."""
     script = tmp_path / "fake-cxx"
     script.write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> {tmp_path}/cxx-calls\n'
+        f"sleep {seconds}\n"
         'while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then echo pch > "$2"; fi; shift; done\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -242,6 +245,93 @@ def test_make_pch_from_a_finished_build(tmp_path: Path) -> None:
     assert fastbuild.make_pch(folder, build) is None  # exists: nobody makes it again
     args = fastbuild.with_pch({"name": "m", "extra_include_paths": ["/inc"]}, folder)
     assert args is not None and args["extra_include_paths"] == [str(folder), "/inc"]
+
+
+def _ninja(cxx: Path, whole: bool = True) -> str:
+    """A ninja file as load_inline writes it; cut before its last line when not `whole`."""
+    text = (
+        f"ninja_required_version = 1.3\ncxx = {cxx}\n"
+        "cflags = -DTORCH_EXTENSION_NAME=cand_1 -fPIC -std=c++17 -O3\n"
+        "rule compile\n  command = $cxx $cflags -c $in -o $out\n"
+        "build main.o: compile main.cpp\n"
+    )
+    return text + ("default m.so\n" if whole else "")
+
+
+def _waits_for_pch(cxx: Path, pch: Path, log: list[str], fail: bool = False) -> Any:
+    """A load_inline that writes its ninja file first (half, then whole), then compiles until the PCH
+    exists: it returns only if the PCH was made while it ran."""
+
+    def load_inline(**arguments: Any) -> str:
+        build = Path(arguments["build_directory"])
+        (build / "build.ninja").write_text(_ninja(cxx, whole=False))
+        time.sleep(0.3)
+        log.append(f"half read: {pch.exists() or (pch.parent.parent / '.claim').exists()}")
+        (build / "build.ninja").write_text(_ninja(cxx))
+        if fail:
+            time.sleep(0.2)  # the PCH's compiler has started
+            raise RuntimeError("Error building extension 'm'")
+        deadline = time.monotonic() + 10
+        while not pch.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        log.append(f"pch during the build: {pch.exists()}")
+        (build / "m.so").write_text("binary")
+        return "module"
+
+    return load_inline
+
+
+def test_the_pch_is_made_beside_the_build_from_its_whole_ninja_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fastbuild.PCH_ENV, "make")
+    monkeypatch.setenv(fastbuild.OPS_ENV, "0")
+    monkeypatch.setattr(fastbuild, "_torch_header", lambda: tmp_path / "extension.h")
+    cxx = _fake_cxx(tmp_path, seconds=0.2)
+    args = {"name": "m", "cuda_sources": [CUDA]}
+    folder = fastbuild.pch_dir(tmp_path, args, {"torch": "x"})
+    monkeypatch.setattr(fastbuild, "pch_dir", lambda *a: folder)
+    log: list[str] = []
+    recorder = KernelRecorder()
+    assert _build(_waits_for_pch(cxx, folder / fastbuild.PCH_FILE, log), args, tmp_path, "k", recorder)
+    assert log == ["half read: False", "pch during the build: True"]
+    assert recorder.extra["pch_seconds"] >= 0 and recorder.extra["build_recipe"] == "light-headers"
+    calls = (tmp_path / "cxx-calls").read_text().splitlines()
+    assert len(calls) == 1 and "-x c++-header" in calls[0] and "cand_1" not in calls[0]
+    assert (tmp_path / "k" / "m.so").is_file()
+
+    log.clear()  # the next build of the batch finds it and makes none
+    recorder = KernelRecorder()
+    _build(_fake_builder(False, []), args, tmp_path, "k2", recorder)
+    assert "pch" in recorder.extra["build_recipe"] and "pch_seconds" not in recorder.extra
+
+
+def test_a_failed_build_still_finishes_the_pch_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fastbuild.PCH_ENV, "make")
+    monkeypatch.setenv(fastbuild.OPS_ENV, "0")
+    monkeypatch.setattr(fastbuild, "_torch_header", lambda: tmp_path / "extension.h")
+    folder = tmp_path / "pch"
+    monkeypatch.setattr(fastbuild, "pch_dir", lambda *a: folder)
+    log: list[str] = []
+    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), folder / fastbuild.PCH_FILE, log, fail=True)
+    with pytest.raises(RuntimeError, match="Error building"):
+        _build(builder, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
+    # the compile begun beside the build was waited for: a maker that left would strand its claim
+    assert (folder / fastbuild.PCH_FILE).is_file() and not list(folder.glob("torch/*.part"))
+
+
+def test_without_a_ninja_file_in_time_the_pch_comes_from_the_finished_build(tmp_path: Path) -> None:
+    cxx = _fake_cxx(tmp_path)
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "build.ninja").write_text(_ninja(cxx))
+    maker = fastbuild.PchMaker(tmp_path / "pch", header=tmp_path / "extension.h")
+    maker.watch(tmp_path / "never-written")
+    assert maker.finish(built) is not None
+    assert (tmp_path / "pch" / fastbuild.PCH_FILE).is_file()
+    assert fastbuild.PchMaker(tmp_path / "pch").finish(built) is None  # exists: nobody makes it again
 
 
 def test_one_maker_per_pch(tmp_path: Path) -> None:

@@ -94,9 +94,17 @@ def _count_calls(module: Any, recorder: KernelRecorder) -> None:
         setattr(module, attr, counted)
 
 
-def _build_once(original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str) -> Any:
+def _build_once(
+    original: Callable[..., Any],
+    arguments: dict[str, Any],
+    root: Path,
+    key: str,
+    pch: fastbuild.PchMaker | None = None,
+) -> Any:
     staging = root / ".staging" / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(parents=True)
+    if pch is not None:
+        pch.watch(staging)  # the PCH compiles from this build's ninja file while the build runs
     arguments = dict(arguments, build_directory=str(staging))
     try:
         module = original(**arguments)
@@ -142,18 +150,24 @@ def _build(
     if mode != "off" and fastbuild.fast_recipe():
         pch_folder = fastbuild.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
     attempts = _recipes(arguments, pch_folder, root)
-    for i, (label, attempt) in enumerate(attempts):
-        try:
-            module = _build_once(original, attempt, root, key)
-        except Exception as exc:
-            if i == len(attempts) - 1:
-                raise
-            recorder.extra.setdefault("fast_recipe_errors", {})[label] = str(exc)[-2000:]
-            continue
-        recorder.extra["build_recipe"] = label
-        break
-    if mode == "make" and pch_folder is not None:
-        spent = fastbuild.make_pch(pch_folder, root / key)
+    maker = None
+    if mode == "make" and pch_folder is not None and not (pch_folder / fastbuild.PCH_FILE).is_file():
+        maker = fastbuild.PchMaker(pch_folder)
+    built = False
+    try:
+        for i, (label, attempt) in enumerate(attempts):
+            try:
+                module = _build_once(original, attempt, root, key, maker)
+            except Exception as exc:
+                if i == len(attempts) - 1:
+                    raise
+                recorder.extra.setdefault("fast_recipe_errors", {})[label] = str(exc)[-2000:]
+                continue
+            recorder.extra["build_recipe"] = label
+            built = True
+            break
+    finally:
+        spent = maker.finish(root / key if built else None) if maker is not None else None
         if spent is not None:
             recorder.extra["pch_seconds"] = round(spent, 1)
     return module
