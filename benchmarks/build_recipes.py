@@ -11,6 +11,11 @@ generated header as torch ships it) and `lean` (the same shim with the leaner op
 headers, what kbench builds with). The bindings file (`main.cpp`, precompiled-header recipe) is the same
 under all of them and is not compiled here.
 
+`--bindings` measures load_inline's other unit instead: the bindings file (`main.cpp`: `#include
+<torch/extension.h>`, the C++ sources, the generated PYBIND11_MODULE) compiled by g++ with the real header
+(`full`, what a build without a precompiled header compiles) and with the lean bindings header where the
+C++ sources only declare (`lean-bindings`); OUT/build_bindings.json and .md.
+
 Reported per source and overall: seconds per recipe (one compile at a time by default, so the times are
 one core's), whether each shim compiled, and the operator headers it named. Writes OUT/build_recipes.json
 and OUT/build_recipes.md. A shim is correct only if it also loads and runs the same: that needs a GPU
@@ -59,6 +64,13 @@ def _literal_strings(tree: ast.Module) -> dict[str, str]:
 def cuda_sources(path: Path) -> list[str] | None:
     """The `cuda_sources=` argument of the file's load_inline call, when it is built from module-level
     string constants (names or `A + B`), else None."""
+    got = load_inline_argument(path, "cuda_sources")
+    return [got] if isinstance(got, str) else None
+
+
+def load_inline_argument(path: Path, name: str) -> str | list[str] | None:
+    """The `name=` argument of the file's load_inline call: a string built from module-level string
+    constants (names or `A + B`), or a literal list of strings; None when it is neither."""
     text = path.read_text()
     if not _LOAD_INLINE.search(text):
         return None
@@ -81,9 +93,12 @@ def cuda_sources(path: Path) -> list[str] | None:
             and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_inline"
         ):
             for kw in node.keywords:
-                if kw.arg == "cuda_sources":
+                if kw.arg == name:
                     got = value(kw.value)
-                    return [got] if got is not None else None
+                    if got is None and isinstance(kw.value, ast.List):
+                        items = [value(e) for e in kw.value.elts]
+                        return None if None in items else [i for i in items if i is not None]
+                    return got
     return None
 
 
@@ -128,6 +143,61 @@ def compile_unit(
 
 
 RECIPES = ("light", "op-headers", "lean")
+BINDINGS = ("full", "lean-bindings")
+
+
+def bindings_file(cpp: list[str], functions: list[str]) -> str:
+    """main.cpp as load_inline writes it (with its default error handling)."""
+    module = [f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");' for f in functions]
+    return "\n".join(
+        ["#include <torch/extension.h>", *cpp, "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {", *module, "}"]
+    )
+
+
+def compile_bindings(text: str, include_first: Path | None, workdir: Path) -> tuple[bool, float, str]:
+    """Write main.cpp and load_inline's build file into `workdir`, compile main.o; (ok, seconds, log)."""
+    from torch.utils.cpp_extension import _write_ninja_file_to_build_library
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "main.cpp").write_text(text)
+    (workdir / "cuda.cu").write_text("")
+    _write_ninja_file_to_build_library(
+        path=str(workdir / "build.ninja"),
+        name="kbench_bindings_probe",
+        sources=[str(workdir / "main.cpp"), str(workdir / "cuda.cu")],
+        extra_cflags=[],
+        extra_cuda_cflags=[],
+        extra_sycl_cflags=[],
+        extra_ldflags=[],
+        extra_include_paths=[str(include_first)] if include_first is not None else [],
+        with_cuda=True,
+        with_sycl=False,
+        is_standalone=False,
+    )
+    t0 = time.perf_counter()
+    run = subprocess.run(["ninja", "-C", str(workdir), "main.o"], capture_output=True, text=True)
+    return run.returncode == 0, time.perf_counter() - t0, (run.stdout + run.stderr)[-3000:]
+
+
+def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, Any]:
+    cpp = load_inline_argument(path, "cpp_sources")
+    functions = load_inline_argument(path, "functions")
+    row: dict[str, Any] = {"file": str(path.relative_to(ROOT))}
+    if cpp is None or functions is None:
+        return row | {"skipped": "cpp_sources or functions not built from string constants"}
+    cpp, functions = fastbuild.as_list(cpp), fastbuild.as_list(functions)
+    row["declarations_only"] = fastbuild.declarations_only({"cpp_sources": cpp})
+    work = Path(tempfile.mkdtemp(prefix="bindings-", dir=root))
+    for recipe in recipes:
+        folder = None
+        if recipe == "lean-bindings":
+            folder = fastbuild.bindings_shim(root / "shims", {"cpp_sources": cpp})
+            if folder is None:
+                row[recipe] = None  # the C++ sources do more than declare: the recipe does not apply
+                continue
+        ok, secs, log = compile_bindings(bindings_file(cpp, functions), folder, work / recipe)
+        row[recipe] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
+    return row
 
 
 def measure(path: Path, root: Path, extra: list[str], recipes: list[str]) -> dict[str, Any]:
@@ -164,12 +234,14 @@ def _median(rows: list[dict[str, Any]], recipe: str) -> str:
 def markdown(env: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     recipes = args.recipes
     both = [r for r in rows if all(r.get(x) and r[x]["ok"] for x in recipes)]
+    unit = "bindings files (main.cpp, g++)" if args.bindings else "CUDA units"
+    flag = " --bindings" if args.bindings else ""
     lines = [
-        "# Compile time of load_inline CUDA units under each build recipe",
+        f"# Compile time of load_inline {unit} under each build recipe",
         "",
         f"{env.get('cpu')} ({env.get('cpu_count')} CPUs), torch {env.get('torch')}, nvcc {env.get('nvcc')}, "
-        f"Python {env.get('python')}, {dt.date.today().isoformat()}. Command: `python benchmarks/build_recipes.py "
-        f"--jobs {args.jobs} --recipes {','.join(recipes)}`. sm_90 objects; {args.jobs} compile(s) at a time.",
+        f"Python {env.get('python')}, {dt.date.today().isoformat()}. Command: `python benchmarks/build_recipes.py"
+        f"{flag} --jobs {args.jobs} --recipes {','.join(recipes)}`. {args.jobs} compile(s) at a time.",
         "",
         "| measure | value |",
         "| --- | --- |",
@@ -185,8 +257,9 @@ def markdown(env: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
         failed = [Path(r["file"]).name for r in rows if r.get(x) and not r[x]["ok"]]
         lines.append(f"| {x}: did not compile (the next recipe is used) | {', '.join(failed) or 'none'} |")
     no_shim = [Path(r["file"]).name for r in rows if any(x in r and r[x] is None for x in recipes)]
+    why = "C++ sources that do more than declare" if args.bindings else "autograd/frontend names"
     lines += [
-        f"| no shim (autograd/frontend names) | {', '.join(no_shim) or 'none'} |",
+        f"| no shim ({why}) | {', '.join(no_shim) or 'none'} |",
         "",
         "| source | " + " | ".join(f"{x} s" for x in recipes) + " | operators named |",
         "| --- | " + " | ".join("---" for _ in recipes) + " | --- |",
@@ -206,14 +279,22 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, of {', '.join(RECIPES)}")
+    ap.add_argument(
+        "--recipes",
+        default=None,
+        help=f"comma-separated, of {', '.join(RECIPES)} (--bindings: {', '.join(BINDINGS)})",
+    )
+    ap.add_argument(
+        "--bindings", action="store_true", help="the bindings file (main.cpp) instead of the CUDA unit"
+    )
     ap.add_argument(
         "--include", action="append", default=[], help="extra include folder (e.g. cuBLAS/cuSPARSE headers)"
     )
     args = ap.parse_args()
-    args.recipes = [x for x in args.recipes.split(",") if x]
-    if not args.recipes or set(args.recipes) - set(RECIPES):
-        ap.error(f"--recipes: a comma-separated list of {', '.join(RECIPES)}")
+    known = BINDINGS if args.bindings else RECIPES
+    args.recipes = [x for x in (args.recipes or ",".join(known)).split(",") if x]
+    if not args.recipes or set(args.recipes) - set(known):
+        ap.error(f"--recipes: a comma-separated list of {', '.join(known)}")
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     import torch.utils.cpp_extension as ext
@@ -227,21 +308,30 @@ def main() -> None:
             sys.exit("no CUDA toolkit found: set CUDA_HOME")
         ext.CUDA_HOME = home
     files, seen = [], set()
-    for f in corpus():  # one file per distinct CUDA source (the fixtures share one library)
-        key = str(cuda_sources(f))
+    for f in corpus():  # one file per distinct source (the fixtures share one library)
+        key = str(load_inline_argument(f, "cpp_sources") if args.bindings else cuda_sources(f))
         if key not in seen:
             seen.add(key)
             files.append(f)
     files = files[: args.limit or None]
     root = Path(tempfile.mkdtemp(prefix="kbench-recipes-"))
+
+    def one(f: Path) -> dict[str, Any]:
+        return (
+            measure_bindings(f, root, args.recipes)
+            if args.bindings
+            else measure(f, root, args.include, args.recipes)
+        )
+
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = []
-        for row in pool.map(lambda f: measure(f, root, args.include, args.recipes), files):
+        for row in pool.map(one, files):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "ops"})[:300], flush=True)
     env = environment()
-    (args.out / "build_recipes.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
-    (args.out / "build_recipes.md").write_text(markdown(env, rows, args))
+    name = "build_bindings" if args.bindings else "build_recipes"
+    (args.out / f"{name}.json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    (args.out / f"{name}.md").write_text(markdown(env, rows, args))
     print(markdown(env, rows, args))
     sys.exit(0)
 

@@ -140,6 +140,10 @@ MEASUREMENTS: dict[str, Measurement] = {
         "benchmarks/build_recipes.py --out {out}",
         "nvcc time of every shipped CUDA unit, light vs per-operator headers",
     ),
+    "build-bindings": Measurement(
+        "benchmarks/build_recipes.py --bindings --out {out}",
+        "g++ time of every shipped bindings file, torch/extension.h vs the lean bindings header",
+    ),
     "cpu-main-job": Measurement(
         "benchmarks/cpu_main_job.py --out {out}/cpu_main_job.md", "per-phase seconds of the CPU main job"
     ),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kbench.backends import KernelRecorder, fastbuild
-from kbench.backends.buildcache import _build
+from kbench.backends.buildcache import _build, _recipes
 
 CUDA = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k() {}\n"
 
@@ -75,6 +75,106 @@ def test_fast_recipes_first_then_the_candidates_own_build(
     recorder = KernelRecorder()
     assert _build(_fake_builder(False, seen), {"name": "m", "cuda_sources": [CUDA]}, tmp_path, "c", recorder)
     assert recorder.extra["build_recipe"] == "light-headers"
+
+
+def test_only_sources_that_declare_get_lean_bindings() -> None:
+    decl = "#include <vector>\n// the kernels are in the CUDA file\ntorch::Tensor f(torch::Tensor x, double s);\n"
+    assert fastbuild.declarations_only({"cpp_sources": decl})
+    assert fastbuild.declarations_only(
+        {"cpp_sources": ["std::vector<at::Tensor> g(const at::Tensor& x);", decl]}
+    )
+    assert fastbuild.declarations_only({"cpp_sources": "/* { = } */ torch::Tensor f(torch::Tensor x);"})
+    for source in (
+        "torch::Tensor f(torch::Tensor x) { return x; }",  # a body: it may call what the shim lacks
+        "torch::Tensor f(torch::Tensor x, double s = 1.0);",  # a default value
+        "#define F(n) torch::Tensor n(torch::Tensor x) { return x; }\nF(f)",  # a body behind a macro
+        "torch::Tensor f(torch::nn::Module m);",  # the frontend
+        "py::object f(py::object o);",  # pybind11 by name
+        "// nothing but a comment",
+        "",
+    ):
+        assert not fastbuild.declarations_only({"cpp_sources": source}), source
+    assert not fastbuild.declarations_only({"cuda_sources": [CUDA]})  # no C++ sources: nothing to bind
+
+
+def test_lean_bindings_come_first_and_only_while_no_pch_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
+    args = {"name": "m", "cpp_sources": "torch::Tensor f(torch::Tensor x);", "cuda_sources": [CUDA]}
+    folder = tmp_path / "pch"
+    labels = [label for label, _ in _recipes(args, folder, tmp_path)]
+    assert labels == [
+        "op-headers+light-headers+lean-bindings",
+        "op-headers+light-headers",
+        "light-headers",
+        "standard (fast recipe failed)",
+    ]
+    lean = _recipes(args, folder, tmp_path)[0][1]
+    first, second = (Path(p) for p in lean["extra_include_paths"][:2])
+    assert "#include_next <torch/extension.h>" in (first / "torch" / "extension.h").read_text()
+    assert (second / "torch" / "types.h").is_file()  # the operator headers' shim still applies
+    assert (
+        _recipes(dict(args, cpp_sources="torch::Tensor f(torch::Tensor x) { return x; }"), folder, tmp_path)[
+            0
+        ][0]
+        == "op-headers+light-headers"
+    )
+    (folder / "torch").mkdir(parents=True)
+    (folder / fastbuild.PCH_FILE).write_text("pch")  # with a PCH the bindings compile faster through it
+    labels = [label for label, _ in _recipes(args, folder, tmp_path)]
+    assert labels == ["op-headers+light-headers+pch", "light-headers+pch", "standard (fast recipe failed)"]
+
+
+def test_a_real_extension_built_with_lean_bindings_binds_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """g++, ninja and torch's headers: the bindings compile against the lean header, the module binds
+    and converts its arguments as with the real one (a tensor in and out, a wrong type refused)."""
+    if shutil.which("c++") is None or shutil.which("ninja") is None:
+        pytest.skip("needs a C++ compiler and ninja")
+    import torch
+    from torch.utils.cpp_extension import include_paths, load_inline
+
+    from kbench.backends.buildcache import install
+
+    definition = tmp_path / "twice.cpp"
+    definition.write_text(
+        "#include <ATen/core/Tensor.h>\nat::Tensor twice(at::Tensor x, double s) { return x.mul(2 * s); }\n"
+    )
+    obj = tmp_path / "twice.o"
+    includes = [f"-I{p}" for p in include_paths()]
+    subprocess.run(
+        [
+            "c++",
+            "-std=c++17",
+            "-fPIC",
+            "-D_GLIBCXX_USE_CXX11_ABI=1",
+            *includes,
+            "-c",
+            str(definition),
+            "-o",
+            str(obj),
+        ],
+        check=True,
+    )
+    monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
+    monkeypatch.setenv(fastbuild.PCH_ENV, "use")
+    import torch.utils.cpp_extension as ext
+
+    recorder = KernelRecorder()
+    monkeypatch.setattr(ext, "load_inline", load_inline)
+    install(recorder, tmp_path / "builds")
+    module = ext.load_inline(
+        name="lean_bindings_twice",
+        cpp_sources="// defined in twice.o\ntorch::Tensor twice(torch::Tensor x, double s);\n",
+        functions=["twice"],
+        extra_ldflags=[str(obj)],
+    )
+    assert recorder.extra["build_recipe"] == "lean-bindings"
+    assert torch.equal(module.twice(torch.ones(3), 1.5), torch.full((3,), 3.0))
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        module.twice("not a tensor", 1.0)
 
 
 def test_op_header_shim_names_the_operators_the_sources_use(tmp_path: Path) -> None:

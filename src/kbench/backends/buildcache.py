@@ -123,7 +123,8 @@ def _recipes(
     arguments: dict[str, Any], pch_folder: Path | None, root: Path
 ) -> list[tuple[str, dict[str, Any]]]:
     """Build attempts in order: per-operator headers, the light headers, then load_inline's own arguments
-    (each fast recipe only where it applies; a precompiled bindings header with either when one exists)."""
+    (each fast recipe only where it applies; a precompiled bindings header with either when one exists,
+    else first the same with lean bindings where the C++ sources only declare)."""
     attempts: list[tuple[str, dict[str, Any]]] = []
     if fastbuild.fast_recipe():
         fast, labels = arguments, []
@@ -138,6 +139,11 @@ def _recipes(
             attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
         if labels:
             attempts.append(("+".join(labels), fast))
+        bindings = fastbuild.bindings_shim(root, arguments) if pch is None else None
+        if bindings is not None:
+            label, first = attempts[0] if attempts else ("", arguments)
+            lean = fastbuild.with_include_first(first, bindings)
+            attempts.insert(0, ("+".join([*filter(None, [label]), "lean-bindings"]), lean))
     attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
     return attempts
 

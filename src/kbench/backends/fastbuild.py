@@ -30,6 +30,15 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   `ATen/TensorOperators.h` as torch builds it with per-operator headers (it then needs only
   `empty_like`), rather than through all of `ATen/Functions.h`. Nothing a declaration says changes: a
   name these leaner headers lack fails to compile, and the next recipe runs.
+- lean bindings: the bindings file load_inline writes (`main.cpp`: `#include <torch/extension.h>`, the
+  C++ sources, a generated PYBIND11_MODULE) spends ~20 s of g++ in that header when no PCH exists yet.
+  When the C++ sources only declare functions (no body, initializer, default value or macro: what a
+  CUDA extension's `cpp_sources` usually are), g++ gets a `torch/extension.h` shim instead with the
+  tensor class, torch's pybind11 type casters (`torch/csrc/utils/pybind.h`, the only torch header that
+  specialises pybind11's casters; every pybind11 header the real one reaches comes with it) and
+  `torch::wrap_pybind_function`: ~5 s. Declarations name types, never call functions, so nothing
+  resolves differently; a type the shim lacks fails to compile and the next recipe runs. nvcc's passes
+  see the real header. Used only while no PCH exists (with one, the bindings compile in ~2 s).
 - precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
   `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
   a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
@@ -251,6 +260,57 @@ def op_header_shim(root: Path, arguments: dict[str, Any], lean: bool = True) -> 
         partial = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")  # threads too
         partial.write_text(content)
         os.rename(partial, target)  # atomic: a concurrent builder reads the old or the new file, both whole
+    return folder
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_DIRECTIVE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define\b", re.M)
+BINDINGS_SHIM = (
+    "// kbench: torch/extension.h for load_inline's bindings file when its C++ sources only declare",
+    "// functions (backends/fastbuild.py): the tensor class, torch's pybind11 type casters, its error wrapper",
+    "#pragma once",
+    "#if defined(__CUDACC__) || defined(__HIPCC__)",
+    "#include_next <torch/extension.h>",
+    "#else",
+    "#include <ATen/core/Tensor.h>",
+    "#include <torch/csrc/Exceptions.h>",
+    "#include <torch/csrc/utils/pybind.h>",
+    "#include <optional>",
+    "namespace torch {",
+    "using namespace at;  // NOLINT",
+    "using std::nullopt;  // NOLINT",
+    "using std::optional;  // NOLINT",
+    "using Dtype = at::ScalarType;",
+    "}  // namespace torch",
+    "#endif",
+    "",
+)
+
+
+def declarations_only(arguments: dict[str, Any]) -> bool:
+    """Whether load_inline's C++ sources only declare: no body, initializer or default value (`{`, `}`,
+    `=`), no macro that could hide one, nothing of torch's frontend or of pybind11 by name."""
+    text = "\n".join(as_list(arguments.get("cpp_sources")))
+    if _DEFINE.search(text):
+        return False
+    code = _DIRECTIVE.sub("", _COMMENT.sub("", text))
+    return bool(code.strip()) and not re.search(r"[{}=]", code) and not _NEEDS_FULL_TORCH.search(code)
+
+
+def bindings_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
+    """The include folder of the lean `torch/extension.h` for the bindings file (made once), or None when
+    the C++ sources do more than declare (`declarations_only`)."""
+    if not declarations_only(arguments):
+        return None
+    content = "\n".join(BINDINGS_SHIM)
+    folder = root / ".shim" / ("bindings-" + hashlib.sha256(content.encode()).hexdigest()[:16])
+    target = folder / "torch" / "extension.h"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")
+        partial.write_text(content)
+        os.rename(partial, target)
     return folder
 
 
