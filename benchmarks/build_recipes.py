@@ -261,16 +261,19 @@ def markdown(env: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
     lines += [
         f"| no shim ({why}) | {', '.join(no_shim) or 'none'} |",
         "",
-        "| source | " + " | ".join(f"{x} s" for x in recipes) + " | operators named |",
-        "| --- | " + " | ".join("---" for _ in recipes) + " | --- |",
+        "| source | "
+        + " | ".join(f"{x} s" for x in recipes)
+        + ("" if args.bindings else " | operators named")
+        + " |",
+        "| --- | " + " | ".join("---" for _ in recipes) + ("" if args.bindings else " | ---") + " |",
     ]
     for r in rows:
         if "skipped" in r:
             continue
         cells = ["-" if r.get(x) is None else (r[x]["s"] if r[x]["ok"] else "failed") for x in recipes]
-        lines.append(
-            f"| {Path(r['file']).name} | {' | '.join(map(str, cells))} | {', '.join(r.get('ops', []))} |"
-        )
+        if not args.bindings:
+            cells.append(", ".join(r.get("ops", [])))
+        lines.append(f"| {Path(r['file']).name} | {' | '.join(map(str, cells))} |")
     return "\n".join(lines) + "\n"
 
 
