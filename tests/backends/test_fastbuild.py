@@ -126,6 +126,44 @@ def test_lean_bindings_come_first_and_only_while_no_pch_exists(
     assert labels == ["op-headers+light-headers+pch", "light-headers+pch", "standard (fast recipe failed)"]
 
 
+def test_the_lean_bindings_header_reaches_every_pybind11_caster_the_real_one_does(tmp_path: Path) -> None:
+    """What makes the lean bindings bind the same: every pybind11 header, caster specialisation, opaque
+    type and holder declaration the real torch/extension.h reaches, the lean one reaches too (checked
+    against the installed torch, so an upgrade that moves one fails here, not in a verdict)."""
+    if shutil.which("c++") is None:
+        pytest.skip("needs a C++ compiler")
+    import sysconfig
+
+    from torch.utils.cpp_extension import include_paths
+
+    flags = ["-std=c++17", "-DTORCH_API_INCLUDE_EXTENSION_H", "-D_GLIBCXX_USE_CXX11_ABI=1"]
+    flags += [f"-isystem{p}" for p in [*include_paths(), sysconfig.get_paths()["include"]]]
+    shim = fastbuild.bindings_shim(tmp_path, {"cpp_sources": "torch::Tensor f(torch::Tensor x);"})
+    assert shim is not None
+
+    def reached(*first: str) -> set[str]:
+        main = tmp_path / "main.cpp"
+        main.write_text("#include <torch/extension.h>\n")
+        run = subprocess.run(
+            ["c++", *first, *flags, "-E", "-H", str(main), "-o", os.devnull], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        return {ln.lstrip(". ").strip() for ln in run.stderr.splitlines() if ln.startswith(".")}
+
+    real, lean = reached(), reached(f"-I{shim}")
+    assert len(lean) < len(real) / 2  # it is lean
+
+    def pybind11(headers: set[str]) -> set[str]:
+        return {h.split("/pybind11/", 1)[1] for h in headers if "/pybind11/" in h}
+
+    assert pybind11(real) <= pybind11(lean)
+    binds = ("type_caster<", "PYBIND11_MAKE_OPAQUE", "PYBIND11_DECLARE_HOLDER_TYPE", "polymorphic_type_hook")
+    only_real = [h for h in real - lean if "/pybind11/" not in h]
+    assert only_real and not [
+        h for h in only_real if any(b in Path(h).read_text(errors="replace") for b in binds)
+    ]
+
+
 def test_a_real_extension_built_with_lean_bindings_binds_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
