@@ -129,6 +129,13 @@ _TORCH_CONSTANTS = (
     "kU16 = kUInt16", "kU32 = kUInt32", "kU64 = kUInt64", "kI8 = kInt8", "kI16 = kInt16",
     "kI32 = kInt32", "kI64 = kInt64", "kF16 = kFloat16", "kF32 = kFloat32", "kF64 = kFloat64",
 )  # fmt: skip
+# the torch:: names torch/types.h gives beside ATen's (both shims declare them the same way)
+_TORCH_NAMES = (
+    "using namespace at;  // NOLINT",
+    "using std::nullopt;  // NOLINT",
+    "using std::optional;  // NOLINT",
+    "using Dtype = at::ScalarType;",
+)
 SHIM_BASE = ("ATen/core/Tensor.h", "ATen/Dispatch.h", "ATen/core/Formatting.h", "c10/util/Exception.h")
 # what every generated operator header includes that its inline functions never use (nvcc parses them
 # for seconds); sources that name what they declare get them back through _SHIM_EXTRAS
@@ -229,10 +236,7 @@ def op_header_shim(root: Path, arguments: dict[str, Any], lean: bool = True) -> 
         *(f"#include <ATen/ops/{n}.h>" for n in sorted(names)),
         "#include <optional>",
         "namespace torch {",
-        "using namespace at;  // NOLINT",
-        "using std::nullopt;  // NOLINT",
-        "using std::optional;  // NOLINT",
-        "using Dtype = at::ScalarType;",
+        *_TORCH_NAMES,
         *(f"constexpr auto {c};" for c in _TORCH_CONSTANTS),
         "}  // namespace torch",
         "#else",
@@ -250,6 +254,11 @@ def op_header_shim(root: Path, arguments: dict[str, Any], lean: bool = True) -> 
     if lean and not _NEEDS_CUDA_CONTEXT.search(text):
         path = "ATen/cuda/CUDAContext.h"
         files[path] = _shadow(path, [f"#include <{h}>" for h in _LEAN_CUDA_CONTEXT])
+    return _shim_folder(root, files)
+
+
+def _shim_folder(root: Path, files: dict[str, str]) -> Path:
+    """The include folder holding `files` (relative path -> content), one per content, made once."""
     blob = json.dumps(files, sort_keys=True)
     folder = root / ".shim" / hashlib.sha256(blob.encode()).hexdigest()[:20]
     for rel, content in files.items():
@@ -278,10 +287,7 @@ BINDINGS_SHIM = (
     "#include <torch/csrc/utils/pybind.h>",
     "#include <optional>",
     "namespace torch {",
-    "using namespace at;  // NOLINT",
-    "using std::nullopt;  // NOLINT",
-    "using std::optional;  // NOLINT",
-    "using Dtype = at::ScalarType;",
+    *_TORCH_NAMES,
     "}  // namespace torch",
     "#endif",
     "",
@@ -303,15 +309,7 @@ def bindings_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
     the C++ sources do more than declare (`declarations_only`)."""
     if not declarations_only(arguments):
         return None
-    content = "\n".join(BINDINGS_SHIM)
-    folder = root / ".shim" / ("bindings-" + hashlib.sha256(content.encode()).hexdigest()[:16])
-    target = folder / "torch" / "extension.h"
-    if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")
-        partial.write_text(content)
-        os.rename(partial, target)
-    return folder
+    return _shim_folder(root, {"torch/extension.h": "\n".join(BINDINGS_SHIM)})
 
 
 def with_include_first(arguments: dict[str, Any], folder: Path) -> dict[str, Any]:
