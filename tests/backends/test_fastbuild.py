@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kbench.backends import KernelRecorder, fastbuild
+from kbench.backends import KernelRecorder, fastbuild, pch
 from kbench.backends.buildcache import _build, _recipes
 
 CUDA = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k() {}\n"
@@ -48,7 +48,7 @@ def test_fast_recipes_first_then_the_candidates_own_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
-    monkeypatch.setenv(fastbuild.PCH_ENV, "off")
+    monkeypatch.setenv(pch.PCH_ENV, "off")
     seen: list[dict[str, Any]] = []
     recorder = KernelRecorder()
     assert _build(_fake_builder(False, seen), {"name": "m", "cuda_sources": [CUDA]}, tmp_path, "a", recorder)
@@ -121,7 +121,7 @@ def test_lean_bindings_come_first_and_only_while_no_pch_exists(
         == "op-headers+light-headers"
     )
     (folder / "torch").mkdir(parents=True)
-    (folder / fastbuild.PCH_FILE).write_text("pch")  # with a PCH the bindings compile faster through it
+    (folder / pch.PCH_FILE).write_text("pch")  # with a PCH the bindings compile faster through it
     labels = [label for label, _ in _recipes(args, folder, tmp_path)]
     assert labels == ["op-headers+light-headers+pch", "light-headers+pch", "standard (fast recipe failed)"]
 
@@ -197,7 +197,7 @@ def test_a_real_extension_built_with_lean_bindings_binds_the_same(
         check=True,
     )
     monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
-    monkeypatch.setenv(fastbuild.PCH_ENV, "use")
+    monkeypatch.setenv(pch.PCH_ENV, "use")
     import torch.utils.cpp_extension as ext
 
     recorder = KernelRecorder()
@@ -373,15 +373,15 @@ def test_make_pch_from_a_finished_build(tmp_path: Path) -> None:
         "rule compile\n  command = $cxx $cflags -c $in -o $out\n"
     )
     folder = tmp_path / "pch" / "key"
-    assert fastbuild.with_pch({"name": "m"}, folder) is None  # nothing made yet
-    spent = fastbuild.make_pch(folder, build)
+    assert pch.with_pch({"name": "m"}, folder) is None  # nothing made yet
+    spent = pch.make_pch(folder, build)
     assert spent is not None
     call = (tmp_path / "cxx-calls").read_text()
     assert "-x c++-header" in call and call.count("-O3") == 1 and "TORCH_EXTENSION_NAME" not in call
-    assert (folder / fastbuild.PCH_FILE).read_text() == "pch\n"
+    assert (folder / pch.PCH_FILE).read_text() == "pch\n"
     assert (folder / "torch" / "extension.h").resolve().name == "extension.h"  # the real header, linked
-    assert fastbuild.make_pch(folder, build) is None  # exists: nobody makes it again
-    args = fastbuild.with_pch({"name": "m", "extra_include_paths": ["/inc"]}, folder)
+    assert pch.make_pch(folder, build) is None  # exists: nobody makes it again
+    args = pch.with_pch({"name": "m", "extra_include_paths": ["/inc"]}, folder)
     assert args is not None and args["extra_include_paths"] == [str(folder), "/inc"]
 
 
@@ -422,16 +422,16 @@ def _waits_for_pch(cxx: Path, pch: Path, log: list[str], fail: bool = False) -> 
 def test_the_pch_is_made_beside_the_build_from_its_whole_ninja_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(fastbuild.PCH_ENV, "make")
+    monkeypatch.setenv(pch.PCH_ENV, "make")
     monkeypatch.setenv(fastbuild.OPS_ENV, "0")
-    monkeypatch.setattr(fastbuild, "_torch_header", lambda: tmp_path / "extension.h")
+    monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
     cxx = _fake_cxx(tmp_path, seconds=0.2)
     args = {"name": "m", "cuda_sources": [CUDA]}
-    folder = fastbuild.pch_dir(tmp_path, args, {"torch": "x"})
-    monkeypatch.setattr(fastbuild, "pch_dir", lambda *a: folder)
+    folder = pch.pch_dir(tmp_path, args, {"torch": "x"})
+    monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
     log: list[str] = []
     recorder = KernelRecorder()
-    assert _build(_waits_for_pch(cxx, folder / fastbuild.PCH_FILE, log), args, tmp_path, "k", recorder)
+    assert _build(_waits_for_pch(cxx, folder / pch.PCH_FILE, log), args, tmp_path, "k", recorder)
     assert log == ["half read: False", "pch during the build: True"]
     assert recorder.extra["pch_seconds"] >= 0 and recorder.extra["build_recipe"] == "light-headers"
     calls = (tmp_path / "cxx-calls").read_text().splitlines()
@@ -447,17 +447,17 @@ def test_the_pch_is_made_beside_the_build_from_its_whole_ninja_file(
 def test_a_failed_build_still_finishes_the_pch_it_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(fastbuild.PCH_ENV, "make")
+    monkeypatch.setenv(pch.PCH_ENV, "make")
     monkeypatch.setenv(fastbuild.OPS_ENV, "0")
-    monkeypatch.setattr(fastbuild, "_torch_header", lambda: tmp_path / "extension.h")
+    monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
     folder = tmp_path / "pch"
-    monkeypatch.setattr(fastbuild, "pch_dir", lambda *a: folder)
+    monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
     log: list[str] = []
-    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), folder / fastbuild.PCH_FILE, log, fail=True)
+    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), folder / pch.PCH_FILE, log, fail=True)
     with pytest.raises(RuntimeError, match="Error building"):
         _build(builder, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
     # the compile begun beside the build was waited for: a maker that left would strand its claim
-    assert (folder / fastbuild.PCH_FILE).is_file() and not list(folder.glob("torch/*.part"))
+    assert (folder / pch.PCH_FILE).is_file() and not list(folder.glob("torch/*.part"))
 
 
 def test_without_a_ninja_file_in_time_the_pch_comes_from_the_finished_build(tmp_path: Path) -> None:
@@ -465,34 +465,34 @@ def test_without_a_ninja_file_in_time_the_pch_comes_from_the_finished_build(tmp_
     built = tmp_path / "built"
     built.mkdir()
     (built / "build.ninja").write_text(_ninja(cxx))
-    maker = fastbuild.PchMaker(tmp_path / "pch", header=tmp_path / "extension.h")
+    maker = pch.PchMaker(tmp_path / "pch", header=tmp_path / "extension.h")
     maker.watch(tmp_path / "never-written")
     assert maker.finish(built) is not None
-    assert (tmp_path / "pch" / fastbuild.PCH_FILE).is_file()
-    assert fastbuild.PchMaker(tmp_path / "pch").finish(built) is None  # exists: nobody makes it again
+    assert (tmp_path / "pch" / pch.PCH_FILE).is_file()
+    assert pch.PchMaker(tmp_path / "pch").finish(built) is None  # exists: nobody makes it again
 
 
 def test_one_maker_per_pch(tmp_path: Path) -> None:
     folder = tmp_path / "pch"
     results: list[bool] = []
-    threads = [threading.Thread(target=lambda: results.append(fastbuild._claim(folder))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: results.append(pch._claim(folder))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sorted(results) == [False] * 7 + [True]
-    old = (folder / ".claim").stat().st_mtime - 2 * fastbuild._CLAIM_STALE_S
+    old = (folder / ".claim").stat().st_mtime - 2 * pch._CLAIM_STALE_S
     os.utime(folder / ".claim", (old, old))  # its maker died long ago
-    assert fastbuild._claim(folder)
+    assert pch._claim(folder)
 
 
 def test_pch_key_follows_the_flags(tmp_path: Path) -> None:
     tool = {"torch": "2.x", "cxx": "g++ 13"}
-    a = fastbuild.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O3"]}, tool)
-    assert a == fastbuild.pch_dir(tmp_path, {"cpp_sources": "y", "extra_cflags": ["-O3"]}, tool)
-    assert a != fastbuild.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O2"]}, tool)
-    assert a != fastbuild.pch_dir(tmp_path, {"cuda_sources": "x", "extra_cflags": ["-O3"]}, tool)
-    assert a != fastbuild.pch_dir(
+    a = pch.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O3"]}, tool)
+    assert a == pch.pch_dir(tmp_path, {"cpp_sources": "y", "extra_cflags": ["-O3"]}, tool)
+    assert a != pch.pch_dir(tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O2"]}, tool)
+    assert a != pch.pch_dir(tmp_path, {"cuda_sources": "x", "extra_cflags": ["-O3"]}, tool)
+    assert a != pch.pch_dir(
         tmp_path, {"cpp_sources": "x", "extra_cflags": ["-O3"]}, {**tool, "cxx": "g++ 14"}
     )
 
@@ -514,7 +514,7 @@ def test_gcc_uses_the_pch_and_a_repeated_include_still_compiles(tmp_path: Path) 
     flags = f"-DTORCH_EXTENSION_NAME=a -isystem {tmp_path / 'include'} -fPIC -std=c++17 -O2"
     (build / "build.ninja").write_text(f"cxx = c++\ncflags = {flags}\n")
     folder = tmp_path / "pch"
-    assert fastbuild.make_pch(folder, build, header) is not None
+    assert pch.make_pch(folder, build, header) is not None
     main = tmp_path / "main.cpp"
     main.write_text(
         "#include <torch/extension.h>\n#include <torch/extension.h>\nint main() { return answer() - 42; }\n"

@@ -174,11 +174,11 @@ def cpp_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     header its flags need (all cpp solutions share them), the others use it. Yields the recipes used."""
     import torch.utils.cpp_extension as ext
 
-    from kbench.backends import KernelRecorder, fastbuild
+    from kbench.backends import KernelRecorder, pch
     from kbench.backends.buildcache import install
 
-    original, mode = ext.load_inline, os.environ.get(fastbuild.PCH_ENV)
-    os.environ[fastbuild.PCH_ENV] = "make"
+    original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
+    os.environ[pch.PCH_ENV] = "make"
     recipes: list[str] = []
     recorder = KernelRecorder()
     install(recorder, tmp_path_factory.mktemp("builds"))
@@ -195,9 +195,9 @@ def cpp_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     finally:
         ext.load_inline = original  # type: ignore[assignment]
         if mode is None:
-            os.environ.pop(fastbuild.PCH_ENV, None)
+            os.environ.pop(pch.PCH_ENV, None)
         else:
-            os.environ[fastbuild.PCH_ENV] = mode
+            os.environ[pch.PCH_ENV] = mode
 
 
 @pytest.mark.slow

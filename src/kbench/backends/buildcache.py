@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbench.backends import KernelRecorder, fastbuild
+from kbench.backends import KernelRecorder, fastbuild, pch
 
 DONE = "DONE"
 _GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
@@ -99,12 +99,12 @@ def _build_once(
     arguments: dict[str, Any],
     root: Path,
     key: str,
-    pch: fastbuild.PchMaker | None = None,
+    maker: pch.PchMaker | None = None,
 ) -> Any:
     staging = root / ".staging" / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(parents=True)
-    if pch is not None:
-        pch.watch(staging)  # the PCH compiles from this build's ninja file while the build runs
+    if maker is not None:
+        maker.watch(staging)  # the PCH compiles from this build's ninja file while the build runs
     arguments = dict(arguments, build_directory=str(staging))
     try:
         module = original(**arguments)
@@ -131,15 +131,15 @@ def _recipes(
         light = fastbuild.light_cuda_sources(fast)
         if light is not None:
             fast, labels = light, ["light-headers"]
-        pch = fastbuild.with_pch(fast, pch_folder) if pch_folder is not None else None
-        if pch is not None:
-            fast, labels = pch, [*labels, "pch"]
+        precompiled = pch.with_pch(fast, pch_folder) if pch_folder is not None else None
+        if precompiled is not None:
+            fast, labels = precompiled, [*labels, "pch"]
         shim = fastbuild.op_header_shim(root, fast) if fastbuild.op_headers() else None
         if shim is not None:
             attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
         if labels:
             attempts.append(("+".join(labels), fast))
-        bindings = fastbuild.bindings_shim(root, arguments) if pch is None else None
+        bindings = fastbuild.bindings_shim(root, arguments) if precompiled is None else None
         if bindings is not None:
             label, first = attempts[0] if attempts else ("", arguments)
             lean = fastbuild.with_include_first(first, bindings)
@@ -151,14 +151,14 @@ def _recipes(
 def _build(
     original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str, recorder: KernelRecorder
 ) -> Any:
-    mode = fastbuild.pch_mode()
+    mode = pch.pch_mode()
     pch_folder = None
     if mode != "off" and fastbuild.fast_recipe():
-        pch_folder = fastbuild.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
+        pch_folder = pch.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
     attempts = _recipes(arguments, pch_folder, root)
     maker = None
-    if mode == "make" and pch_folder is not None and not (pch_folder / fastbuild.PCH_FILE).is_file():
-        maker = fastbuild.PchMaker(pch_folder)
+    if mode == "make" and pch_folder is not None and not (pch_folder / pch.PCH_FILE).is_file():
+        maker = pch.PchMaker(pch_folder)
     built = False
     try:
         for i, (label, attempt) in enumerate(attempts):

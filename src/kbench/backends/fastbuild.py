@@ -1,7 +1,7 @@
 """Cheaper `load_inline` builds that compile the same code (worker side, used by buildcache).
 
 Almost all of a typical model-written extension's build time is spent parsing torch's headers, not
-compiling the candidate's code. Two recipes cut that without changing what the candidate's code means:
+compiling the candidate's code. Four recipes cut that without changing what the candidate's code means:
 
 - light CUDA headers: load_inline already puts `#include <torch/types.h>` (tensors, factories, ATen
   ops, TORCH_CHECK, dispatch macros) before every CUDA source. The `#include <torch/extension.h>` that
@@ -39,18 +39,8 @@ compiling the candidate's code. Two recipes cut that without changing what the c
   checks both against the installed torch) and `torch::wrap_pybind_function`: ~5 s. Declarations name types, never call functions, so nothing
   resolves differently; a type the shim lacks fails to compile and the next recipe runs. nvcc's passes
   see the real header. Used only while no PCH exists (with one, the bindings compile in ~2 s).
-- precompiled headers: the bindings file load_inline writes (`main.cpp`, which starts with
-  `#include <torch/extension.h>`) is compiled by g++ against a precompiled `torch/extension.h`. GCC uses
-  a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
-  not match), so one PCH is kept per (toolchain, with_cuda, extra_cflags, extra_include_paths) under
-  `ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path.
-  A PCH is made from the exact compile flags of a build (its build.ninja), by one build worker at a
-  time (an O_EXCL claim), written under a temporary name and renamed into place. Only CPU build workers
-  make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs ~30 s of a core and
-  ~0.8 GB); evaluation workers only use one that exists. The maker compiles it beside its own build,
-  from the moment load_inline has written that build's ninja file (`PchMaker`), not after the build:
-  on a 16-core host the PCH of a 48-candidate batch had come 58 s into it, after 18 builds had gone
-  without it (~20 s each against ~12 s with it).
+- precompiled headers (`backends/pch.py`): the bindings file compiled against a precompiled
+  `torch/extension.h`, for batches.
 
 Recipes are chosen by the environment the host gives the worker: KBENCH_BUILD_RECIPE=fast|standard,
 KBENCH_BUILD_PCH=make|use|off and KBENCH_BUILD_OP_HEADERS=1|0.
@@ -63,20 +53,12 @@ import json
 import os
 import re
 import secrets
-import shlex
-import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 RECIPE_ENV = "KBENCH_BUILD_RECIPE"
-PCH_ENV = "KBENCH_BUILD_PCH"
 OPS_ENV = "KBENCH_BUILD_OP_HEADERS"  # 0: skip the per-operator headers recipe
-PCH_FILE = Path("torch", "extension.h.gch")
-_CLAIM_STALE_S = 900.0
 _FULL_HEADER = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]torch/extension\.h[>\"][^\n]*$", re.M)
-_EXT_NAME_FLAG = re.compile(r"^-DTORCH_EXTENSION_NAME=")
 
 
 def fast_recipe() -> bool:
@@ -85,11 +67,6 @@ def fast_recipe() -> bool:
 
 def op_headers() -> bool:
     return os.environ.get(OPS_ENV, "1") != "0"
-
-
-def pch_mode() -> str:
-    mode = os.environ.get(PCH_ENV, "use")
-    return mode if mode in ("make", "use", "off") else "use"
 
 
 def as_list(value: Any) -> list[str]:
@@ -315,157 +292,3 @@ def bindings_shim(root: Path, arguments: dict[str, Any]) -> Path | None:
 def with_include_first(arguments: dict[str, Any], folder: Path) -> dict[str, Any]:
     includes = as_list(arguments.get("extra_include_paths"))
     return dict(arguments, extra_include_paths=[str(folder), *includes])
-
-
-def pch_dir(root: Path, arguments: dict[str, Any], toolchain: dict[str, str]) -> Path:
-    blob = json.dumps(
-        {
-            "toolchain": toolchain,
-            "with_cuda": with_cuda(arguments),
-            "cflags": as_list(arguments.get("extra_cflags")),
-            "includes": as_list(arguments.get("extra_include_paths")),
-        },
-        sort_keys=True,
-    )
-    return root / ".pch" / hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def with_pch(arguments: dict[str, Any], folder: Path) -> dict[str, Any] | None:
-    """The arguments with the PCH folder searched first; None when that PCH does not exist (yet)."""
-    if not (folder / PCH_FILE).is_file():
-        return None
-    return with_include_first(arguments, folder)
-
-
-def _ninja_vars(build_dir: Path, whole: bool = False) -> dict[str, str]:
-    """`cxx` and `cflags` of the ninja file in `build_dir`. With `whole`, nothing unless the file is
-    complete (load_inline writes its `default` target last): a build still writing it is read later."""
-    values: dict[str, str] = {}
-    try:
-        text = (build_dir / "build.ninja").read_text()
-    except OSError:
-        return values
-    lines = text.splitlines()
-    if whole and not any(line.startswith("default ") for line in lines):
-        return values
-    for line in lines:
-        name, sep, value = line.partition(" = ")
-        if sep and not line.startswith(" ") and name in ("cxx", "cflags"):
-            values[name] = value.strip()
-    return values
-
-
-def _claim(folder: Path) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    claim = folder / ".claim"
-    try:
-        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        try:
-            stale = time.time() - claim.stat().st_mtime > _CLAIM_STALE_S
-        except FileNotFoundError:
-            return False
-        if not stale:
-            return False
-        claim.unlink(missing_ok=True)  # its maker died; the next builder to get here takes it over
-        return _claim(folder)
-    os.write(fd, str(os.getpid()).encode())
-    os.close(fd)
-    return True
-
-
-def _torch_header() -> Path | None:
-    from torch.utils.cpp_extension import include_paths
-
-    found = [Path(p, "torch", "extension.h") for p in include_paths()]
-    return next((h for h in found if h.is_file()), None)
-
-
-def make_pch(folder: Path, build_dir: Path, header: Path | None = None) -> float | None:
-    """Precompile torch/extension.h (or `header`) with the flags of the build in `build_dir`.
-
-    Returns the seconds spent, or None when the PCH exists, the build's flags could not be read, or
-    another worker holds the claim. Failures leave no file behind but the claim (so nobody retries a
-    PCH that cannot be made with these flags until the claim goes stale).
-    """
-    return _compile_pch(folder, _ninja_vars(build_dir), header)
-
-
-def _compile_pch(folder: Path, found: dict[str, str], header: Path | None = None) -> float | None:
-    if (folder / PCH_FILE).is_file() or "cflags" not in found:
-        return None
-    header = header or _torch_header()
-    if header is None or not _claim(folder):
-        return None
-    flags = [f for f in shlex.split(found["cflags"]) if not _EXT_NAME_FLAG.match(f)]
-    flags = [f for f in flags if f != f"-I{folder}"]
-    target = folder / PCH_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
-    cxx = shlex.split(found.get("cxx", "c++")) or ["c++"]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [*cxx, "-x", "c++-header", str(header), "-o", str(partial), *flags],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    except (OSError, subprocess.SubprocessError):
-        partial.unlink(missing_ok=True)
-        return None
-    if proc.returncode != 0:
-        partial.unlink(missing_ok=True)
-        (folder / "error.log").write_text(proc.stderr[-8000:])
-        return None
-    # A second `#include <torch/extension.h>` (candidates often repeat the implicit one) resolves into
-    # this folder once the PCH was used: the real header must be found there too (#pragma once skips it).
-    link = folder / "torch" / "extension.h"
-    link.unlink(missing_ok=True)
-    link.symlink_to(header)
-    os.rename(partial, target)
-    (folder / "cflags.txt").write_text(shlex.join(flags) + "\n")
-    return time.perf_counter() - t0
-
-
-class PchMaker:
-    """Makes the PCH in `folder` beside a build (buildcache._build): `watch` is given each attempt's
-    build folder; a thread reads its ninja file as soon as load_inline has written it whole and compiles
-    the PCH while the build's own compilers run. `finish` waits for that compile (a maker that left would
-    leave its claim and no PCH) or, when no ninja file was read in time, makes it from the finished
-    build. The claim still keeps one maker per PCH among concurrent builders."""
-
-    POLL_S = 0.05
-
-    def __init__(self, folder: Path, header: Path | None = None) -> None:
-        self.folder, self.header = folder, header
-        self.spent: float | None = None
-        self._dir: Path | None = None
-        self._read = False  # a whole ninja file was read: its PCH was made or is another maker's
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, build_dir: Path) -> None:
-        self._dir = build_dir
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="kbench-pch", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            found = _ninja_vars(self._dir, whole=True) if self._dir is not None else {}
-            if "cflags" in found:
-                self._read = True
-                self.spent = _compile_pch(self.folder, found, self.header)
-                return
-            self._stop.wait(self.POLL_S)
-
-    def finish(self, built: Path | None) -> float | None:
-        """Wait for the PCH made beside the build; without one, make it from `built` (a finished build's
-        folder, None when the build failed). The seconds spent, or None when this worker made none."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if not self._read and built is not None:
-            self.spent = make_pch(self.folder, built, self.header)
-        return self.spent

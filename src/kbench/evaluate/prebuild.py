@@ -69,14 +69,14 @@ def reference_env(cfg: RunConfig, device: str) -> dict[str, str]:
 
 
 def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
-    from kbench.backends import fastbuild
+    from kbench.backends import fastbuild, pch
 
     env = get_backend(backend_name).worker_env(device) | base_env(cfg, device)
-    pch = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
+    pch_mode = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
     return env | {
         "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),
         fastbuild.RECIPE_ENV: "fast" if cfg.fast_builds else "standard",
-        fastbuild.PCH_ENV: pch,
+        pch.PCH_ENV: pch_mode,
         fastbuild.OPS_ENV: "1" if cfg.op_headers else "0",
     }
 
