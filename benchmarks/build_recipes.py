@@ -111,25 +111,22 @@ def corpus() -> list[Path]:
     return files
 
 
-def compile_unit(
-    sources: list[str], include_first: Path | None, workdir: Path, extra: list[str]
+def compile_object(
+    workdir: Path, main: str, cu: str, target: str, includes: list[str], cuda_cflags: list[str]
 ) -> tuple[bool, float, str]:
-    """Write load_inline's cuda.cu and build file into `workdir`, compile the object; (ok, seconds, log)."""
+    """Write load_inline's two files (main.cpp, cuda.cu) and its build file into `workdir`, compile the
+    object `target` only (main.o or cuda.cuda.o); (ok, seconds, log)."""
     from torch.utils.cpp_extension import _write_ninja_file_to_build_library
 
     workdir.mkdir(parents=True, exist_ok=True)
-    cu = workdir / "cuda.cu"
-    cu.write_text(
-        "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *sources])
-    )
-    (workdir / "main.cpp").write_text("")
-    includes = ([str(include_first)] if include_first is not None else []) + extra
+    (workdir / "main.cpp").write_text(main)
+    (workdir / "cuda.cu").write_text(cu)
     _write_ninja_file_to_build_library(
         path=str(workdir / "build.ninja"),
         name="kbench_recipe_probe",
-        sources=[str(workdir / "main.cpp"), str(cu)],
+        sources=[str(workdir / "main.cpp"), str(workdir / "cuda.cu")],
         extra_cflags=[],
-        extra_cuda_cflags=["-O3"],
+        extra_cuda_cflags=cuda_cflags,
         extra_sycl_cflags=[],
         extra_ldflags=[],
         extra_include_paths=includes,
@@ -138,8 +135,17 @@ def compile_unit(
         is_standalone=False,
     )
     t0 = time.perf_counter()
-    run = subprocess.run(["ninja", "-C", str(workdir), "cuda.cuda.o"], capture_output=True, text=True)
+    run = subprocess.run(["ninja", "-C", str(workdir), target], capture_output=True, text=True)
     return run.returncode == 0, time.perf_counter() - t0, (run.stdout + run.stderr)[-3000:]
+
+
+def compile_unit(
+    sources: list[str], include_first: Path | None, workdir: Path, extra: list[str]
+) -> tuple[bool, float, str]:
+    """load_inline's cuda.cu for `sources`, compiled to its object; (ok, seconds, log)."""
+    cu = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *sources])
+    includes = ([str(include_first)] if include_first is not None else []) + extra
+    return compile_object(workdir, "", cu, "cuda.cuda.o", includes, ["-O3"])
 
 
 RECIPES = ("light", "op-headers", "lean")
@@ -155,28 +161,9 @@ def bindings_file(cpp: list[str], functions: list[str]) -> str:
 
 
 def compile_bindings(text: str, include_first: Path | None, workdir: Path) -> tuple[bool, float, str]:
-    """Write main.cpp and load_inline's build file into `workdir`, compile main.o; (ok, seconds, log)."""
-    from torch.utils.cpp_extension import _write_ninja_file_to_build_library
-
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "main.cpp").write_text(text)
-    (workdir / "cuda.cu").write_text("")
-    _write_ninja_file_to_build_library(
-        path=str(workdir / "build.ninja"),
-        name="kbench_bindings_probe",
-        sources=[str(workdir / "main.cpp"), str(workdir / "cuda.cu")],
-        extra_cflags=[],
-        extra_cuda_cflags=[],
-        extra_sycl_cflags=[],
-        extra_ldflags=[],
-        extra_include_paths=[str(include_first)] if include_first is not None else [],
-        with_cuda=True,
-        with_sycl=False,
-        is_standalone=False,
-    )
-    t0 = time.perf_counter()
-    run = subprocess.run(["ninja", "-C", str(workdir), "main.o"], capture_output=True, text=True)
-    return run.returncode == 0, time.perf_counter() - t0, (run.stdout + run.stderr)[-3000:]
+    """main.cpp with `text`, compiled to its object; (ok, seconds, log)."""
+    includes = [str(include_first)] if include_first is not None else []
+    return compile_object(workdir, text, "", "main.o", includes, [])
 
 
 def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, Any]:
