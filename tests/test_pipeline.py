@@ -197,6 +197,15 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     judge(job, "cuda:0", None)  # its reference is in the pool: the evaluation takes it from there
     judge(job, "cuda:1", None)  # on another device it was not prefetched: its own reference
     assert pools == [judge.references, None]
+    # a pool already holding more than half its limit takes no prefetch: it could evict it unused
+    full = pipeline.EvaluateJob(cfg, jobs=[job])
+    full.references.max_bytes = 100
+    monkeypatch.setattr(full.references, "held_bytes", lambda: 51)
+    full.prefetch(job, "cuda:0")
+    assert len(prefetched) == 1 and (problem.key, "cuda:0") not in full.prefetched
+    full.references.max_bytes = 102
+    full.prefetch(job, "cuda:0")
+    assert len(prefetched) == 2
 
 
 def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -193,3 +193,43 @@ def test_builders_count_the_cores_this_process_may_use(monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     assert local.usable_cpus() == 10
     assert local.LocalExecutor(devices=["cuda:0"]).builders == 4
+
+
+def test_idle_lanes_prefetch_past_the_builders_by_one_round_of_jobs() -> None:
+    """One builder, builds of 0.7 s: while job 0 builds, the idle lane (it looks every 0.2 s) prefetches
+    job 0 and then the one job waiting next (`ahead` = builders), never a job further back; later jobs
+    come into reach as builds end. Every prefetch starts before its job's build ends."""
+    b = Builds(seconds=0.7)
+    results: list[int] = []
+    LocalExecutor(devices=["cuda:0"], builders=1, slots=1).run(
+        _jobs(4), b.build, b.evaluate, lambda j, v: results.append(j.tag), b.prefetch
+    )
+    assert sorted(results) == [0, 1, 2, 3]
+    tags = [tag for tag, _, _ in b.prefetched]
+    assert tags[:2] == [0, 1] and len(tags) == len(set(tags))
+    assert b.prefetched[1][2] < b.built_at[0]  # job 1 while it still waited for the builder
+    assert all(when < b.built_at[tag] for tag, _, when in b.prefetched)
+    # job 2 is taken only after job 0's build ended (it was two places back before that)
+    assert all(when > b.built_at[0] for tag, _, when in b.prefetched if tag >= 2)
+
+
+def test_claim_order_and_reach() -> None:
+    from kbench.executors.local import _Building
+
+    jobs = _jobs(6)
+    up = _Building(ahead=2)
+    for i, job in enumerate(jobs):
+        up.queued(i, job)
+    up.started(0)
+    up.started(1)
+    claimed = [up.claim(), up.claim(), up.claim(), up.claim(), up.claim()]
+    assert [j.tag if j else None for j in claimed] == [0, 1, 2, 3, None]  # two builders + two waiting
+    up.finished(0)
+    up.started(2)  # job 2 reaches a builder: job 4 comes into reach
+    assert (j := up.claim()) is not None and j.tag == 4
+    assert up.claim() is None
+    none_ahead = _Building(ahead=0)
+    none_ahead.queued(0, jobs[0])
+    assert none_ahead.claim() is None  # waiting, out of reach: only jobs on a builder
+    none_ahead.started(0)
+    assert (j := none_ahead.claim()) is not None and j.tag == 0
