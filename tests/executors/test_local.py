@@ -214,10 +214,10 @@ def test_idle_lanes_prefetch_past_the_builders_by_one_round_of_jobs() -> None:
 
 
 def test_claim_order_and_reach() -> None:
-    from kbench.executors.local import _Building
+    from kbench.executors.local import _Upcoming
 
     jobs = _jobs(6)
-    up = _Building(ahead=2)
+    up = _Upcoming(ahead=2)
     for i, job in enumerate(jobs):
         up.queued(i, job)
     up.started(0)
@@ -228,7 +228,7 @@ def test_claim_order_and_reach() -> None:
     up.started(2)  # job 2 reaches a builder: job 4 comes into reach
     assert (j := up.claim()) is not None and j.tag == 4
     assert up.claim() is None
-    none_ahead = _Building(ahead=0)
+    none_ahead = _Upcoming(ahead=0)
     none_ahead.queued(0, jobs[0])
     assert none_ahead.claim() is None  # waiting, out of reach: only jobs on a builder
     none_ahead.started(0)

@@ -94,10 +94,10 @@ class LocalExecutor:
         ready: queue.Queue[object] = queue.Queue()
         lock = threading.Lock()
         errors: list[BaseException] = []
-        building = _Building(ahead=self.builders)
+        upcoming = _Upcoming(ahead=self.builders)
 
         def idle(device: str) -> None:
-            job = building.claim()
+            job = upcoming.claim()
             if job is None or prefetch is None:
                 return
             try:
@@ -132,7 +132,7 @@ class LocalExecutor:
         for t in lanes:
             t.start()
         try:
-            self._build_all(jobs, build, ready, errors, building)
+            self._build_all(jobs, build, ready, errors, upcoming)
         finally:
             for _ in lanes:
                 ready.put(_DONE)
@@ -147,28 +147,28 @@ class LocalExecutor:
         build: BuildFn,
         ready: queue.Queue[object],
         errors: list,
-        building: _Building,
+        upcoming: _Upcoming,
     ) -> None:
         def one(index: int, job: Job) -> None:
-            building.started(index)
+            upcoming.started(index)
             try:
                 built: BuildResult | None = build(job)
             except BaseException as exc:
                 errors.append(exc)
                 return
             finally:
-                building.finished(index)
+                upcoming.finished(index)
             ready.put((job, built))
 
         with ThreadPoolExecutor(max_workers=self.builders, thread_name_prefix="builder") as pool:
             for index, job in enumerate(jobs):
                 if errors:
                     break
-                building.queued(index, job)
+                upcoming.queued(index, job)
                 pool.submit(one, index, job)
 
 
-class _Building:
+class _Upcoming:
     """The jobs not built yet, in the order they reach a builder (index order): those on a builder and
     those waiting for one. `claim` hands each out for a prefetch once: the lowest index unclaimed (the
     soonest to be evaluated) among the jobs on a builder and the first `ahead` jobs waiting. Not further:
