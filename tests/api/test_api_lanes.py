@@ -61,7 +61,7 @@ def test_jobs_flow_through_one_executor_run_as_they_come() -> None:
     assert all(job.tag.ended.wait(30) for job in later)
     assert [job.tag.outcome.message for job in first + later] == [f"src{n}" for n in range(20)]
     assert {job.tag.outcome.device for job in first + later} == {"cpu"}
-    assert lanes.close(timeout=30) == [] and lanes.queued() == 0
+    assert lanes.close(timeout=30) == []
 
 
 def test_an_executor_failure_fails_its_jobs_and_later_jobs_still_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -336,7 +336,10 @@ class Evaluator:
                 self._counts["failed" if ticket.future.exception() else "finished"] += 1
 
     def _queued(self) -> int:
-        return self._lanes.queued()  # called by builders, after __init__ made the lanes
+        """Jobs submitted and not on a builder yet (the build's batch size, evaluate/prebuild.py). Not
+        the lanes' feeds: the local executor takes each job from its feed as soon as it comes."""
+        with self._lock:
+            return sum(t.phase is JobState.QUEUED and not t.done() for t in self._by_key.values())
 
     def _release(self) -> bool:
         with Evaluator._open_lock:

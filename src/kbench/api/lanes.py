@@ -1,9 +1,10 @@
 """The Evaluator's queue: submissions flow into the executors `kbench run` uses, for as long as it is open.
 
 One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that hands the executor a
-`Feed` of jobs. The local executor consumes a feed lazily (its builders pull the next job as it comes), so
-one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU builders, each GPU's
-lanes take turns on the device lease, a CPU gets one lane, exactly as in a batch of `kbench run`. (An
+`Feed` of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as
+soon as it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU
+builders, each GPU's lanes take turns on the device lease, a CPU gets one lane, exactly as in a batch of
+`kbench run`. (An
 executor that takes its whole batch up front would get what is queued now and be called again for what
 comes later; the Evaluator accepts only streaming ones, since Ray's tasks cannot carry its open store.) A
 cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different pumps, so neither
@@ -27,6 +28,7 @@ FailFn = Callable[[Job, BaseException], None]  # a job handed out and never retu
 DoneFn = Callable[[Job], bool]  # whether a job has its outcome (verdict, error or cancellation)
 Ends = tuple[DoneFn, FailFn]
 Devices = tuple[str, ...]  # GPU lanes chosen by the caller (local executor), else every GPU of the spec
+Fns = tuple[BuildFn, EvalFn, ResultFn]  # what the executor's run() is given
 
 
 class Feed:
@@ -78,17 +80,11 @@ class Feed:
         while (job := self._next(block=False)) is not None:
             yield job
 
-    def __len__(self) -> int:
-        with self._changed:
-            return len(self._jobs)
-
 
 class Pump:
     """One device spec's feed and the thread that runs the executor over it."""
 
-    def __init__(
-        self, cfg: RunConfig, spec: str, fns: tuple[BuildFn, EvalFn, ResultFn], ends: Ends, devices: Devices
-    ) -> None:
+    def __init__(self, cfg: RunConfig, spec: str, fns: Fns, ends: Ends, devices: Devices) -> None:
         self.feed = Feed(ends[0])
         self.streaming = is_streaming(cfg.executor)
         gpus = list(devices) if spec.startswith("cuda") else None
@@ -121,9 +117,7 @@ class Pump:
 class Lanes:
     """Pumps by device spec, started on first use."""
 
-    def __init__(
-        self, cfg: RunConfig, fns: tuple[BuildFn, EvalFn, ResultFn], ends: Ends, devices: Devices = ()
-    ) -> None:
+    def __init__(self, cfg: RunConfig, fns: Fns, ends: Ends, devices: Devices = ()) -> None:
         self.cfg, self._fns, self._ends, self._devices = cfg, fns, ends, devices
         self._pumps: dict[str, Pump] = {}
         self._lock = threading.Lock()
@@ -134,10 +128,6 @@ class Lanes:
             if pump is None:
                 pump = self._pumps[spec] = Pump(self.cfg, spec, self._fns, self._ends, self._devices)
         pump.feed.put(job)
-
-    def queued(self) -> int:
-        with self._lock:
-            return sum(len(p.feed) for p in self._pumps.values())
 
     def close(self, timeout: float | None = None) -> list[Job]:
         """Close every feed (returns the jobs never handed out) and wait for the pumps to finish."""
