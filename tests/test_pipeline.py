@@ -169,6 +169,7 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
 ) -> None:
     from kbench import pipeline
     from kbench.config import RunConfig
+    from kbench.evaluate import flow
     from kbench.executors import Job
     from kbench.problems import get_problem
     from kbench.store import VerdictKey
@@ -177,10 +178,10 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     cfg = RunConfig(device="cpu", preset="small", cache_dir=tmp_path / "cache")
     prefetched: list[tuple[str, str, object]] = []
     pools: list[object] = []
-    monkeypatch.setattr(
-        pipeline,
-        "prefetch_reference",
-        lambda p, run_cfg, refs, baselines=None: prefetched.append((p.key, run_cfg.device, refs)),
+    monkeypatch.setattr(  # the reference run itself (flow.prefetch_reference decides whether it runs)
+        flow,
+        "_pooled_reference",
+        lambda p, run_cfg, plan, reused, refs, workdir: prefetched.append((p.key, run_cfg.device, refs)),
     )
 
     def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]

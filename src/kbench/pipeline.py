@@ -86,18 +86,11 @@ class EvaluateJob:
 
     def prefetch(self, job: Job, device: str) -> None:
         """The executor's prefetch: the job's reference run into the pool on `device`, while its build runs.
-        Marked first, so the job's evaluation, should its build end meanwhile, waits for this run in the
-        pool instead of starting its own (two lanes that mark one problem at once both ask the pool, which
-        runs it once). Not while the pool holds half of what it may: a prefetch runs up to a round of builds
-        ahead of its candidate, and one the pool evicted before its candidate came would run again."""
-        if (job.problem.key, device) in self.prefetched:
-            return
-        if self.references.held_bytes() * 2 > self.references.max_bytes:
-            return  # the job's evaluation runs its own reference, as without a prefetch
-        self.prefetched.add((job.problem.key, device))
-        prefetch_reference(
-            job.problem, self._cfg(job, device), self.references, self.baselines.get(job.problem.key)
-        )
+        Marked in `prefetched` first, so the job's evaluation, should its build end meanwhile, waits for
+        this run in the pool instead of starting its own (two lanes that mark one problem at once both ask
+        the pool, which runs it once)."""
+        cfg, baselines = self._cfg(job, device), self.baselines.get(job.problem.key)
+        prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
 
 
 def alone_problems(jobs: Sequence[Job]) -> list[str]:

@@ -4,6 +4,7 @@ jobs flow as they come, and an executor that fails loses no job and does not sto
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,7 @@ def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
 
 
 def _lanes() -> Lanes:
-    fns = (_build, _evaluate, lambda job, verdict: job.tag.settle(verdict))
+    fns = (_build, _evaluate, lambda job, verdict: job.tag.settle(verdict), None)
     ends = (lambda job: job.tag.ended.is_set(), lambda job, exc: job.tag.settle(exc))
     return Lanes(RunConfig(device="cpu", builders=2), fns, ends)
 
@@ -68,7 +69,7 @@ def test_an_executor_failure_fails_its_jobs_and_later_jobs_still_run(monkeypatch
     runs: list[int] = []
 
     class Flaky:
-        def run(self, jobs: Any, build: Any, evaluate: Any, on_result: Any) -> None:
+        def run(self, jobs: Any, build: Any, evaluate: Any, on_result: Any, prefetch: Any = None) -> None:
             runs.append(1)
             if len(runs) == 1:
                 next(iter(jobs))  # takes a job, then fails before it has a verdict
@@ -86,3 +87,31 @@ def test_an_executor_failure_fails_its_jobs_and_later_jobs_still_run(monkeypatch
     assert after.tag.ended.wait(30) and after.tag.outcome.status is Status.OK
     assert len(runs) == 2
     lanes.close(timeout=30)
+
+
+def test_an_idle_gpu_lane_prefetches_for_jobs_still_building() -> None:
+    """The Evaluator's prefetch reaches the executor: with one builder and builds of 0.6 s, the GPU lane
+    (nothing built yet) runs ahead for the job on the builder and the one waiting next, each before its
+    build is done."""
+    built_at: dict[int, float] = {}
+    prefetched: list[tuple[int, str, float]] = []
+
+    def build(job: Job) -> BuildResult:
+        time.sleep(0.6)
+        built_at[job.tag.n] = time.monotonic()
+        return _build(job)
+
+    def prefetch(job: Job, device: str) -> None:
+        prefetched.append((job.tag.n, device, time.monotonic()))
+
+    fns = (build, _evaluate, lambda job, verdict: job.tag.settle(verdict), prefetch)
+    ends = (lambda job: job.tag.ended.is_set(), lambda job, exc: job.tag.settle(exc))
+    lanes = Lanes(RunConfig(device="cuda", builders=1), fns, ends, devices=("cuda:0",))
+    jobs = [_job(n) for n in range(3)]
+    for job in jobs:
+        lanes.put("cuda", job)
+    assert all(job.tag.ended.wait(30) for job in jobs)
+    lanes.close(timeout=30)
+    assert [job.tag.outcome.device for job in jobs] == ["cuda:0"] * 3
+    assert [n for n, _, _ in prefetched][:2] == [0, 1] and {d for _, d, _ in prefetched} == {"cuda:0"}
+    assert all(when < built_at[n] for n, _, when in prefetched)

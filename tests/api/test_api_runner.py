@@ -1,17 +1,70 @@
-"""What the Evaluator tells its builds (api/runner.py): how many submitted jobs still wait for a builder
-behind each."""
+"""What the Evaluator gives its executor besides builds and evaluations (api/runner.py): a GPU lane with
+nothing built to evaluate runs a job's reference into the shared pool ahead of it (once per problem and
+device), and each build is told how many submitted jobs still wait for a builder behind it."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 from apifixtures import HONEST, PROBLEM, api_config, marked, shared_cache
 
 from kbench.api import Evaluator, Submission
+from kbench.api.jobs import Ticket
+from kbench.api.runner import Runner
 from kbench.config import RunConfig
+from kbench.evaluate import flow
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.executors import Job
-from kbench.types import BuildResult, Status
+from kbench.problems import get_problem
+from kbench.store import VerdictKey
+from kbench.types import BuildResult, Candidate, Status
+
+
+class _Session:
+    """The one thing of a Session the prefetch reads: the problem's stored baselines (none)."""
+
+    def baselines(self, problem: Any) -> dict[str, Any]:
+        return {}
+
+
+def _job(address: str, source: str = "x") -> Job:
+    problem = get_problem(address)
+    candidate = Candidate(problem.key, "cuda", source)
+    key = VerdictKey(problem.key, 0, 0, "cuda", "api")
+    ticket = Ticket(key, problem, candidate, Submission(problem, source), "cuda")
+    return Job(problem, candidate, tag=ticket)
+
+
+def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_and_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs: list[tuple[str, str, str, object]] = []
+    monkeypatch.setattr(  # the reference run itself: prefetch_reference decides whether it runs
+        flow,
+        "_pooled_reference",
+        lambda p, cfg, plan, reused, refs, workdir: runs.append((p.key, cfg.device, cfg.backend, refs)),
+    )
+    cfg = RunConfig(device="cuda", preset="small", cache_dir=tmp_path / "cache")
+    pool = ReferencePool(max_bytes=100)
+    runner = Runner(cfg, _Session(), pool, True, lambda: 0)  # type: ignore[arg-type]
+    a, b = _job("2/1", "a"), _job("2/1", "b")
+    runner.prefetch(a, "cuda:0")
+    runner.prefetch(b, "cuda:0")  # another candidate of the problem on that device: the pool has it
+    runner.prefetch(b, "cuda:1")  # the reference's outputs belong to a device: run there too
+    key = a.problem.key
+    assert runs == [(key, "cuda:0", "cuda", pool), (key, "cuda:1", "cuda", pool)]
+    ended = _job("2/2")
+    assert ended.tag.future.cancel()
+    runner.prefetch(ended, "cuda:0")  # cancelled meanwhile: nothing to run ahead for
+    monkeypatch.setattr(pool, "held_bytes", lambda: 51)
+    runner.prefetch(_job("2/3"), "cuda:0")  # a pool half full: it could evict the run before its use
+    assert len(runs) == 2 and ("kbench:2/3", "cuda:0") not in runner.prefetched
+    alone = Runner(cfg, _Session(), None, True, lambda: 0)  # type: ignore[arg-type]
+    alone.prefetch(_job("2/4"), "cuda:0")  # no shared pool: each evaluation runs its own reference
+    assert len(runs) == 2
 
 
 @pytest.mark.slow

@@ -228,6 +228,10 @@ def test_claim_order_and_reach() -> None:
     up.started(2)  # job 2 reaches a builder: job 4 comes into reach
     assert (j := up.claim()) is not None and j.tag == 4
     assert up.claim() is None
+    for i in range(6):
+        up.finished(i)
+    # nothing of a built job is kept: an Evaluator's executor run lasts as long as the Evaluator
+    assert not (up._jobs or up._waiting or up._claimed)
     none_ahead = _Upcoming(ahead=0)
     none_ahead.queued(0, jobs[0])
     assert none_ahead.claim() is None  # waiting, out of reach: only jobs on a builder

@@ -135,7 +135,7 @@ class Evaluator:
         self._counts = {"finished": 0, "failed": 0}
         self._devices: dict[str, str] = {}  # backend -> device spec, its environment checked
         runner = Runner(self.config, self.session, self.references, self.options.build_ahead, self._queued)
-        fns = (runner.build, runner.evaluate, runner.result)
+        fns = (runner.build, runner.evaluate, runner.result, runner.prefetch)
         ends = (lambda job: job.tag.done(), runner.lost)
         self._lanes = Lanes(self.config, fns, ends, self.options.devices)
         with Evaluator._open_lock:

@@ -3,8 +3,8 @@
 One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that hands the executor a
 `Feed` of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as
 soon as it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU
-builders, each GPU's lanes take turns on the device lease, a CPU gets one lane, exactly as in a batch of
-`kbench run`. (An
+builders, each GPU's lanes take turns on the device lease and run the references of jobs still building,
+a CPU gets one lane, exactly as in a batch of `kbench run`. (An
 executor that takes its whole batch up front would get what is queued now and be called again for what
 comes later; the Evaluator accepts only streaming ones, since Ray's tasks cannot carry its open store.) A
 cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different pumps, so neither
@@ -22,13 +22,22 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from kbench.config import RunConfig
-from kbench.executors import BuildFn, EvalFn, Job, ResultFn, executor_options, get_executor, is_streaming
+from kbench.executors import (
+    BuildFn,
+    EvalFn,
+    Job,
+    PrefetchFn,
+    ResultFn,
+    executor_options,
+    get_executor,
+    is_streaming,
+)
 
 FailFn = Callable[[Job, BaseException], None]  # a job handed out and never returned: fail its ticket
 DoneFn = Callable[[Job], bool]  # whether a job has its outcome (verdict, error or cancellation)
 Ends = tuple[DoneFn, FailFn]
 Devices = tuple[str, ...]  # GPU lanes chosen by the caller (local executor), else every GPU of the spec
-Fns = tuple[BuildFn, EvalFn, ResultFn]  # what the executor's run() is given
+Fns = tuple[BuildFn, EvalFn, ResultFn, PrefetchFn | None]  # what the executor's run() is given
 
 
 class Feed:

@@ -1,4 +1,5 @@
-"""The three functions an executor calls for an Evaluator's jobs: build ahead, evaluate on a lane, file.
+"""The functions an executor calls for an Evaluator's jobs: build ahead, evaluate on a lane, file, and
+run a reference ahead on a lane with nothing built to evaluate.
 
 The executor (executors/) owns the scheduling; these only run one job's stage and settle its ticket. A
 candidate's failure is its verdict; kbench's own failure (a broken problem, a store that cannot be
@@ -32,6 +33,7 @@ class Runner:
         self.config, self.session, self.references = config, session, references
         self.build_ahead, self.queued = build_ahead, queued
         self._cfgs: dict[tuple[str, str], RunConfig] = {}
+        self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
 
     def fail(self, ticket: Ticket, exc: BaseException) -> None:
         if ticket.abandoned:
@@ -82,6 +84,21 @@ class Runner:
         except BaseException as exc:  # our failure, or a stop signal's Interrupted: this job's error
             self.fail(ticket, exc)
             return _SKIPPED
+
+    def prefetch(self, job: Job, device: str) -> None:
+        """The executor's prefetch (executors/local.py): while the job builds, a GPU lane with nothing
+        built to evaluate runs its problem's reference into the pool, where the job's evaluation finds it.
+        Once per problem and device in this Evaluator's life: a reference the pool evicted since is run by
+        the evaluation that needs it, as without a prefetch. Nothing without a shared pool (each
+        evaluation then runs its own reference) or for a job that has already ended."""
+        ticket: Ticket = job.tag
+        if self.references is None or ticket.done():
+            return
+        from kbench.evaluate.flow import prefetch_reference
+
+        cfg = self.cfg_for(device, job.candidate.backend)
+        baselines = self.session.baselines(job.problem)
+        prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
 
     def result(self, job: Job, verdict: Verdict) -> None:
         """The executor's result callback: file the verdict, then hand it to the waiting caller."""

@@ -199,11 +199,23 @@ def prefetch_reference(
     cfg: RunConfig,
     references: ReferencePool,
     baselines: Mapping[str, TimingStats] | None = None,
+    done: set[tuple[str, str]] | None = None,
 ) -> None:
     """Run `problem`'s reference into `references` ahead of its candidate's evaluation, under the key
     that evaluation will ask for (`cfg` with the candidate's device and backend, the same `baselines`):
     the evaluation then finds it there. For a lane with nothing built to evaluate (executors/local.py);
-    a failure is not kept in the pool, so the evaluation runs the reference again and reports it."""
+    a failure is not kept in the pool, so the evaluation runs the reference again and reports it.
+
+    `done`: the (problem key, device) pairs this caller has prefetched; each runs once, and is marked
+    before it runs, so that a caller can tell its evaluation to wait for the run in the pool. Declined
+    (nothing marked) while the pool holds half of what it may: a prefetch runs up to a round of builds
+    ahead of its candidate, and one the pool evicted before its candidate came would run again."""
+    if done is not None:
+        if (problem.key, cfg.device) in done:
+            return
+        if references.held_bytes() * 2 > references.max_bytes:
+            return  # the evaluation runs its reference itself, as without a prefetch
+        done.add((problem.key, cfg.device))
     device = evaluation_device(cfg.device, cfg.backend)
     plan = make_plan(cfg, device)
     preset_overrides(problem, cfg.preset)

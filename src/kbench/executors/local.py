@@ -191,9 +191,10 @@ class _Upcoming:
             self._waiting.discard(index)
 
     def finished(self, index: int) -> None:
-        with self._lock:
+        with self._lock:  # nothing of a built job is kept: an Evaluator's run lasts as long as it is open
             self._jobs.pop(index, None)
             self._waiting.discard(index)
+            self._claimed.discard(index)
 
     def claim(self) -> Job | None:
         with self._lock:
