@@ -228,9 +228,12 @@ def run_kbench(
     def ahead(job: Job, device: str) -> None:  # a lane's reference run for a job still building
         if time.monotonic() > deadline:
             return
+        key = (job.problem.key, device)
+        if key in ev.prefetched:
+            return  # another variant of the problem had it run on this device: nothing runs
         s = time.monotonic()
         ev.prefetch(job, device)
-        if (job.problem.key, device) not in ev.prefetched:
+        if key not in ev.prefetched:
             return  # declined (the reference pool is half full): the evaluation runs its own
         row = {"tag": job.tag, "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
         prefetched.append(row | {"done_at": round(time.monotonic() - t0, 1)})
