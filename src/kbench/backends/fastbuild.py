@@ -36,9 +36,10 @@ compiling the candidate's code. Four recipes cut that without changing what the 
   CUDA extension's `cpp_sources` usually are), g++ gets a `torch/extension.h` shim instead with the
   tensor class, torch's pybind11 type casters (`torch/csrc/utils/pybind.h`, the only torch header that
   specialises pybind11's casters; every pybind11 header the real one reaches comes with it: a test
-  checks both against the installed torch) and `torch::wrap_pybind_function`: ~5 s. Declarations name types, never call functions, so nothing
-  resolves differently; a type the shim lacks fails to compile and the next recipe runs. nvcc's passes
-  see the real header. Used only while no PCH exists (with one, the bindings compile in ~2 s).
+  checks both against the installed torch) and `torch::wrap_pybind_function`: ~5 s. Declarations name
+  types, never call functions, so nothing resolves differently; a type the shim lacks fails to compile
+  and the next recipe runs. nvcc's passes see the real header. Used only while no PCH exists (with one,
+  the bindings compile in ~2 s).
 - precompiled headers (`backends/pch.py`): the bindings file compiled against a precompiled
   `torch/extension.h`, for batches.
 

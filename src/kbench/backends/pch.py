@@ -1,8 +1,9 @@
 """Precompiled `torch/extension.h` for load_inline's bindings file (worker side, used by buildcache).
 
 The bindings file load_inline writes (`main.cpp`, which starts with `#include <torch/extension.h>`) is
-compiled by g++ against a precompiled `torch/extension.h`. GCC uses a `.gch` only when it was made with the same compiler and flags (it silently ignores one that does
-not match), so one PCH is kept per (toolchain, with_cuda, extra_cflags, extra_include_paths) under
+compiled by g++ against a precompiled `torch/extension.h`. GCC uses a `.gch` only when it was made with
+the same compiler and flags (it silently ignores one that does not match), so one PCH is kept per
+(toolchain, with_cuda, extra_cflags, extra_include_paths) under
 `ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path.
 A PCH is made from the exact compile flags of a build (its build.ninja), by one build worker at a
 time (an O_EXCL claim), written under a temporary name and renamed into place. Only CPU build workers
