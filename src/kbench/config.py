@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from kbench.errors import ConfigError
+from kbench.types import TimingSettings
 
 ENV_PREFIX = "KBENCH_"
 # KBENCH_* variables that are not settings: kbench sets them for its own child processes, or they hold a
@@ -195,6 +196,9 @@ class RunConfig(BaseModel):
     timing_hide_launch: bool = _ref(True)  # CUDA: queue each timed call behind a spin kernel (timing)
     # CUDA: end the warm-up after 0.05 s once the SM clock is settled at its maximum (False: always 0.25 s)
     timing_settled_warmup: bool = _ref(True)
+    # the share of a loop's calls, far outside the others (held up by other work), that its stopping test
+    # may leave out (worker/timing.py `fenced_rse`); 0: every call counts
+    timing_outlier_share: float = _ref(TimingSettings.outlier_share, ge=0.0, lt=0.5)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (

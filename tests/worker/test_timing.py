@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import pytest
@@ -220,6 +221,11 @@ def test_cpu_settings_pin_threads_and_cap_the_budget(tmp_path) -> None:  # type:
     )
     full = timing_settings(cfg.model_copy(update={"timing_settled_warmup": False}), "cuda:0")
     assert gpu.settled_warmup_s > 0 and full.settled_warmup_s == 0
+    every = cfg.model_copy(update={"timing_outlier_share": 0.0})
+    assert gpu.outlier_share == cpu.outlier_share == 0.05
+    assert timing_settings(every, "cuda:0").outlier_share == timing_settings(every, "cpu").outlier_share == 0
+    with pytest.raises(ValueError, match="timing_outlier_share"):
+        RunConfig(timing_outlier_share=0.5, cache_dir=tmp_path)
 
 
 def test_only_like_input_sets_trade_values() -> None:
@@ -304,6 +310,67 @@ def test_running_rse_matches_summarize() -> None:
         running.add(x)
         if i in (1, 10, 500, len(xs) - 1):
             assert running.rse == pytest.approx(summarize_times(xs[: i + 1], "", "").rse, rel=1e-9)
+
+
+class _Clockwork:
+    """A host clock that moves only when a timed call runs: each call takes the next time from `ms`
+    (the loop's own bookkeeping takes none), so a loop's stopping decisions are exact on any machine."""
+
+    def __init__(self, ms: list[float]) -> None:
+        self.ns, self.ms, self.calls = 0, ms, 0
+
+    def clock(self) -> int:
+        return self.ns
+
+    def call(self) -> None:
+        self.ns += int(self.ms[self.calls % len(self.ms)] * 1e6)
+        self.calls += 1
+
+
+def _timed_by(monkeypatch: pytest.MonkeyPatch, ms: list[float], **settings: float):  # type: ignore[no-untyped-def]
+    from kbench.worker import timing
+
+    work = _Clockwork(ms)
+    monkeypatch.setattr(timing, "_perf_counter_ns", work.clock)
+    base = {"budget_s": 5.0, "warmup_s": 0.0, "min_warmup": 1, "min_runs": 20, "min_time_s": 0.1} | settings
+    return time_callable(work.call, [()], TimingSettings(**base), torch.device("cpu"))  # type: ignore[arg-type]
+
+
+def test_fenced_rse_leaves_out_far_calls_only() -> None:
+    from kbench.worker.timing import fenced_rse
+
+    level = [2.0 + 0.01 * (i % 5) for i in range(200)]
+    rse, outside = fenced_rse(level)
+    assert outside == 0 and rse == pytest.approx(summarize_times(level, "", "").rse)
+    rse, outside = fenced_rse([*level, 30.0, 0.01])  # one call held up, one that did no work
+    assert outside == 2 and rse == pytest.approx(summarize_times(level, "", "").rse)
+    assert fenced_rse([1.0, 2.0, 3.0]) == (math.inf, 0)  # too few calls to have quartiles
+
+
+def test_one_held_up_call_does_not_keep_the_loop_to_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 ms calls, the 31st held up by 40 ms (another process's work on the GPU): the mean's error stays
+    over 0.5 % for ~4,000 calls, so the loop ran its whole 5 s budget for a median that never moved. Inside
+    the fences the error is met as soon as the loop spans its minimum time."""
+    ms = [2.0 + 0.01 * (i % 5) for i in range(30)] + [42.0] + [2.0 + 0.01 * (i % 5) for i in range(10_000)]
+    fenced = _timed_by(monkeypatch, ms, min_time_s=0.2)
+    extra = dict(fenced.stats.extra)
+    assert extra["stop"] == "fenced" and extra["outliers"] == 1
+    assert 70 <= fenced.stats.n <= 90 and fenced.stats.median_ms == pytest.approx(2.02)  # 0.2 s of calls
+    every = _timed_by(monkeypatch, ms, min_time_s=0.2, outlier_share=0.0)  # every call counts: the old rule
+    assert dict(every.stats.extra)["stop"] == "budget" and every.stats.n > 2000
+    assert every.stats.median_ms == pytest.approx(fenced.stats.median_ms)
+
+
+def test_widely_spread_calls_still_run_to_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call in five at 3x the time is a spread, not a few held-up calls: too many lie outside the
+    fences for them to be left out, and the loop runs on as before."""
+    res = _timed_by(monkeypatch, [1.0, 1.0, 1.0, 1.0, 3.0], budget_s=1.0, target_rse=0.001)
+    assert dict(res.stats.extra)["stop"] == "budget" and "outliers" not in dict(res.stats.extra)
+
+
+def test_a_tight_loop_stops_on_the_plain_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _timed_by(monkeypatch, [2.0, 2.01, 2.02])
+    assert dict(res.stats.extra)["stop"] == "rse" and res.stats.n == 50  # 0.1 s of 2 ms calls
 
 
 class _FakeNvml:

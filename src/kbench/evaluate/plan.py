@@ -53,12 +53,19 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
             graph=cfg.timing_graph,
             hide_launch=cfg.timing_hide_launch,
             settled_warmup_s=TimingSettings.settled_warmup_s if cfg.timing_settled_warmup else 0.0,
+            outlier_share=cfg.timing_outlier_share,
         )
     # CPU: 1 s per callable reaches the 0.5 % rse on small presets when nothing else runs; under load
     # the rse is reported instead of spending 5 s x 3 callables per verdict.
     budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
     # the 0.2 s minimum is for GPU clocks' wander; CPU calls of the small presets are microseconds
-    return TimingSettings(budget_s=budget, batch=cfg.timing_batch, threads=cfg.cpu_threads, min_time_s=0.05)
+    return TimingSettings(
+        budget_s=budget,
+        batch=cfg.timing_batch,
+        threads=cfg.cpu_threads,
+        min_time_s=0.05,
+        outlier_share=cfg.timing_outlier_share,
+    )
 
 
 def make_plan(cfg: RunConfig, device: str) -> Plan:
