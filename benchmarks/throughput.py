@@ -258,6 +258,7 @@ def run_kbench(
                 "time_ms": v.timing.median_ms if v.timing else None,
                 "timed_ms": (v.timing.n * v.timing.mean_ms) if v.timing else None,
                 "speedup_eager": v.speedup("eager"),
+                "timing_stops": timing_stops(v),
             }
         )
         log.write({"kind": "verdict", "pass": label} | verdicts[-1])
@@ -280,6 +281,23 @@ def run_kbench(
         out["while_building"] = host.shares(t0, t0 + built)
         out["after_builds"] = host.shares(t0 + built, t0 + wall)
     return out
+
+
+def timing_stops(v: Verdict) -> dict[str, str]:
+    """Why each timing loop of the verdict stopped (worker/timing.py: `rse`, `fenced`, `budget`,
+    `max_runs`), the candidate's and each baseline's that it ran or shared."""
+    timed = ([("candidate", v.timing)] if v.timing else []) + list(v.baselines)
+    return {name: str(dict(stats.extra).get("stop", "?")) for name, stats in timed}
+
+
+def stop_counts(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """{timed callable: {why its loop stopped: verdicts}}: a loop that ran to its budget spent it on the lease."""
+    out: dict[str, dict[str, int]] = {}
+    for v in verdicts:
+        for name, why in (v.get("timing_stops") or {}).items():
+            out.setdefault(name, {}).setdefault(why, 0)
+            out[name][why] += 1
+    return {name: dict(sorted(counts.items())) for name, counts in sorted(out.items())}
 
 
 def standard_builds(jobs: list[Job], cfg: RunConfig) -> list[dict[str, Any]]:
@@ -352,6 +370,7 @@ def summarize(
         "while_building": res.get("while_building"),
         "after_builds": res.get("after_builds"),
         "phase_seconds": phase_sums(vs),
+        "timing_stops": stop_counts(vs),
     }
     if warm and warm["verdicts"]:
         wv = warm["verdicts"]

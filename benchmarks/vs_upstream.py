@@ -279,6 +279,10 @@ def report(result: dict[str, Any]) -> str:
             lines.append(f"| {label} | {_cell(sh.get('cpu_busy'))} | {_cell(sh.get('lease_held'))} |")
         lines += ["", "| phase | s per verdict | verdicts |", "|---|---|---|"]
         lines += [f"| {k} | {x} | {n} |" for k, x, n in per_verdict_phases(tp["cold"]["verdicts"])]
+        stops = s.get("timing_stops")
+        if stops:  # a loop stopped by its budget held the lease for all of it
+            lines += ["", "| timing loop | stopped by (verdicts) |", "|---|---|"]
+            lines += [f"| {name} | {json.dumps(counts)} |" for name, counts in stops.items()]
         lines.append("")
     up = parts.get("upstream")
     if up:

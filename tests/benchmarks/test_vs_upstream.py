@@ -166,3 +166,28 @@ def test_a_part_past_its_limit_is_ended_with_what_it_started(tmp_path: Path) -> 
         raise AssertionError("the part's child outlived it")
     done = vs.run_part("quick", [sys.executable, "-c", "print('fine')"], tmp_path / "quick", limit_s=30.0)
     assert done["exit"] == 0 and (tmp_path / "quick" / "log.txt").read_text() == "fine\n"
+
+
+def test_why_each_timing_loop_stopped_is_counted_and_reported() -> None:
+    """A reference loop that ran to its budget held the lease for all of it: the throughput part counts
+    each timed callable's loops by why they stopped, from the verdicts' stats, and the report shows it."""
+    import throughput
+
+    from kbench.types import Status, TimingStats, Verdict
+
+    def stats(stop: str) -> TimingStats:
+        return TimingStats(2.0, 2.0, 0.01, 0.01, 1.9, 100, 0.001, "cuda", extra=(("stop", stop),))
+
+    v = Verdict(Status.OK, "kbench:2/1", "cuda", "full", "fp32", "cuda", timing=stats("rse"))
+    held = Verdict(
+        Status.OK, "kbench:2/2", "cuda", "full", "fp32", "cuda",
+        timing=stats("fenced"), baselines=(("eager", stats("budget")),),
+    )  # fmt: skip
+    rows = [{"timing_stops": throughput.timing_stops(x)} for x in (v, held)]
+    assert rows[1]["timing_stops"] == {"candidate": "fenced", "eager": "budget"}
+    counts = throughput.stop_counts(rows)
+    assert counts == {"candidate": {"fenced": 1, "rse": 1}, "eager": {"budget": 1}}
+    parts = {"latency": None, "throughput": _throughput(["ok"] * 2, 3.0), "upstream": None}
+    parts["throughput"]["summary"]["timing_stops"] = counts
+    text = vs.report({"env": {}, "parts": parts, "goals": vs.goals(parts), "ran": {}})
+    assert '| eager | {"budget": 1} |' in text and '| candidate | {"fenced": 1, "rse": 1} |' in text
