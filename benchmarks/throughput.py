@@ -232,10 +232,11 @@ def run_kbench(
         if key in ev.prefetched:
             return  # another variant of the problem had it run on this device: nothing runs
         s = time.monotonic()
-        ev.prefetch(job, device)
+        phases = ev.prefetch(job, device)
         if key not in ev.prefetched:
             return  # declined (the reference pool is half full): the evaluation runs its own
         row = {"tag": job.tag, "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
+        row["phases"] = phases or {}  # the run's (its verdict shows the reference shared)
         prefetched.append(row | {"done_at": round(time.monotonic() - t0, 1)})
         log.write({"kind": "prefetch", "pass": label} | prefetched[-1])
 
@@ -367,6 +368,8 @@ def summarize(
         "gpu_idle_share": res["gpu_idle_share"],
         "all_built_s": res.get("all_built_s"),
         "references_prefetched": len(res.get("prefetched", [])),
+        # where the prefetched reference runs' seconds went (their verdicts show them shared)
+        "prefetch_phase_seconds": phase_sums([p for p in res.get("prefetched", []) if "phases" in p]),
         "while_building": res.get("while_building"),
         "after_builds": res.get("after_builds"),
         "phase_seconds": phase_sums(vs),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from llmserver import load_server_module
@@ -178,11 +179,13 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     cfg = RunConfig(device="cpu", preset="small", cache_dir=tmp_path / "cache")
     prefetched: list[tuple[str, str, object]] = []
     pools: list[object] = []
-    monkeypatch.setattr(  # the reference run itself (flow.prefetch_reference decides whether it runs)
-        flow,
-        "_pooled_reference",
-        lambda p, run_cfg, plan, reused, refs, workdir: prefetched.append((p.key, run_cfg.device, refs)),
-    )
+
+    def run(p, run_cfg, plan, reused, refs, workdir):  # type: ignore[no-untyped-def]
+        prefetched.append((p.key, run_cfg.device, refs))
+        return plan, SimpleNamespace(phases={"spawn": 0.1, "worker": 1.5})
+
+    # the reference run itself (flow.prefetch_reference decides whether it runs)
+    monkeypatch.setattr(flow, "_pooled_reference", run)
 
     def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
         pools.append(references)
@@ -192,8 +195,8 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     problem = get_problem("kbench:2/1")
     job = Job(problem, Candidate(problem.key, "cuda", "x"), tag=VerdictKey(problem.key, 0))
     judge = pipeline.EvaluateJob(cfg, jobs=[job])  # alone in its batch
-    judge.prefetch(job, "cuda:0")
-    judge.prefetch(job, "cuda:0")  # a second lane on the same device: nothing more to run
+    assert judge.prefetch(job, "cuda:0") == {"spawn": 0.1, "worker": 1.5}  # the run's phases
+    assert judge.prefetch(job, "cuda:0") is None  # a second lane on the same device: nothing more to run
     assert prefetched == [(problem.key, "cuda:0", judge.references)]
     judge(job, "cuda:0", None)  # its reference is in the pool: the evaluation takes it from there
     judge(job, "cuda:1", None)  # on another device it was not prefetched: its own reference

@@ -84,13 +84,13 @@ class EvaluateJob:
         with self.activity.track("evaluations"):
             return evaluate(job.problem, job.candidate, cfg, baselines, pool, built)
 
-    def prefetch(self, job: Job, device: str) -> None:
+    def prefetch(self, job: Job, device: str) -> dict[str, float] | None:
         """The executor's prefetch: the job's reference run into the pool on `device`, while its build runs.
         Marked in `prefetched` first, so the job's evaluation, should its build end meanwhile, waits for
         this run in the pool instead of starting its own (two lanes that mark one problem at once both ask
-        the pool, which runs it once)."""
+        the pool, which runs it once). The run's phases, as `prefetch_reference` returns them."""
         cfg, baselines = self._cfg(job, device), self.baselines.get(job.problem.key)
-        prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
+        return prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
 
 
 def alone_problems(jobs: Sequence[Job]) -> list[str]:

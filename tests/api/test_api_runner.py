@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -42,11 +43,13 @@ def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_an
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs: list[tuple[str, str, str, object]] = []
-    monkeypatch.setattr(  # the reference run itself: prefetch_reference decides whether it runs
-        flow,
-        "_pooled_reference",
-        lambda p, cfg, plan, reused, refs, workdir: runs.append((p.key, cfg.device, cfg.backend, refs)),
-    )
+
+    def run(p, cfg, plan, reused, refs, workdir):  # type: ignore[no-untyped-def]
+        runs.append((p.key, cfg.device, cfg.backend, refs))
+        return plan, SimpleNamespace(phases={"wall": 1.0})
+
+    # the reference run itself: prefetch_reference decides whether it runs
+    monkeypatch.setattr(flow, "_pooled_reference", run)
     cfg = RunConfig(device="cuda", preset="small", cache_dir=tmp_path / "cache")
     pool = ReferencePool(max_bytes=100)
     runner = Runner(cfg, _Session(), pool, True, lambda: 0)  # type: ignore[arg-type]

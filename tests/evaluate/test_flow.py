@@ -251,8 +251,9 @@ def test_a_prefetched_reference_serves_the_evaluation_from_the_pool(cache_dir: P
     problem = get_problem(PROBLEM)
     cfg = cpu_config(cache_dir)
     pool = ReferencePool()
-    prefetch_reference(problem, cfg.model_copy(update={"backend": "cpp"}), pool)
+    phases = prefetch_reference(problem, cfg.model_copy(update={"backend": "cpp"}), pool)
     assert (pool.runs, pool.reuses, len(pool)) == (1, 0, 1)
+    assert phases is not None and phases["wall"] > 0 and "outputs" in phases  # where the run's time went
     v = evaluate(
         problem, Candidate(problem.key, "cpp", fixture_source("cpp_honest.py")), cfg, references=pool
     )

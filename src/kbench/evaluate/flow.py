@@ -200,7 +200,7 @@ def prefetch_reference(
     references: ReferencePool,
     baselines: Mapping[str, TimingStats] | None = None,
     done: set[tuple[str, str]] | None = None,
-) -> None:
+) -> dict[str, float] | None:
     """Run `problem`'s reference into `references` ahead of its candidate's evaluation, under the key
     that evaluation will ask for (`cfg` with the candidate's device and backend, the same `baselines`):
     the evaluation then finds it there. For a lane with nothing built to evaluate (executors/local.py);
@@ -209,12 +209,15 @@ def prefetch_reference(
     `done`: the (problem key, device) pairs this caller has prefetched; each runs once, and is marked
     before it runs, so that a caller can tell its evaluation to wait for the run in the pool. Declined
     (nothing marked) while the pool holds half of what it may: a prefetch runs up to a round of builds
-    ahead of its candidate, and one the pool evicted before its candidate came would run again."""
+    ahead of its candidate, and one the pool evicted before its candidate came would run again.
+
+    Returns the reference run's phases (sandbox and worker, as a verdict's `ref:` phases; the verdict
+    that uses the run shows it shared), {} when the pool already held it, None when nothing ran."""
     if done is not None:
         if (problem.key, cfg.device) in done:
-            return
+            return None
         if references.held_bytes() * 2 > references.max_bytes:
-            return  # the evaluation runs its reference itself, as without a prefetch
+            return None  # the evaluation runs its reference itself, as without a prefetch
         done.add((problem.key, cfg.device))
     device = evaluation_device(cfg.device, cfg.backend)
     plan = make_plan(cfg, device)
@@ -222,7 +225,8 @@ def prefetch_reference(
     reused = _reused(baselines, cfg, plan)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
-        _pooled_reference(problem, cfg, plan, reused, references, Path(tmp))
+        _, ref = _pooled_reference(problem, cfg, plan, reused, references, Path(tmp))
+    return dict(ref.phases)
 
 
 def _reused(

@@ -23,8 +23,8 @@ EvalFn = Callable[[Job, str, BuildResult | None], Verdict]
 ResultFn = Callable[[Job, Verdict], None]
 # prefetch(job, device): what the job's evaluation on `device` needs that needs no build (its reference
 # run), done by a GPU lane with nothing built to evaluate while the job's build runs. Best effort: the
-# evaluation does whatever a prefetch did not.
-PrefetchFn = Callable[[Job, str], None]
+# evaluation does whatever a prefetch did not. What it returns (a report of the run) is the caller's.
+PrefetchFn = Callable[[Job, str], object]
 
 
 class Executor(Protocol):
