@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,32 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
     assert second.cache_hit and plan2.secret[0] in second.outputs
     assert torch.equal(second.outputs[plan.fixed[0]][0], first.outputs[plan.fixed[0]][0])
     assert second.timings == first.timings
+
+
+def test_the_cache_lookup_is_a_host_phase_of_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hit reads and checks every file of the entry before the worker starts (on a cold `kbench eval`
+    also waiting for the host's torch import): its seconds are `lookup`, not part of the worker's start."""
+    from kbench.evaluate import reference_run
+    from kbench.evaluate.phases import Account
+
+    problem = get_problem("kbench:2/1")
+    cfg = cpu_config(tmp_path, measure=False)
+    read = reference_run._read_cached
+
+    def slow(folder: Path):  # type: ignore[no-untyped-def]
+        time.sleep(0.05)
+        return read(folder)
+
+    monkeypatch.setattr(reference_run, "_read_cached", slow)
+    data = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a")
+    assert data.phases["lookup"] >= 0.05 and data.phases["wall"] > 0
+    acct = Account()
+    acct.worker("ref", {"wall": 1.0, "outputs": 0.3, "spawn": 0.2, "lookup": 0.5})
+    assert (
+        acct.nested["ref:lookup"] == 0.5 and acct.nested["ref:start"] == 0.7
+    )  # the host's, not the worker's
 
 
 def test_cache_key_depends_on_dtype_and_device() -> None:

@@ -11,7 +11,8 @@ check at unseen sizes), and `other`: whatever no segment covered.
 Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each worker's own phases, its
 `start` (process start, imports and teardown: its wall time that its phases do not cover), `spawn`
 (from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
-first use) and the host's reads. Nested ones overlap their segment and are not added to the total.
+first use) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it
+checked, before its worker starts). Nested ones overlap their segment and are not added to the total.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Account:
         return time.monotonic() - self.t0 + self.top.get("cli", 0.0)
 
 
-HOST_KEYS = ("spawn", "read", "cache", "compare", "samples")  # host parts kept with a worker's phases
+# host parts kept with a worker's phases (`lookup`: the reference's disk cache entry read and checked)
+HOST_KEYS = ("spawn", "read", "lookup", "cache", "compare", "samples")
 
 
 def accounted(phases: Mapping[str, float] | tuple[tuple[str, float], ...]) -> float:

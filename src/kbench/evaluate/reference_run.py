@@ -73,7 +73,9 @@ def get_reference(
         measure=cfg.measure,
     )
     folder = cfg.cache_dir / "reference" / cache_key(fixed_spec, torch_version(), device_name(plan.device))
+    t0 = time.perf_counter()
     cached, from_cache = _read_cached(folder)
+    lookup = round(time.perf_counter() - t0, 3)  # a hit reads and checks every file of the entry
     run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
     known = layouts(cached.outputs, plan.fixed) if cached else {}
     tmp = open_entry(folder) if cached is None else None  # the worker writes the fixed seeds' files there
@@ -93,6 +95,7 @@ def get_reference(
             discard_entry(tmp)
         raise
     data.cache_hit = cached is not None
+    data.phases["lookup"] = lookup
     if tmp is not None:
         t0 = time.perf_counter()
         commit_entry(tmp, folder, result, plan.fixed)
