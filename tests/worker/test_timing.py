@@ -345,6 +345,8 @@ def test_fenced_rse_leaves_out_far_calls_only() -> None:
     rse, outside = fenced_rse([*level, 30.0, 0.01])  # one call held up, one that did no work
     assert outside == 2 and rse == pytest.approx(summarize_times(level, "", "").rse)
     assert fenced_rse([1.0, 2.0, 3.0]) == (math.inf, 0)  # too few calls to have quartiles
+    rse, outside = fenced_rse([1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 9.0])  # no spread between the quartiles
+    assert (rse, outside) == (0.0, 2)
 
 
 def test_one_held_up_call_does_not_keep_the_loop_to_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:

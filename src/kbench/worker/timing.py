@@ -148,8 +148,8 @@ def fenced_rse(times: Sequence[float]) -> tuple[float, int]:
     reach = FENCE_IQR * (q3 - q1)
     lo, hi = bisect.bisect_left(xs, q1 - reach), bisect.bisect_right(xs, q3 + reach)
     kept = xs[lo:hi]
-    mean = statistics.fmean(kept)
-    if len(kept) < 2 or mean <= 0:
+    mean = statistics.fmean(kept) if len(kept) > 1 else 0.0
+    if mean <= 0:
         return math.inf, len(xs) - len(kept)
     return statistics.stdev(kept) / math.sqrt(len(kept)) / mean, len(xs) - len(kept)
 
