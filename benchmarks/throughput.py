@@ -228,15 +228,12 @@ def run_kbench(
     def ahead(job: Job, device: str) -> None:  # a lane's reference run for a job still building
         if time.monotonic() > deadline:
             return
-        key = (job.problem.key, device)
-        if key in ev.prefetched:
-            return  # another variant of the problem had it run on this device: nothing runs
         s = time.monotonic()
         phases = ev.prefetch(job, device)
-        if key not in ev.prefetched:
-            return  # declined (the reference pool is half full): the evaluation runs its own
+        if not phases:
+            return  # nothing ran: prefetched already on this device, declined, or the pool had it
         row = {"tag": job.tag, "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
-        row["phases"] = phases or {}  # the run's (its verdict shows the reference shared)
+        row["phases"] = phases  # the run's (its verdict shows the reference shared)
         prefetched.append(row | {"done_at": round(time.monotonic() - t0, 1)})
         log.write({"kind": "prefetch", "pass": label} | prefetched[-1])
 
@@ -369,7 +366,7 @@ def summarize(
         "all_built_s": res.get("all_built_s"),
         "references_prefetched": len(res.get("prefetched", [])),
         # where the prefetched reference runs' seconds went (their verdicts show them shared)
-        "prefetch_phase_seconds": phase_sums([p for p in res.get("prefetched", []) if "phases" in p]),
+        "prefetch_phase_seconds": phase_sums(res.get("prefetched", [])),
         "while_building": res.get("while_building"),
         "after_builds": res.get("after_builds"),
         "phase_seconds": phase_sums(vs),
