@@ -197,7 +197,7 @@ class RunConfig(BaseModel):
     # CUDA: end the warm-up after 0.05 s once the SM clock is settled at its maximum (False: always 0.25 s)
     timing_settled_warmup: bool = _ref(True)
     # the share of a loop's calls, far outside the others (held up by other work), that its stopping test
-    # may leave out (worker/timing.py `fenced_rse`); 0: every call counts
+    # may leave out (worker/timing_stats.py `fenced_rse`); 0: every call counts
     timing_outlier_share: float = _ref(TimingSettings.outlier_share, ge=0.0, lt=0.5)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)

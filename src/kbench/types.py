@@ -158,8 +158,8 @@ class TimingSettings:
     # wrong on 1 % of them at random is then among them with probability 1 - 0.99^460 > 99 % (consistency)
     enough_runs: int = 460
     max_runs: int = 10_000
-    # of the calls, the share outside Tukey's far fences the stopping test may leave out (worker/timing.py
-    # `fenced_rse`): one call moved by tens of ms kept the mean's error over target to the budget; 0: none
+    # of the calls, the share outside Tukey's far fences the stopping test may leave out (`fenced_rse`,
+    # worker/timing_stats.py): one call moved by tens of ms kept the mean's error over target; 0: none
     outlier_share: float = 0.05
     batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
     graph: bool = False  # replay a captured CUDA graph instead of calling eagerly

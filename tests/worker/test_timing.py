@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from kbench.evaluate.judge import wallclock_disagrees
-from kbench.worker.timing import TimingSettings, summarize_times, time_callable
+from kbench.worker.timing import TimingSettings, time_callable
+from kbench.worker.timing_stats import summarize_times
 
 
 def test_summarize_statistics() -> None:
@@ -301,7 +302,7 @@ def test_running_rse_matches_summarize() -> None:
     """The loop's O(1) stopping statistic is the same number `summarize_times` reports."""
     import random
 
-    from kbench.worker.timing import Running, summarize_times
+    from kbench.worker.timing_stats import Running, summarize_times
 
     rng = random.Random(3)
     xs = [0.1 + rng.random() * 0.01 for _ in range(2000)] + [5.0, 0.0001]
@@ -337,7 +338,7 @@ def _timed_by(monkeypatch: pytest.MonkeyPatch, ms: list[float], **settings: floa
 
 
 def test_fenced_rse_leaves_out_far_calls_only() -> None:
-    from kbench.worker.timing import fenced_rse
+    from kbench.worker.timing_stats import fenced_rse
 
     level = [2.0 + 0.01 * (i % 5) for i in range(200)]
     rse, outside = fenced_rse(level)
