@@ -170,7 +170,7 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
 ) -> None:
     from kbench import pipeline
     from kbench.config import RunConfig
-    from kbench.evaluate import flow
+    from kbench.evaluate import shared_reference
     from kbench.executors import Job
     from kbench.problems import get_problem
     from kbench.store import VerdictKey
@@ -184,8 +184,8 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
         prefetched.append((p.key, run_cfg.device, refs))
         return plan, SimpleNamespace(phases={"spawn": 0.1, "worker": 1.5})
 
-    # the reference run itself (flow.prefetch_reference decides whether it runs)
-    monkeypatch.setattr(flow, "_pooled_reference", run)
+    # the reference run itself (prefetch_reference decides whether it runs)
+    monkeypatch.setattr(shared_reference, "pooled_reference", run)
 
     def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
         pools.append(references)

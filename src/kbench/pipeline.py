@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate.flow import evaluate, prefetch_reference
+from kbench.evaluate.flow import evaluate
 from kbench.evaluate.plan import evaluation_device
 from kbench.evaluate.prebuild import prebuild
 from kbench.evaluate.reference_pool import ReferencePool
+from kbench.evaluate.shared_reference import prefetch_reference
 from kbench.events import Activity, Monitor
 from kbench.executors import Job, executor_options, get_executor
 from kbench.sandbox.host import Interrupted

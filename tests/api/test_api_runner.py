@@ -16,7 +16,7 @@ from kbench.api import Evaluator, Submission
 from kbench.api.jobs import Ticket
 from kbench.api.runner import Runner
 from kbench.config import RunConfig
-from kbench.evaluate import flow
+from kbench.evaluate import shared_reference
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.executors import Job
 from kbench.problems import get_problem
@@ -49,7 +49,7 @@ def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_an
         return plan, SimpleNamespace(phases={"wall": 1.0})
 
     # the reference run itself: prefetch_reference decides whether it runs
-    monkeypatch.setattr(flow, "_pooled_reference", run)
+    monkeypatch.setattr(shared_reference, "pooled_reference", run)
     cfg = RunConfig(device="cuda", preset="small", cache_dir=tmp_path / "cache")
     pool = ReferencePool(max_bytes=100)
     runner = Runner(cfg, _Session(), pool, True, lambda: 0)  # type: ignore[arg-type]

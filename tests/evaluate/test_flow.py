@@ -245,8 +245,8 @@ def test_evaluations_of_one_run_share_the_reference(cache_dir: Path) -> None:
 
 
 def test_a_prefetched_reference_serves_the_evaluation_from_the_pool(cache_dir: Path) -> None:
-    from kbench.evaluate.flow import prefetch_reference
     from kbench.evaluate.reference_pool import ReferencePool
+    from kbench.evaluate.shared_reference import prefetch_reference
 
     problem = get_problem(PROBLEM)
     cfg = cpu_config(cache_dir)

@@ -94,7 +94,7 @@ class Runner:
         ticket: Ticket = job.tag
         if self.references is None or ticket.done():
             return
-        from kbench.evaluate.flow import prefetch_reference
+        from kbench.evaluate.shared_reference import prefetch_reference
 
         cfg = self.cfg_for(device, job.candidate.backend)
         baselines = self.session.baselines(job.problem)

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 
 from kbench.backends import get_backend
@@ -34,14 +33,14 @@ from kbench.evaluate.phases import Account
 from kbench.evaluate.plan import SAMPLE_COUNT, Plan, evaluation_device, job_spec, make_plan
 from kbench.evaluate.prebuild import prebuild, worker_env
 from kbench.evaluate.reference_cache import ReferenceData
-from kbench.evaluate.reference_pool import ReferencePool, pool_key
+from kbench.evaluate.reference_pool import ReferencePool
 from kbench.evaluate.reference_run import get_reference
+from kbench.evaluate.shared_reference import pooled_reference, reused_baselines
 from kbench.evaluate.verdict import make_verdict, sol_ms
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout, mark_settled
 from kbench.sandbox.protocol import ForgedResult
-from kbench.store.reuse import reusable
 from kbench.types import (
     BuildResult,
     Candidate,
@@ -194,67 +193,6 @@ def short_of_disk(cfg: RunConfig) -> str | None:
     return None
 
 
-def prefetch_reference(
-    problem: Problem,
-    cfg: RunConfig,
-    references: ReferencePool,
-    baselines: Mapping[str, TimingStats] | None = None,
-    done: set[tuple[str, str]] | None = None,
-) -> dict[str, float] | None:
-    """Run `problem`'s reference into `references` ahead of its candidate's evaluation, under the key
-    that evaluation will ask for (`cfg` with the candidate's device and backend, the same `baselines`):
-    the evaluation then finds it there. For a lane with nothing built to evaluate (executors/local.py);
-    a failure is not kept in the pool, so the evaluation runs the reference again and reports it.
-
-    `done`: the (problem key, device) pairs this caller has prefetched; each runs once, and is marked
-    before it runs, so that a caller can tell its evaluation to wait for the run in the pool. Declined
-    (nothing marked) while the pool holds half of what it may: a prefetch runs up to a round of builds
-    ahead of its candidate, and one the pool evicted before its candidate came would run again.
-
-    Returns the reference run's phases (sandbox and worker, as a verdict's `ref:` phases; the verdict
-    that uses the run shows it shared), {} when the pool already held it, None when nothing ran."""
-    if done is not None:
-        if (problem.key, cfg.device) in done:
-            return None
-        if references.held_bytes() * 2 > references.max_bytes:
-            return None  # the evaluation runs its reference itself, as without a prefetch
-        done.add((problem.key, cfg.device))
-    device = evaluation_device(cfg.device, cfg.backend)
-    plan = make_plan(cfg, device)
-    preset_overrides(problem, cfg.preset)
-    reused = _reused(baselines, cfg, plan)
-    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
-        _, ref = _pooled_reference(problem, cfg, plan, reused, references, Path(tmp))
-    return dict(ref.phases)
-
-
-def _reused(
-    baselines: Mapping[str, TimingStats] | None, cfg: RunConfig, plan: Plan
-) -> dict[str, TimingStats]:
-    """The stored baselines that match the plan's device and timing settings (not timed again)."""
-    if not cfg.measure:
-        return {}
-    return reusable(baselines or {}, cfg.baselines, asdict(plan.settings), plan.device)
-
-
-def _pooled_reference(
-    problem: Problem,
-    cfg: RunConfig,
-    plan: Plan,
-    reused: Mapping[str, TimingStats],
-    references: ReferencePool,
-    workdir: Path,
-) -> tuple[Plan, ReferenceData]:
-    """The pool's plan and reference for this problem and settings: its run, made in `workdir` by the
-    first evaluation (or prefetch) that asks, later ones reuse."""
-    key = pool_key(problem, cfg, plan.device, reused.keys())
-    plan, ref, _ = references.get(
-        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys()))
-    )
-    return plan, ref
-
-
 def evaluate(
     problem: Problem,
     candidate: Candidate,
@@ -316,7 +254,7 @@ def evaluate(
             early = pool.submit(
                 run_candidate, problem, candidate, cfg, plan, workdir, cancel, receiver, settle=settled
             )
-        reused = _reused(baselines, cfg, plan)
+        reused = reused_baselines(baselines, cfg, plan)
 
         def offer(found: dict[int, list[Layout | None]]) -> None:
             # The early worker waits for its buffers: offered from the reference's signed layouts the
@@ -343,7 +281,7 @@ def evaluate(
                         receiver=ref_receiver,
                     )
                 else:
-                    plan, ref = _pooled_reference(problem, cfg, plan, reused, references, workdir)
+                    plan, ref = pooled_reference(problem, cfg, plan, reused, references, workdir)
             except BaseException as exc:
                 cancel.set()  # no verdict without a reference: the early candidate's worker ends now
                 if isinstance(exc, ForgedResult) and early is not None:
