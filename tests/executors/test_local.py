@@ -177,8 +177,8 @@ def test_registry_and_unknown_name() -> None:
 def test_default_builders_leave_cores_to_the_lanes() -> None:
     from kbench.executors.local import default_builders
 
-    assert default_builders(16, ["cuda:0"]) == 7  # 14 compilers + 2 cores for the lanes' workers
-    assert default_builders(32, ["cuda:0", "cuda:1"]) == 14
+    assert default_builders(16, ["cuda:0"]) == 9  # 14 cores at 1.5 per build + 2 for the lanes' workers
+    assert default_builders(32, ["cuda:0", "cuda:1"]) == 18
     assert default_builders(2, ["cpu"]) == 1 and default_builders(1, ["cuda:0"]) == 1
 
 
@@ -192,7 +192,7 @@ def test_builders_count_the_cores_this_process_may_use(monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     assert local.usable_cpus() == 10
-    assert local.LocalExecutor(devices=["cuda:0"]).builders == 4
+    assert local.LocalExecutor(devices=["cuda:0"]).builders == 5  # (10 - 2) / 1.5, not (32 - 2) / 1.5
 
 
 def test_idle_lanes_prefetch_past_the_builders_by_one_round_of_jobs() -> None:
