@@ -239,20 +239,33 @@ def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
 COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under another revision are not used
 
 
-def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
-    """`problem_flops`, kept in `folder` across processes: a first count traces the model on the meta
-    device (a second on a quiet CPU core, without importing torch._dynamo: `_without_dynamo_import`) for
-    numbers that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+def counts_path(problem: Problem, preset: str, dtype: str, folder: Path) -> Path:
+    """Where `disk_counts` keeps the counts of (problem, preset, dtype) in `folder`: the key holds what they
+    depend on (the problem's code, the preset, the dtype, torch's version and this counting's revision)."""
     from kbench.hardware import torch_version
 
     key = json.dumps([COUNT_REVISION, problem.code, preset, dtype, torch_version()])
-    path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+    return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+def kept_counts(path: Path) -> FlopCount | None:
+    """The counts kept at `path`, None when there are none or they cannot be read (counted again)."""
     try:
         kept = json.loads(path.read_text())
         by_op = tuple((str(name), int(n)) for name, n in kept.pop("by_op"))
         return FlopCount(**{k: int(v) for k, v in kept.items()}, by_op=by_op)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        pass  # not kept yet, or unreadable: counted again
+        return None
+
+
+def disk_counts(problem: Problem, preset: str, dtype: str, folder: Path) -> FlopCount:
+    """`problem_flops`, kept in `folder` across processes: a first count traces the model on the meta
+    device (a second on a quiet CPU core, without importing torch._dynamo: `_without_dynamo_import`) for
+    numbers that depend only on the problem's code, the preset, the dtype and torch's counting rules."""
+    path = counts_path(problem, preset, dtype, folder)
+    found = kept_counts(path)
+    if found is not None:
+        return found
     found = _cached_counts(problem, preset, dtype)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from kbench.backends import get_backend
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import WorkerError
 from kbench.evaluate.device_outputs import Receiver, layouts, premirror
+from kbench.evaluate.floor import sol_ms
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
@@ -36,7 +37,7 @@ from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.evaluate.reference_run import get_reference
 from kbench.evaluate.shared_reference import pooled_reference, reused_baselines
-from kbench.evaluate.verdict import make_verdict, sol_ms
+from kbench.evaluate.verdict import make_verdict
 from kbench.problems.loader import preset_overrides
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.offer import Layout, mark_settled

@@ -1,5 +1,5 @@
-"""A verdict from an evaluation's outcome (host side): build facts, timings and baselines, warnings, phases;
-and the speed-of-light floor the timing is checked against."""
+"""A verdict from an evaluation's outcome (host side): build facts, timings and baselines, warnings, phases
+(the speed-of-light floor the timing is checked against: evaluate/floor.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from kbench.config import RunConfig
 from kbench.evaluate.judge import WorkerOutcome
 from kbench.evaluate.phases import Account
 from kbench.evaluate.reference_cache import ReferenceData
-from kbench.hardware import device_name
 from kbench.store.reuse import measured
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
 
@@ -20,23 +19,6 @@ if TYPE_CHECKING:
     from kbench.evaluate.plan import Plan
 
 SUSPICIOUS_SPEEDUP = 100.0  # warn above this speedup over eager; verdict unchanged without a SOL bound
-
-
-def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
-    """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
-    most permissive), or None off a known GPU."""
-    if not device.startswith("cuda"):
-        return None
-    from kbench.analysis.gpus import match_device_name
-    from kbench.analysis.roofline import speed_of_light
-
-    gpu = match_device_name(device_name(device))
-    if gpu is None:
-        return None
-    # The counts behind it are kept in the cache folder: a later `kbench eval` of the problem skips the trace
-    return speed_of_light(
-        problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=cfg.cache_dir / "flops"
-    ).floor_ms
 
 
 def _warnings(

@@ -1,0 +1,88 @@
+"""The speed-of-light floor a verdict's timing is checked against (host side), counted beside the host.
+
+The floor comes from the problem's FLOP and byte counts (analysis/roofline.py), kept on disk once
+counted. A first count traces the reference model on the meta device: about a second of pure Python
+(importing sympy, torch's symbolic shapes and flop counter, then the trace) on a quiet core. On a thread of
+the host, as an evaluation ran it beside its workers, that second held the GIL while the host's other
+threads were handing work to the workers (offering device buffers, seeing a worker exit, reading its
+result, telling the candidate to time), and so lengthened a cold verdict's critical path. Where the
+evaluation forks its workers from the warm starter, the count runs in a process of its own forked from
+there too (worker/counts.py, torch already imported), and the host only waits for it and reads the file
+it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host counts
+itself, as before; an error of the count itself then reaches the verdict as a warning (evaluate/flow.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from kbench.config import RunConfig
+from kbench.hardware import device_name
+from kbench.types import Problem
+
+COUNT_MODULE = "kbench.worker.counts"
+COUNT_WAIT_S = 120.0  # the count of a large model on a loaded host; past it the host counts itself
+log = logging.getLogger(__name__)
+
+
+def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
+    """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
+    most permissive), or None off a known GPU."""
+    if not device.startswith("cuda"):
+        return None
+    from kbench.analysis.gpus import match_device_name
+    from kbench.analysis.roofline import speed_of_light
+
+    gpu = match_device_name(device_name(device))
+    if gpu is None:
+        return None
+    folder = cfg.cache_dir / "flops"  # a later `kbench eval` of the problem reads them: no trace
+    count_beside(problem, cfg, device, folder)
+    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=folder).floor_ms
+
+
+def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) -> bool:
+    """Have a process forked from the warm starter keep the counts of (problem, cfg.preset, cfg.dtype) in
+    `folder`, unless they are kept there already. True when they are there now; False when no starter
+    serves this evaluation or the process failed (the caller then counts itself, as without one)."""
+    from kbench.analysis.roofline import counts_path, kept_counts
+
+    if kept_counts(counts_path(problem, cfg.preset, cfg.dtype, folder)) is not None:
+        return True
+    if cfg.worker_start == "spawn":
+        return False  # a new interpreter would import torch first: seconds more than counting here
+    from kbench.evaluate.prebuild import reference_env
+    from kbench.sandbox import procs, starter
+
+    with tempfile.TemporaryDirectory(prefix="kbench-counts-") as tmp:
+        jobdir = Path(tmp)
+        request = {
+            "problem": asdict(problem),
+            "preset": cfg.preset,
+            "dtype": cfg.dtype,
+            "folder": str(folder),
+        }
+        (jobdir / "count.json").write_text(json.dumps(request))
+        logfile = jobdir / "worker.log"
+        env = procs.worker_env(reference_env(cfg, device))  # the reference's starter: the same start-up
+        proc = starter.start_worker(COUNT_MODULE, jobdir, tmp, env, logfile, None)
+        if proc is None:
+            return False
+        try:
+            code = proc.wait(COUNT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            procs.kill_session(proc.pid)
+            log.warning("%s: the count ran past %.0f s; counted in the host", problem.key, COUNT_WAIT_S)
+            return False
+        if code != 0:
+            tail = logfile.read_text(errors="replace")[-800:] if logfile.exists() else ""
+            log.warning(
+                "%s: the count exited with code %s; counted in the host:\n%s", problem.key, code, tail
+            )
+            return False
+    return kept_counts(counts_path(problem, cfg.preset, cfg.dtype, folder)) is not None

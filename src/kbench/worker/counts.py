@@ -1,0 +1,44 @@
+"""The counts worker (`python -m kbench.worker.counts JOBDIR`): a problem's FLOP and byte counts, kept on disk.
+
+Trusted code only (the reference problem on the meta device, analysis/roofline.py). The host asks for it
+where it would otherwise count on one of its own threads (evaluate/counts.py): forked from the warm
+starter, which imported torch already, it pays only the counting's own imports and the trace, on its own
+core. It reads `count.json` in JOBDIR ({"problem": Problem fields, "preset", "dtype", "folder"}), writes
+the counts where `roofline.disk_counts` keeps them, and exits 0; anything else is a failure the host
+answers by counting itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from kbench.sandbox import procs
+
+REQUEST_FILE = "count.json"
+
+
+def count(jobdir: Path) -> None:
+    from kbench.analysis.roofline import disk_counts
+    from kbench.types import Problem
+
+    request = json.loads((jobdir / REQUEST_FILE).read_text())
+    fields = request["problem"]
+    tuples = {"tags": tuple(fields["tags"]), "presets": tuple(fields["presets"])}
+    tuples["tolerance"] = tuple((str(name), float(value)) for name, value in fields["tolerance"])
+    problem = Problem(**{**fields, **tuples})
+    disk_counts(problem, request["preset"], request["dtype"], Path(request["folder"]))
+
+
+def main(argv: list[str]) -> int:
+    procs.bind_to_parent()  # a worker never outlives the kbench process that started it
+    count(Path(argv[1]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # as the other workers: no interpreter teardown after torch
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
