@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,3 +87,25 @@ def test_sol_ms_reads_the_count_kept_beside(tmp_path: Path, monkeypatch: pytest.
     )
     assert got == pytest.approx(direct.floor_ms) and got > 0
     assert floor.sol_ms(problem, cfg, "cpu") is None
+
+
+def test_the_count_keeps_triton_out_and_counts_the_same(tmp_path: Path) -> None:
+    """The counts worker refuses Triton (its library took 0.4-0.6 s of a first count) unless it is
+    loaded already; the counts of a PyTorch reference are the same without it."""
+    script = (
+        "import sys, torch\n"
+        "from kbench.worker.counts import refuse_triton\n"
+        "refuse_triton()\n"
+        "from kbench.analysis.roofline import problem_flops\n"
+        "from kbench.problems import get_problem\n"
+        "import torch.utils.flop_counter as fc\n"
+        "counts = problem_flops(get_problem('2/17'), 'small', 'fp32')\n"
+        "print(fc._JITFunction is type(None), sys.modules['triton'] is None, counts.flops, counts.bytes)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    refused, gone, flops, nbytes = out.stdout.split()
+    assert refused == "True" and gone == "True"
+    here = roofline.problem_flops(get_problem("2/17"), "small", "fp32")
+    assert (int(flops), int(nbytes)) == (here.flops, here.bytes)

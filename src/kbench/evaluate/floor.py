@@ -7,8 +7,8 @@ the host, as an evaluation ran it beside its workers, that second held the GIL w
 threads were handing work to the workers (offering device buffers, seeing a worker exit, reading its
 result, telling the candidate to time), and so lengthened a cold verdict's critical path. Where the
 evaluation forks its workers from the warm starter, the count runs in a process of its own forked from
-there too (worker/counts.py, torch already imported), and the host only waits for it and reads the file
-it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host counts
+there too (worker/counts.py: torch already imported, Triton kept out), and the host only waits for it and
+reads the file it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host counts
 itself, as before; an error of the count itself then reaches the verdict as a warning (evaluate/flow.py).
 """
 
