@@ -109,3 +109,21 @@ def test_the_count_keeps_triton_out_and_counts_the_same(tmp_path: Path) -> None:
     assert refused == "True" and gone == "True"
     here = roofline.problem_flops(get_problem("2/17"), "small", "fp32")
     assert (int(flops), int(nbytes)) == (here.flops, here.bytes)
+
+
+def test_a_count_ended_by_a_stop_is_not_done_again_in_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal ends the starters and so the count's process: the host does not count instead (the
+    evaluation is being stopped), and the floor is simply absent."""
+    cfg = cpu_config(tmp_path, worker_start="fork")
+    monkeypatch.setattr(floor, "device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(floor, "count_beside", lambda *args: False)
+    monkeypatch.setattr(floor, "stopping", lambda: True)
+
+    def no_count(*args: object) -> None:
+        raise AssertionError("the host counted while stopping")
+
+    monkeypatch.setattr(roofline, "problem_flops", no_count)
+    roofline._cached_counts.cache_clear()
+    assert floor.sol_ms(get_problem("2/1"), cfg, "cuda:0") is None

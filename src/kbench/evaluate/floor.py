@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.hardware import device_name
+from kbench.sandbox.host import stopping
 from kbench.types import Problem
 
 COUNT_MODULE = "kbench.worker.counts"
@@ -42,7 +43,8 @@ def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     if gpu is None:
         return None
     folder = cfg.cache_dir / "flops"  # a later `kbench eval` of the problem reads them: no trace
-    count_beside(problem, cfg, device, folder)
+    if not count_beside(problem, cfg, device, folder) and stopping():
+        return None  # stopped on a signal (which ended the count's process): no verdict is coming
     return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=folder).floor_ms
 
 
