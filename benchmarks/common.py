@@ -49,21 +49,25 @@ def _project_version() -> str | None:
 COMMIT_ENV = "BENCH_COMMIT"  # names the commit of a copied tree whose .git is missing or not its own
 
 
-def commit() -> str | None:
+def commit(root: Path = ROOT) -> str | None:
     """The short commit of the checkout the scripts run from ($BENCH_COMMIT where set; None outside a git
-    work tree)."""
+    work tree), with `+changes` when tracked files differ from it: a record then never names a commit whose
+    files were not the ones measured (uncommitted edits, or a copied tree whose .git is an older one's)."""
     if os.environ.get(COMMIT_ENV):
         return os.environ[COMMIT_ENV]
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
         return None
-    return done.stdout.strip() or None
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return head if changed == "" else f"{head}+changes"
 
 
 def _cpu_name() -> str:

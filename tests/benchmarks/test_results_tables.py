@@ -113,3 +113,26 @@ def test_a_recorded_command_names_no_path_of_the_machine_it_ran_on() -> None:
     )
     bare = [str(BENCHMARKS / "scaling.py"), "--record", "--gpus", "1,2", "--work-dir", "/scratch/w"]
     assert common.command_line(bare) == "python benchmarks/scaling.py --gpus 1,2 --work-dir WORK_DIR"
+
+
+def test_a_record_names_its_commit_and_says_when_the_files_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    monkeypatch.delenv(common.COMMIT_ENV, raising=False)
+    assert common.commit(tmp_path) is None  # not a git work tree
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    (tmp_path / "notes.txt").write_text("untracked files are not what was measured\n")
+    assert common.commit(tmp_path) == head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert common.commit(tmp_path) == f"{head}+changes"
+    monkeypatch.setenv(common.COMMIT_ENV, "abc1234")
+    assert common.commit(tmp_path) == "abc1234"
