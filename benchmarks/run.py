@@ -167,7 +167,11 @@ def command(name: str, given: str, out: Path, cache: Path, record: Path | None) 
     m = MEASUREMENTS[name]
     argv = shlex.split(m.argv.format(out=out, cache=cache))
     if given:  # the script (or `-m module`) stays, its arguments are replaced
-        argv = argv[: 2 if argv[0] == "-m" else 1] + shlex.split(given.format(out=out, cache=cache))
+        head = argv[: 2 if argv[0] == "-m" else 1]
+        args = shlex.split(given.format(out=out, cache=cache))
+        if args[: len(head)] == head:  # `NAME=script.py ARGS`: the script named again, as it is anyway
+            args = args[len(head) :]
+        argv = head + args
     if record is not None and m.records:
         argv += ["--record", str(record)]
     return [PY, *argv]
