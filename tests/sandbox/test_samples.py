@@ -112,6 +112,36 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
     assert h.sha256 == f.sha256 and torch.equal(load_tensors(tmp_path, [h])[0], host)
 
 
+@pytest.mark.gpu
+def test_gpu_samples_are_checked_where_the_reference_lies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference delivered to the device: whole samples and subsamples are compared there, not on the
+    host's CPU (whose parallel loops stall on cores other processes hold); wrong ones are still caught."""
+    from kbench.evaluate import judge
+
+    seen: list[str] = []
+    real = judge.compare
+
+    def spy(out: torch.Tensor, ref: torch.Tensor, *args: object, **kw: object) -> object:
+        seen.append(out.device.type)
+        return real(out, ref, *args, **kw)
+
+    monkeypatch.setattr(judge, "compare", spy)
+    small, large = torch.randn(1000, device="cuda"), torch.randn(2000, 600, device="cuda")
+    result = _signed(tmp_path, sample_outputs([small.cpu(), large.cpu()], whole_bytes=8192))
+    data = SimpleNamespace(outputs={7: [small, large]})
+    assert (
+        check_samples(WorkerOutcome(Status.OK, result=result), tmp_path, data, [7], 1e-4).status is Status.OK
+    )
+    assert seen == ["cuda", "cuda"]
+    wrong = large.cpu()
+    wrong += 1.0
+    result = _signed(tmp_path, sample_outputs([small.cpu(), wrong], whole_bytes=8192))
+    got = check_samples(WorkerOutcome(Status.OK, result=result), tmp_path, data, [7], 1e-4)
+    assert got.rule == "timing-output-mismatch"
+
+
 def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path: Path) -> None:
     """The path a GPU output above 64 MiB takes (there through pinned buffers), on a CPU tensor."""
     from kbench.sandbox.tensorfiles import DIGEST_CHUNK_BYTES, _stream_to_file, digest
