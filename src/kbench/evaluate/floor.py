@@ -8,8 +8,8 @@ threads were handing work to the workers (offering device buffers, seeing a work
 result, telling the candidate to time), and so lengthened a cold verdict's critical path. Where the
 evaluation forks its workers from the warm starter, the count runs in a process of its own forked from
 there too (worker/counts.py: torch already imported, Triton kept out), and the host only waits for it and
-reads the file it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host counts
-itself, as before; an error of the count itself then reaches the verdict as a warning (evaluate/flow.py).
+reads the file it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host
+counts itself, as before; an error of the count itself then reaches the verdict as a warning (flow.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kbench.sandbox.host import stopping
 from kbench.types import Problem
 
 COUNT_MODULE = "kbench.worker.counts"
+COUNT_REQUEST = "count.json"  # what the count reads in its job folder (worker/counts.py REQUEST_FILE)
 COUNT_WAIT_S = 120.0  # the count of a large model on a loaded host; past it the host counts itself
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) ->
             "dtype": cfg.dtype,
             "folder": str(folder),
         }
-        (jobdir / "count.json").write_text(json.dumps(request))
+        (jobdir / COUNT_REQUEST).write_text(json.dumps(request))
         logfile = jobdir / "worker.log"
         env = procs.worker_env(reference_env(cfg, device))  # the reference's starter: the same start-up
         proc = starter.start_worker(COUNT_MODULE, jobdir, tmp, env, logfile, None)

@@ -1,7 +1,7 @@
-"""The counts worker (`python -m kbench.worker.counts JOBDIR`): a problem's FLOP and byte counts, kept on disk.
+"""The counts worker (`python -m kbench.worker.counts JOBDIR`): a problem's FLOP and byte counts, kept.
 
 Trusted code only (the reference problem on the meta device, analysis/roofline.py). The host asks for it
-where it would otherwise count on one of its own threads (evaluate/counts.py): forked from the warm
+where it would otherwise count on one of its own threads (evaluate/floor.py): forked from the warm
 starter, which imported torch already, it pays only the counting's own imports and the trace, on its own
 core. It reads `count.json` in JOBDIR ({"problem": Problem fields, "preset", "dtype", "folder"}), writes
 the counts where `roofline.disk_counts` keeps them, and exits 0; anything else is a failure the host
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kbench.sandbox import procs
 
-REQUEST_FILE = "count.json"
+REQUEST_FILE = "count.json"  # evaluate/floor.py writes it (COUNT_REQUEST)
 
 
 def refuse_triton() -> None:
