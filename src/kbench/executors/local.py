@@ -53,7 +53,7 @@ def usable_cpus() -> int:
     return os.cpu_count() or 2
 
 
-BUILD_CORES = 1.5  # cores one builder keeps busy on average (default_builders)
+BUILD_CORES = 1.5  # cores one CUDA builder keeps busy on average (default_builders)
 
 
 def default_builders(cpus: int, devices: list[str]) -> int:
@@ -64,10 +64,11 @@ def default_builders(cpus: int, devices: list[str]) -> int:
     the time while verdicts were due. A load_inline build compiles two translation units at once, but the
     bindings one (precompiled or lean headers) ends well before the CUDA one, so a builder keeps about
     BUILD_CORES busy, not two: with one builder per two cores (7 on that host) the CPUs were 70 % busy
-    while the builds ran, and the builds, not the GPU, ended the 48-candidate throughput batch.
+    while the builds ran, and the builds, not the GPU, ended the 48-candidate throughput batch. Without a
+    GPU the CPU lane times candidates beside the builds, which that count does not cover: one per two cores.
     """
     gpus = sum(d.startswith("cuda") for d in devices)
-    return max(1, int((cpus - 2 * gpus) / BUILD_CORES))
+    return max(1, int((cpus - 2 * gpus) / (BUILD_CORES if gpus else 2)))
 
 
 class LocalExecutor:
