@@ -33,10 +33,10 @@ def test_counts_in_a_forked_process_match_the_hosts_own(tmp_path: Path) -> None:
     cfg = cpu_config(tmp_path, worker_start="fork")
     folder = tmp_path / "flops"
     roofline._cached_counts.cache_clear()
-    assert floor.count_beside(problem, cfg, "cpu", folder)
+    got = floor.count_beside(problem, cfg, "cpu", folder)
     # counted elsewhere: this process traced nothing, and the kept counts are the count's own
     assert roofline._cached_counts.cache_info().currsize == 0
-    assert kept(problem, cfg, folder) == roofline.problem_flops(problem, cfg.preset, cfg.dtype)
+    assert got == kept(problem, cfg, folder) == roofline.problem_flops(problem, cfg.preset, cfg.dtype)
 
 
 def test_kept_counts_start_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,14 +49,14 @@ def test_kept_counts_start_no_process(tmp_path: Path, monkeypatch: pytest.Monkey
         raise AssertionError("a process was started for counts already kept")
 
     monkeypatch.setattr(starter, "start_worker", no_start)
-    assert floor.count_beside(problem, cfg, "cpu", folder)
+    assert floor.count_beside(problem, cfg, "cpu", folder) == kept(problem, cfg, folder) is not None
 
 
 def test_spawned_workers_leave_the_count_to_the_host(tmp_path: Path) -> None:
     problem = get_problem("2/1")
     cfg = cpu_config(tmp_path, worker_start="spawn")
     folder = tmp_path / "flops"
-    assert not floor.count_beside(problem, cfg, "cpu", folder)
+    assert floor.count_beside(problem, cfg, "cpu", folder) is None
     assert kept(problem, cfg, folder) is None
 
 
@@ -68,7 +68,7 @@ def test_a_failed_count_is_logged_and_left_to_the_host(
     cfg = cpu_config(tmp_path, worker_start="fork")
     folder = tmp_path / "flops"
     with caplog.at_level(logging.WARNING, logger="kbench.evaluate.floor"):
-        assert not floor.count_beside(broken, cfg, "cpu", folder)
+        assert floor.count_beside(broken, cfg, "cpu", folder) is None
     assert "no model here" in caplog.text
     assert kept(broken, cfg, folder) is None
 
@@ -118,7 +118,7 @@ def test_a_count_ended_by_a_stop_is_not_done_again_in_the_host(
     evaluation is being stopped), and the floor is simply absent."""
     cfg = cpu_config(tmp_path, worker_start="fork")
     monkeypatch.setattr(floor, "device_name", lambda device: "NVIDIA H200")
-    monkeypatch.setattr(floor, "count_beside", lambda *args: False)
+    monkeypatch.setattr(floor, "count_beside", lambda *args: None)
     monkeypatch.setattr(floor, "stopping", lambda: True)
 
     def no_count(*args: object) -> None:

@@ -14,20 +14,21 @@ counts itself, as before; an error of the count itself then reaches the verdict 
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbench.config import RunConfig
 from kbench.hardware import device_name
 from kbench.sandbox.host import stopping
 from kbench.types import Problem
 
+if TYPE_CHECKING:
+    from kbench.analysis.roofline import FlopCount
+
 COUNT_MODULE = "kbench.worker.counts"
-COUNT_REQUEST = "count.json"  # what the count reads in its job folder (worker/counts.py REQUEST_FILE)
 COUNT_WAIT_S = 120.0  # the count of a large model on a loaded host; past it the host counts itself
 log = logging.getLogger(__name__)
 
@@ -38,54 +39,53 @@ def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     if not device.startswith("cuda"):
         return None
     from kbench.analysis.gpus import match_device_name
-    from kbench.analysis.roofline import speed_of_light
+    from kbench.analysis.roofline import disk_counts, sol_from_counts
 
     gpu = match_device_name(device_name(device))
     if gpu is None:
         return None
     folder = cfg.cache_dir / "flops"  # a later `kbench eval` of the problem reads them: no trace
-    if not count_beside(problem, cfg, device, folder) and stopping():
-        return None  # stopped on a signal (which ended the count's process): no verdict is coming
-    return speed_of_light(problem, cfg.preset, cfg.dtype, gpu, tf32=True, cache_dir=folder).floor_ms
+    counts = count_beside(problem, cfg, device, folder)
+    if counts is None:
+        if stopping():
+            return None  # stopped on a signal (which ended the count's process): no verdict is coming
+        counts = disk_counts(problem, cfg.preset, cfg.dtype, folder)  # the host counts itself
+    return sol_from_counts(counts, gpu, cfg.dtype, tf32=True).floor_ms
 
 
-def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) -> bool:
-    """Have a process forked from the warm starter keep the counts of (problem, cfg.preset, cfg.dtype) in
-    `folder`, unless they are kept there already. True when they are there now; False when no starter
-    serves this evaluation or the process failed (the caller then counts itself, as without one)."""
+def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) -> FlopCount | None:
+    """The counts of (problem, cfg.preset, cfg.dtype) kept in `folder`, counted first by a process forked
+    from the warm starter unless they are kept there already; None when no starter serves this evaluation
+    or the process failed (the caller then counts itself, as without one)."""
     from kbench.analysis.roofline import counts_path, kept_counts
 
-    if kept_counts(counts_path(problem, cfg.preset, cfg.dtype, folder)) is not None:
-        return True
-    if cfg.worker_start == "spawn":
-        return False  # a new interpreter would import torch first: seconds more than counting here
+    path = counts_path(problem, cfg.preset, cfg.dtype, folder)
+    kept = kept_counts(path)
+    if kept is not None or cfg.worker_start == "spawn":
+        return kept  # spawn: a new interpreter would import torch first, seconds more than counting here
     from kbench.evaluate.prebuild import reference_env
     from kbench.sandbox import procs, starter
+    from kbench.sandbox.protocol import COUNT_FILE, CountRequest
 
     with tempfile.TemporaryDirectory(prefix="kbench-counts-") as tmp:
         jobdir = Path(tmp)
-        request = {
-            "problem": asdict(problem),
-            "preset": cfg.preset,
-            "dtype": cfg.dtype,
-            "folder": str(folder),
-        }
-        (jobdir / COUNT_REQUEST).write_text(json.dumps(request))
+        request = CountRequest(problem=problem, preset=cfg.preset, dtype=cfg.dtype, folder=str(folder))
+        (jobdir / COUNT_FILE).write_text(request.model_dump_json())
         logfile = jobdir / "worker.log"
         env = procs.worker_env(reference_env(cfg, device))  # the reference's starter: the same start-up
         proc = starter.start_worker(COUNT_MODULE, jobdir, tmp, env, logfile, None)
         if proc is None:
-            return False
+            return None
         try:
             code = proc.wait(COUNT_WAIT_S)
         except subprocess.TimeoutExpired:
             procs.kill_session(proc.pid)
             log.warning("%s: the count ran past %.0f s; counted in the host", problem.key, COUNT_WAIT_S)
-            return False
+            return None
         if code != 0:
             tail = logfile.read_text(errors="replace")[-800:] if logfile.exists() else ""
             log.warning(
                 "%s: the count exited with code %s; counted in the host:\n%s", problem.key, code, tail
             )
-            return False
-    return kept_counts(counts_path(problem, cfg.preset, cfg.dtype, folder)) is not None
+            return None
+    return kept_counts(path)

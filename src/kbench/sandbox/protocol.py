@@ -33,6 +33,7 @@ JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
+COUNT_FILE = "count.json"  # a counts worker's request (worker/counts.py, evaluate/floor.py)
 KEY_BYTES = 32
 SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
 
@@ -63,6 +64,18 @@ def announce(jobdir: Path, phase: str) -> None:
 def dtype_name(dtype: Any) -> str:
     """A torch dtype as the exchanged files name it: "float32"."""
     return str(dtype).removeprefix("torch.")
+
+
+class CountRequest(BaseModel):
+    """What the counts worker counts (worker/counts.py): the problem's FLOPs and bytes at a preset and
+    dtype, kept in `folder` (analysis/roofline.disk_counts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem: Problem
+    preset: str
+    dtype: str
+    folder: str
 
 
 class JobSpec(BaseModel):

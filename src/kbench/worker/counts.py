@@ -3,22 +3,20 @@
 Trusted code only (the reference problem on the meta device, analysis/roofline.py). The host asks for it
 where it would otherwise count on one of its own threads (evaluate/floor.py): forked from the warm
 starter, which imported torch already, it pays only the counting's own imports and the trace, on its own
-core. It reads `count.json` in JOBDIR ({"problem": Problem fields, "preset", "dtype", "folder"}), writes
-the counts where `roofline.disk_counts` keeps them, and exits 0; anything else is a failure the host
-answers by counting itself.
+core. It reads its `CountRequest` (sandbox/protocol.py) in JOBDIR, writes the counts where
+`roofline.disk_counts` keeps them, and exits 0; anything else is a failure the host answers by counting
+itself.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from pathlib import Path
 
 from kbench.sandbox import procs
-
-REQUEST_FILE = "count.json"  # evaluate/floor.py writes it (COUNT_REQUEST)
+from kbench.sandbox.protocol import COUNT_FILE, CountRequest
 
 
 def refuse_triton() -> None:
@@ -36,14 +34,9 @@ def refuse_triton() -> None:
 def count(jobdir: Path) -> None:
     refuse_triton()
     from kbench.analysis.roofline import disk_counts
-    from kbench.types import Problem
 
-    request = json.loads((jobdir / REQUEST_FILE).read_text())
-    fields = request["problem"]
-    tuples = {"tags": tuple(fields["tags"]), "presets": tuple(fields["presets"])}
-    tuples["tolerance"] = tuple((str(name), float(value)) for name, value in fields["tolerance"])
-    problem = Problem(**{**fields, **tuples})
-    disk_counts(problem, request["preset"], request["dtype"], Path(request["folder"]))
+    request = CountRequest.model_validate_json((jobdir / COUNT_FILE).read_text())
+    disk_counts(request.problem, request.preset, request.dtype, Path(request.folder))
 
 
 COUNT_NICE = 10  # background work: the host's and the workers' threads take its core first
