@@ -43,6 +43,10 @@ from common import BENCHMARKS
 KBENCH = [sys.executable, "-m", "kbench"]
 UPSTREAM = [sys.executable, str(BENCHMARKS / "upstream_flow.py"), "--child", "eval"]
 TOP = ("cli", "checks", "ref", "build", "cand", "judge", "other")
+# A cold verdict's path from the command's start on (phases.py): the wait for the warm starter, its own
+# start and imports, the reference worker, the candidate's timing, the judge's sampled outputs and floor
+PATH = ("ref:spawn", "ref:starter", "ref:starter_start", "ref:starter_torch", "ref:starter_kbench",
+        "ref:worker", "cand:timing", "judge:samples", "judge:sol")  # fmt: skip
 
 
 def _solution(problem: str, backend: str, folder: Path) -> Path:
@@ -256,6 +260,12 @@ def report(result: dict[str, Any]) -> str:
             acc = f"{100 * k['accounted']:.0f} %" if k.get("accounted") else "-"
             lines.append(f"| {r['problem']} | {r['output_mib']} | {u.get('wall_s')} | {k.get('wall_s')} | {r.get('ratio')} "
                          f"| {status} | {acc} | " + " | ".join(f"{ph.get(t, 0.0):.2f}" for t in TOP) + " |")  # fmt: skip
+        lines += ["", "Along the path (s; `-`: not recorded):", "", "| problem | " + " | ".join(PATH) + " |",
+                  "|---|" + "---|" * len(PATH)]  # fmt: skip
+        for r in rows:
+            ph = r["kbench"].get("phases", {})
+            cells = (f"{ph[t]:.2f}" if t in ph else "-" for t in PATH)
+            lines.append(f"| {r['problem']} | " + " | ".join(cells) + " |")
         lines.append("")
     if result.get("left_out"):
         lines += [f"Not run (the call's time limit): {', '.join(result['left_out'])}.", ""]

@@ -205,9 +205,9 @@ def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
     seen: list[dict[str, object]] = []
     real = starter.Starter.start
 
-    def spy(self, request):  # type: ignore[no-untyped-def]
+    def spy(self, request, *args):  # type: ignore[no-untyped-def]
         seen.append(request)
-        return real(self, request)
+        return real(self, request, *args)
 
     monkeypatch.setattr(starter.Starter, "start", spy)
     env = _module(tmp_path, "from kbench.sandbox.protocol import read_key\nread_key()\n")
@@ -405,3 +405,32 @@ def test_torch_cuda_is_started_once_per_device(monkeypatch: pytest.MonkeyPatch) 
         starter.start_torch_cuda_meanwhile(device)
     assert done.wait(10)
     assert sorted(started) == ["cuda:0", "cuda:1"]
+
+
+def test_a_first_fork_says_how_long_it_waited_for_the_starter_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first job of a starter launched just before waits for its torch import: its `spawn` says how
+    much of it was that wait and what the starter spent it on; a later job waits for none of it."""
+    from kbench.sandbox import starter
+    from kbench.sandbox.host import worker_env
+
+    monkeypatch.setattr(starter, "_starters", {})
+    monkeypatch.setattr(starter, "_failed", {})
+    env = _module(tmp_path, "print('ran')\n")
+    starter.starter_for(worker_env(env), wait=False)  # launched, as prewarm does
+    try:
+        first = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
+        again = run_worker("fakeworker", tmp_path / "job2", SPEC, budgets=60.0, env=env, start="fork")
+    finally:
+        for found in starter._starters.values():
+            found.close()
+    assert first.returncode == 0 and again.returncode == 0, first.log_tail + again.log_tail
+    phases = first.start_phases
+    assert set(phases) == set(starter.START_PHASES), phases
+    assert 0.0 < phases["starter"] <= first.spawn_s
+    assert phases["starter_torch"] > 0.1 and phases["starter_kbench"] > 0.0  # torch, then the worker modules
+    # its own start covers its imports, and the job waited for no more than that start
+    assert phases["starter_start"] >= phases["starter_torch"] + phases["starter_kbench"]
+    assert phases["starter"] <= phases["starter_start"] + 0.5
+    assert list(again.start_phases) == ["starter"] and again.start_phases["starter"] < 0.005

@@ -124,6 +124,7 @@ def run_candidate(
     if outcome.result is not None:
         outcome.result.phases["wall"] = round(exit_.seconds, 3)
         outcome.result.phases["spawn"] = round(exit_.spawn_s, 3)
+        outcome.result.phases.update(exit_.start_phases)
         outcome.result.phases["read"] = round(time.perf_counter() - t0, 3)
     if exit_.lease_lost:  # whatever else it did: it let another job's GPU phase run beside its own code
         outcome = WorkerOutcome(Status.CHEAT, exit_.lease_lost, "lease-released", outcome.result)

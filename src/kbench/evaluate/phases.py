@@ -4,15 +4,18 @@ Top-level names (no colon) are consecutive segments of the evaluating thread's w
 `Verdict.seconds`: `cli` (the command's own start: interpreter, imports, before evaluating), `checks`,
 `ref` (the reference run, or the wait for the one the run shares; `ref:offer` is the host's offer of
 device buffers to a candidate worker started beside it: evaluate/device_outputs.py), `build` (waiting
-for the candidate's build once the reference is done), `cand` (the candidate worker and reading its result), `judge`
-(comparing outputs and samples, the speed-of-light floor), `hidden` (with --hidden-shapes: the second
-check at unseen sizes), and `other`: whatever no segment covered.
+for the candidate's build once the reference is done), `cand` (the candidate worker and reading its
+result), `judge` (comparing outputs and samples, the speed-of-light floor), `hidden` (with
+--hidden-shapes: the second check at unseen sizes), and `other`: whatever no segment covered.
 
 Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each worker's own phases, its
 `start` (process start, imports and teardown: its wall time that its phases do not cover), `spawn`
 (from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
-first use) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it
-checked, before its worker starts). Nested ones overlap their segment and are not added to the total.
+first use; of it, `starter` is the wait for a starter still coming up, and then `starter_start` that
+starter's own start, from its launch to its answer, with its imports in `starter_torch` and
+`starter_kbench`) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every
+file of it checked, before its worker starts). Nested ones overlap their segment and are not added to
+the total.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+from kbench.sandbox.starter import START_PHASES
 
 
 class Account:
@@ -57,8 +62,9 @@ class Account:
         return time.monotonic() - self.t0 + self.top.get("cli", 0.0)
 
 
-# host parts kept with a worker's phases (`lookup`: the reference's disk cache entry read and checked)
-HOST_KEYS = ("spawn", "read", "lookup", "cache", "compare", "samples")
+# host parts kept with a worker's phases (`lookup`: the reference's disk cache entry read and checked;
+# `starter...`: the part of `spawn` spent waiting for the warm starter to come up, and its own start)
+HOST_KEYS = ("spawn", "read", "lookup", "cache", "compare", "samples", *START_PHASES)
 
 
 def accounted(phases: Mapping[str, float] | tuple[tuple[str, float], ...]) -> float:

@@ -167,7 +167,12 @@ def _run(
     if watch is not None:
         watch.settle(result.outputs)
     data = ReferenceData(
-        phases={**result.phases, "wall": round(exit_.seconds, 3), "spawn": round(exit_.spawn_s, 3)},
+        phases={
+            **result.phases,
+            "wall": round(exit_.seconds, 3),
+            "spawn": round(exit_.spawn_s, 3),
+            **exit_.start_phases,
+        },
     )
     tmp = Path(spec.cache_folder) if spec.cache_folder else None
     absorb(data, result, jobdir, _verified_or_received(receiver, tmp, {str(s) for s in spec.cache_seeds}))

@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbench.sandbox import lease, procs
@@ -87,6 +87,8 @@ class WorkerExit:
     phase: str = ""  # the phase whose budget ran out (timed_out)
     budget_s: float = 0.0  # that phase's budget
     spawn_s: float = 0.0  # from the call to the worker's start (a fork, or the starter's own start first)
+    # a fork's share of spawn_s spent waiting for the starter, and the starter's own start (ForkedProcess)
+    start_phases: dict[str, float] = field(default_factory=dict)
     lease_lost: str = ""  # how a candidate's worker gave up its GPU lease while it ran (lease.Guard)
 
 
@@ -316,6 +318,7 @@ def run_worker(
         phase=ran_out[0] if ran_out else "",
         budget_s=ran_out[1] if ran_out else 0.0,
         spawn_s=t0 - asked,
+        start_phases=proc.start_phases() if isinstance(proc, ForkedProcess) else {},
         lease_lost=guard.violation if guard is not None else "",
     )
 

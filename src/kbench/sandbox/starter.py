@@ -37,6 +37,8 @@ STARTUP_VARS = (
     "PYTHONNOUSERSITE",
     "TRITON_INTERPRET",  # read when triton is imported, and the starter may preload triton
 )
+# A fork's wait split for a verdict's phases (ForkedProcess.start_phases, evaluate/phases.py)
+START_PHASES = ("starter", "starter_start", "starter_torch", "starter_kbench")
 UNKNOWN_EXIT = 255  # the starter died before reporting a child's exit status
 
 
@@ -46,9 +48,21 @@ def _alive(pid: int) -> bool:
 
 
 class ForkedProcess:
-    def __init__(self, starter: Starter, pid: int) -> None:
+    def __init__(self, starter: Starter, pid: int, waited_s: float = 0.0) -> None:
         self.starter, self.pid = starter, pid
         self.returncode: int | None = None
+        self.waited_s = waited_s  # of the request's wait for its fork, the part spent waiting for the starter
+
+    def start_phases(self) -> dict[str, float]:
+        """How the fork's wait splits, for a verdict's phases (evaluate/phases.py): `starter`, the wait for
+        the starter to come up; when there was one, the starter's own start (`starter_start`: from its
+        launch to its answer) and its imports (`starter_torch`, `starter_kbench`: the worker modules)."""
+        if self.waited_s < 0.005:
+            return {"starter": round(self.waited_s, 3)}
+        imports = self.starter.imports
+        kbench = round(sum(v for k, v in imports.items() if k != "torch"), 3)
+        values = (self.waited_s, self.starter.start_s, imports.get("torch", 0.0), kbench)
+        return {k: round(v, 3) for k, v in zip(START_PHASES, values, strict=True)}
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -96,6 +110,8 @@ class Starter:
         self.reason = "the starter did not answer in time"
         self._answered = threading.Event()
         self.preloaded: list[str] = []  # beyond torch and kbench, as the starter reports them
+        self.imports: dict[str, float] = {}  # seconds of each preload before its answer (zygote.main)
+        self.start_s = 0.0  # from its launch to its answer (process start, imports, checks)
         self.retired = ""  # why the starter forks no more (a preload proved unsafe)
         threading.Thread(target=self._read, name="kbench-starter", daemon=True).start()
 
@@ -115,10 +131,12 @@ class Starter:
         try:
             if first:
                 answer = json.loads(first)
+                self.imports = {str(k): float(v) for k, v in answer.get("imports", {}).items()}
+                self.start_s = float(answer.get("age", 0.0))
                 self.ready, self.reason = bool(answer.get("ready")), str(answer.get("reason", ""))
             else:
                 self.reason = f"the starter exited ({self.log.read_text(errors='replace')[-500:]})"
-        except (ValueError, AttributeError, OSError) as exc:
+        except (ValueError, TypeError, AttributeError, OSError) as exc:
             self.reason = f"the starter's first line was not understood ({exc})"
         finally:
             self._answered.set()
@@ -155,8 +173,9 @@ class Starter:
         with self._changed:
             self._changed.wait(max(timeout, 0.001))
 
-    def start(self, request: dict[str, Any]) -> ForkedProcess | None:
-        """Fork a worker for `request` (see zygote.py); None when the starter is gone."""
+    def start(self, request: dict[str, Any], waited_s: float = 0.0) -> ForkedProcess | None:
+        """Fork a worker for `request` (see zygote.py); None when the starter is gone. `waited_s`: how long
+        the request waited for this starter to come up (ForkedProcess.start_phases)."""
         with self._lock:
             if not self.alive():
                 return None
@@ -175,7 +194,7 @@ class Starter:
                     return None
                 self._changed.wait(0.05)
             pid = self._started.pop(ident)
-        return ForkedProcess(self, pid) if pid > 0 else None
+        return ForkedProcess(self, pid, waited_s) if pid > 0 else None
 
     def close(self, wait_s: float = 5.0) -> None:
         """Close the starter's pipe: it ends the sessions of the workers it started and exits (killed
@@ -305,12 +324,14 @@ def _start_torch_cuda(device: str) -> None:
 def start_worker(
     module: str, jobdir: Path, cwd: str, env: dict[str, str], log: Path, limit: tuple[str, int] | None
 ) -> ForkedProcess | None:
+    t0 = time.monotonic()
     starter = starter_for(env)
     if starter is None:
         return None
+    waited = time.monotonic() - t0
     request = {"module": module, "jobdir": str(jobdir.resolve()), "cwd": cwd, "env": env, "log": str(log),
                "limit": list(limit) if limit else None}  # fmt: skip
-    return starter.start(request)
+    return starter.start(request, waited)
 
 
 def failure_reason(env: dict[str, str]) -> str | None:

@@ -9,14 +9,16 @@ memory limit, and every descriptor of this process closed. The HMAC key never pa
 host hands it to the child through a FIFO in the job folder, so a later child cannot find an earlier
 job's key in memory inherited from this process.
 
-Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str} once, then reads
-requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0, "limit": [name, bytes] | null} and
-answers {"started": id, "pid": pid} (or {"refused": id} once retired); when a child ends it writes
-{"exit": pid, "code": code} (negative: killed by that signal, like subprocess); {"preloaded": module}
-when an optional module is imported, {"retired": reason} when one proved unsafe. It stays single-threaded, so forking is safe. When the host
-closes its stdin -- or dies, whatever the signal: the kernel closes the pipe -- it kills the sessions of
-the children still running and exits; each child also asked for SIGKILL when this process dies. If importing torch initialised the CUDA driver (fork would then break CUDA
-in the children), it answers ready=false and exits: the host spawns workers instead.
+Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str, "imports":
+{module: seconds}, "age": seconds since it started} once, then reads requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0,
+"limit": [name, bytes] | null} and answers {"started": id, "pid": pid} (or {"refused": id} once
+retired); when a child ends it writes {"exit": pid, "code": code} (negative: killed by that signal, like
+subprocess); {"preloaded": module} when an optional module is imported, {"retired": reason} when one
+proved unsafe. It stays single-threaded, so forking is safe. When the host closes its stdin -- or dies,
+whatever the signal: the kernel closes the pipe -- it kills the sessions of the children still running
+and exits; each child also asked for SIGKILL when this process dies. If importing torch initialised the
+CUDA driver (fork would then break CUDA in the children), it answers ready=false and exits: the host
+spawns workers instead.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import resource
 import select
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -304,9 +307,12 @@ def main() -> int:
     _watch_parent()
     _PROTO = os.dup(1)
     os.dup2(2, 1)  # stray prints of imported modules go to the log, not into the protocol
+    seconds: dict[str, float] = {}  # each preload's import, for the host's account of a first fork's wait
     try:
         for name in PRELOAD:
+            t0 = time.perf_counter()
             __import__(name)
+            seconds[name] = round(time.perf_counter() - t0, 3)
         for name in ENTRIES:
             del sys.modules[name]
     except Exception as exc:  # the host spawns workers instead and the job reports its own error
@@ -316,7 +322,9 @@ def main() -> int:
     if torch.cuda.is_initialized() or cuda_initialized():
         _send({"ready": False, "reason": "importing torch initialised CUDA: forked workers could not use it"})
         return 1
-    _send({"ready": True, "reason": ""})
+    from kbench.sandbox.procs import age
+
+    _send({"ready": True, "reason": "", "imports": seconds, "age": round(age(), 3)})
     serve(optional=NO_OPTIONAL not in sys.argv[1:])
     os._exit(0)  # nothing to tear down: interpreter exit with torch loaded costs ~0.5 s of a stop
 
