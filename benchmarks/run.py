@@ -101,10 +101,16 @@ MEASUREMENTS: dict[str, Measurement] = {
         "goals 1-3 in one call: cold and warm latency, throughput on 48 problems, against the upstream flow",
         records=True,
     ),
+    "vs-upstream-108": Measurement(
+        "benchmarks/vs_upstream.py --out {out} --only throughput,upstream --solutions 36 --variants 3 "
+        "--limit 0 --throughput-seconds 480 --upstream-seconds 420",
+        "goal 3 on the 108-candidate batch (36 problems x 3 candidates) against the upstream flow",
+        records=True,
+    ),
     "throughput": Measurement(
-        "benchmarks/throughput.py --out {out} --variants 3 --slots 3 --max-seconds 420 --warm 24 "
-        "--warm-seconds 90",
-        "108 distinct CUDA candidates, cold caches: verdicts per minute",
+        "benchmarks/throughput.py --out {out} --solutions 36 --variants 3 --slots 3 --max-seconds 420 "
+        "--warm 24 --warm-seconds 90",
+        "108 distinct CUDA candidates (36 problems x 3), cold caches: verdicts per minute",
     ),
     "upstream-flow": Measurement(
         "benchmarks/upstream_flow.py --out {out} --limit 24 --builders 16",

@@ -1,10 +1,12 @@
 """Evaluation throughput on one machine: a batch of distinct level-2 CUDA candidates, cold caches.
 
-    python benchmarks/throughput.py --out OUT [--variants 3] [--max-seconds 330]
+    python benchmarks/throughput.py --out OUT [--variants 3] [--solutions N] [--max-seconds 330]
 
-The batch is every shipped CUDA level-2 solution plus `--variants - 1` copies of each whose load_inline
-extension has another name, so every candidate is its own extension and no build is a cache hit (100
-solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of every solution first).
+The batch is every shipped CUDA level-2 solution (`--solutions N`: the first N) plus `--variants - 1`
+copies of each whose load_inline extension has another name, so every candidate is its own extension and
+no build is a cache hit (100 solutions x 3 = 300 candidates; `--limit` takes the first N, variant 0 of
+every solution first). `--solutions 36 --variants 3` is the 108-candidate batch of the first records:
+three candidates per problem, so a run's later candidates of a problem find its reference kept.
 kbench's flow: the local executor with CPU builders (builders make a precompiled header for the batch;
 backends/fastbuild.py) ahead of the GPU lanes (several evaluations in flight, their GPU phases taking
 turns on the device lease; a lane with nothing built runs the reference of a job still building, unless
@@ -62,15 +64,17 @@ def variant(source: str, k: int) -> str:
     return renamed
 
 
-def batch(variants: int, limit: int, backend: str = "cuda") -> list[Job]:
-    problems = [p for p in load_source("kbench") if p.level == 2]
+def batch(variants: int, limit: int, backend: str = "cuda", solutions: int = 0) -> list[Job]:
+    """`variants` candidates of each shipped level-2 solution of `backend` (of the first `solutions`
+    problems that have one, 0: all), variant 0 of every solution first; the first `limit` (0: all)."""
+    shipped = [(p, c) for p in load_source("kbench") if p.level == 2 if (c := reference_candidate(p, backend))]
+    if solutions:
+        shipped = shipped[:solutions]
     jobs: list[Job] = []
     for k in range(variants):
-        for p in problems:
-            c = reference_candidate(p, backend)
-            if c is not None:
-                cand = Candidate(p.key, backend, variant(c.source, k), origin=f"{c.origin}#v{k}")
-                jobs.append(Job(p, cand, tag=len(jobs)))
+        for p, c in shipped:
+            cand = Candidate(p.key, backend, variant(c.source, k), origin=f"{c.origin}#v{k}")
+            jobs.append(Job(p, cand, tag=len(jobs)))
     return jobs[:limit] if limit else jobs
 
 
@@ -347,6 +351,7 @@ def summarize(
     out: dict[str, Any] = {
         "candidates": n_jobs,
         "verdicts": len(vs),
+        "problems": len({v["problem"] for v in vs}),  # distinct problems among the verdicts
         "wall_s": res["wall_s"],
         "seconds_per_verdict": round(res["wall_s"] / len(vs), 2) if vs else None,
         "verdicts_per_min": round(60 * len(vs) / res["wall_s"], 1) if vs else None,
@@ -403,8 +408,10 @@ def markdown(env: dict[str, Any], s: dict[str, Any], args: argparse.Namespace) -
         "",
         f"{env.get('gpu')} x{env.get('gpu_count', 1)}, {usable_cpus()} of {env.get('cpu_count')} CPUs ({env.get('cpu')}), "
         f"torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, {date}.",
-        f"Command: `python benchmarks/throughput.py --variants {args.variants} --builders {args.builders} "
-        f"--slots {args.slots} --max-seconds {args.max_seconds:g}{' --no-prefetch' if args.no_prefetch else ''}`",
+        f"Command: `python benchmarks/throughput.py --variants {args.variants}"
+        + (f" --solutions {args.solutions}" if args.solutions else "")
+        + (f" --limit {args.limit}" if args.limit else "")
+        + f" --builders {args.builders} --slots {args.slots} --max-seconds {args.max_seconds:g}{' --no-prefetch' if args.no_prefetch else ''}`",
         "",
         "| measure | value |",
         "| --- | --- |",
@@ -418,6 +425,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--variants", type=int, default=3)
+    ap.add_argument("--solutions", type=int, default=0, help="the first N shipped solutions (0: all)")
     ap.add_argument("--limit", type=int, default=0, help="at most this many candidates (0: all)")
     ap.add_argument("--builders", type=int, default=0, help="0: the local executor's default")
     ap.add_argument("--slots", type=int, default=3)
@@ -435,7 +443,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment()
     gpu = args.device != "cpu"
-    jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp")
+    jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp", args.solutions)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-throughput-"))
     try:
         run(args, env, jobs, cache, gpu)

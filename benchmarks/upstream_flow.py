@@ -1,6 +1,6 @@
 """KernelBench's own evaluation flow, emulated on the throughput batch's files, for a side-by-side figure.
 
-    python benchmarks/upstream_flow.py --out OUT [--variants 3] [--limit 24] [--builders 16] [--max-seconds S]
+    python benchmarks/upstream_flow.py --out OUT [--variants 3] [--solutions N] [--limit 24] [--builders 16] [--max-seconds S]
 
 The flow as the throughput issue describes it: a pool of CPU builders compiles every candidate's
 load_inline extension (torch's plain JIT build into one fresh extensions folder, no kbench recipe), then
@@ -242,6 +242,7 @@ def main() -> None:
     ap.add_argument("--problem", default="", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--variants", type=int, default=3)
+    ap.add_argument("--solutions", type=int, default=0, help="the first N shipped solutions (0: all)")
     ap.add_argument("--limit", type=int, default=24, help="the first N candidates of the batch (0: all)")
     ap.add_argument("--builders", type=int, default=16)
     ap.add_argument("--device", default="cuda", help="cpu: a dry run with the cpp solutions, small preset")
@@ -281,7 +282,7 @@ def main() -> None:
 
     gpu = args.device != "cpu"
     preset = args.preset or ("full" if gpu else "small")
-    jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp")
+    jobs = batch(args.variants, args.limit, "cuda" if gpu else "cpp", args.solutions)
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment()
     res = run_flow(jobs, args.out, args.builders, args.device, preset, args.timeout, args.max_seconds)
@@ -295,7 +296,8 @@ def main() -> None:
         f"CPUs, torch {env.get('torch')}, nvcc {env.get('nvcc')}, Python {env.get('python')}, "
         f"{dt.date.today().isoformat()}.",
         f"Command: `python benchmarks/upstream_flow.py --variants {args.variants} --limit {args.limit} "
-        f"--builders {args.builders} --device {args.device}"
+        + (f"--solutions {args.solutions} " if args.solutions else "")
+        + f"--builders {args.builders} --device {args.device}"
         + (f" --max-seconds {args.max_seconds:g}" if args.max_seconds is not None else "")
         + f"` (preset {preset})",
         "",

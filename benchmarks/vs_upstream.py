@@ -2,14 +2,17 @@
 
     python benchmarks/vs_upstream.py --out OUT [--record]
     python benchmarks/vs_upstream.py --out OUT --report-only       # the report again from OUT's parts
+    python benchmarks/vs_upstream.py --out OUT --only throughput,upstream --solutions 36 --variants 3 --limit 0
+                                   # the 108-candidate batch: three candidates per problem
 
 Three parts run one after the other, each a benchmark script in its own process, into OUT/<part>:
 
 1. `latency` (verdict_speed.py): `kbench eval` in a fresh process against the upstream flow's fresh
    process on the same candidate, for `--cold` problems (outputs up to 256 MiB) and `--big` ones (~1 GiB),
    then warm verdicts (the reference kept, in one process) for `--warm` problems;
-2. `throughput` (throughput.py): the first `--limit` shipped level-2 CUDA solutions, each its own
-   extension, cold caches, through kbench's local executor (CPU builders, GPU lanes);
+2. `throughput` (throughput.py): the first `--limit` candidates of the shipped level-2 CUDA solutions
+   (`--solutions N`: of the first N; `--variants K`: K candidates per solution), each its own extension,
+   cold caches, through kbench's local executor (CPU builders, GPU lanes);
 3. `upstream` (upstream_flow.py): the same files through the upstream flow: `--upstream-builders` plain
    load_inline builds at once, then one fresh process per candidate, one after the other.
 
@@ -60,13 +63,13 @@ def part_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     if args.device == "cpu":
         latency += ["--preset", "small"]
     throughput = [
-        *py, str(BENCHMARKS / "throughput.py"), "--out", str(args.out / "throughput"), "--variants", "1",
-        "--limit", str(args.limit), "--slots", str(args.slots), "--builders", str(args.builders),
+        *py, str(BENCHMARKS / "throughput.py"), "--out", str(args.out / "throughput"),
+        "--variants", str(args.variants), "--solutions", str(args.solutions), "--limit", str(args.limit), "--slots", str(args.slots), "--builders", str(args.builders),
         "--warm", "0", "--device", args.device, "--max-seconds", f"{args.throughput_seconds:g}",
     ]  # fmt: skip
     upstream = [
-        *py, str(BENCHMARKS / "upstream_flow.py"), "--out", str(args.out / "upstream"), "--variants", "1",
-        "--limit", str(args.limit), "--builders", str(args.upstream_builders), "--device", args.device,
+        *py, str(BENCHMARKS / "upstream_flow.py"), "--out", str(args.out / "upstream"),
+        "--variants", str(args.variants), "--solutions", str(args.solutions), "--limit", str(args.limit), "--builders", str(args.upstream_builders), "--device", args.device,
         "--max-seconds", f"{args.upstream_seconds:g}",
     ]  # fmt: skip
     return {"latency": latency, "throughput": throughput, "upstream": upstream}
@@ -157,11 +160,19 @@ def goals(parts: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
             "met": None if not secs else max(secs) <= limit and ok,
         })  # fmt: skip
     tp, up = parts.get("throughput"), parts.get("upstream")
-    k_spv = (tp or {}).get("summary", {}).get("seconds_per_verdict")
+    summary = (tp or {}).get("summary", {})
+    k_spv = summary.get("seconds_per_verdict")
+    verdicts = summary.get("verdicts", 0)
+    # records before the summary counted problems had one candidate per problem (--variants 1)
+    problems = summary.get("problems", verdicts)
+    batch = (
+        f"{verdicts} distinct level-2 candidates"
+        if problems == verdicts
+        else f"{verdicts} level-2 candidates of {problems} problems"
+    )
     rows.append({
         "key": "seconds_per_verdict",
-        "goal": f"3. throughput, {(tp or {}).get('summary', {}).get('verdicts', 0)} distinct level-2 "
-                "candidates, cold caches (s per verdict)",
+        "goal": f"3. throughput, {batch}, cold caches (s per verdict)",
         "target": "<= 3.2 s",
         "kbench": k_spv,
         "upstream": None,
@@ -318,7 +329,11 @@ def main() -> None:
     ap.add_argument(
         "--latency-backend", default="triton", help="the shipped solutions the latency part judges"
     )
-    ap.add_argument("--limit", type=int, default=48, help="throughput: the first N shipped CUDA solutions")
+    ap.add_argument("--limit", type=int, default=48, help="throughput: the first N candidates of the batch")
+    ap.add_argument(
+        "--variants", type=int, default=1, help="throughput: candidates per solution, each its own extension"
+    )
+    ap.add_argument("--solutions", type=int, default=0, help="throughput: the first N shipped solutions (0: all)")
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--builders", type=int, default=0, help="kbench's CPU builders (0: its default)")
     ap.add_argument("--upstream-builders", type=int, default=len(os.sched_getaffinity(0)))

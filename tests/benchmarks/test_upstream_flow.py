@@ -100,3 +100,16 @@ def test_a_cut_flow_projects_the_whole_batch_from_its_mean_evaluation() -> None:
     assert s["seconds_per_verdict"] == 37.0 and s["projected_seconds_per_verdict"] == round((74 + 14) / 4, 2)
     kbench = {"summary": {"seconds_per_verdict": 11.0}, "cold": {"verdicts": [{"tag": 0, "status": "ok"}]}}
     assert uf.side_by_side(res, kbench)["speedup"] == 2.0  # against the projection, not the cut figure
+
+
+def test_the_first_solutions_each_in_several_extensions_make_the_batch_both_flows_judge() -> None:
+    from throughput import batch
+
+    jobs = batch(3, 0, "cuda", solutions=2)
+    problems = [j.problem.key for j in jobs]
+    assert len(jobs) == 6 and len(set(problems)) == 2
+    assert problems[:2] == problems[2:4] == problems[4:]  # variant 0 of every solution first
+    for key in set(problems):
+        sources = [j.candidate.source for j in jobs if j.problem.key == key]
+        assert len(set(sources)) == 3  # each candidate its own extension: no build is a cache hit
+    assert batch(3, 0, "cuda")[:2] == jobs[:2] and len(batch(3, 4, "cuda", solutions=2)) == 4

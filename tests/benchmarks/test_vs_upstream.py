@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -96,6 +97,29 @@ def test_every_goal_is_judged_from_the_parts() -> None:
     assert (g["verdicts_that_differ"]["value"], g["verdicts_that_differ"]["met"]) == (0, True)
     m = vs.metrics(list(g.values()))
     assert (m["cold_ratio"], m["speedup_vs_upstream"], m["goals_met"], m["goals"]) == (0.9, 14.0, 6, 7)
+
+
+def test_a_batch_of_several_candidates_per_problem_is_named_as_such() -> None:
+    one = _throughput(["ok"] * 4, 2.5)
+    g = _by_key(vs.goals({"latency": None, "throughput": one, "upstream": None}))
+    assert "4 distinct level-2 candidates" in g["seconds_per_verdict"]["goal"]
+    three = _throughput(["ok"] * 6, 2.5)
+    three["summary"]["problems"] = 2
+    g = _by_key(vs.goals({"latency": None, "throughput": three, "upstream": None}))
+    assert "6 level-2 candidates of 2 problems" in g["seconds_per_verdict"]["goal"]
+
+
+def test_both_flows_get_the_same_batch() -> None:
+    args = argparse.Namespace(
+        out=Path("OUT"), cold="2/1", big="", warm="", latency_backend="triton", device="cuda",
+        latency_seconds=1.0, throughput_seconds=1.0, upstream_seconds=1.0, limit=0, slots=3,
+        builders=0, upstream_builders=16, variants=3, solutions=36,
+    )  # fmt: skip
+    commands = vs.part_commands(args)
+    for part in ("throughput", "upstream"):
+        cmd = commands[part]
+        given = {cmd[i]: cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i].startswith("--")}
+        assert (given["--variants"], given["--solutions"], given["--limit"]) == ("3", "36", "0")
 
 
 def test_a_cold_median_over_too_few_problems_is_not_met() -> None:
