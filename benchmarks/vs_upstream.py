@@ -2,8 +2,8 @@
 
     python benchmarks/vs_upstream.py --out OUT [--record]
     python benchmarks/vs_upstream.py --out OUT --report-only       # the report again from OUT's parts
-    python benchmarks/vs_upstream.py --out OUT --only throughput,upstream --solutions 36 --variants 3 --limit 0
-                                   # the 108-candidate batch: three candidates per problem
+    python benchmarks/vs_upstream.py --out OUT --only throughput,upstream --solutions 36 --variants 3 --limit 0 \
+        --upstream-limit 48        # the 108-candidate batch: three candidates per problem
 
 Three parts run one after the other, each a benchmark script in its own process, into OUT/<part>:
 
@@ -14,7 +14,8 @@ Three parts run one after the other, each a benchmark script in its own process,
    (`--solutions N`: of the first N; `--variants K`: K candidates per solution), each its own extension,
    cold caches, through kbench's local executor (CPU builders, GPU lanes);
 3. `upstream` (upstream_flow.py): the same files through the upstream flow: `--upstream-builders` plain
-   load_inline builds at once, then one fresh process per candidate, one after the other.
+   load_inline builds at once, then one fresh process per candidate, one after the other
+   (`--upstream-limit N`: the first N of them, for a batch whose builds alone outlast the part's limit).
 
 Each part has a time limit (`--latency-seconds`, `--throughput-seconds`, `--upstream-seconds`): it starts
 nothing past it and reports what finished; the upstream flow, cut after its builds, projects its whole
@@ -53,6 +54,16 @@ PARTS = ("latency", "throughput", "upstream")
 FILES = {"latency": "verdict_speed.json", "throughput": "throughput.json", "upstream": "upstream_flow.json"}
 
 
+def upstream_limit(args: argparse.Namespace) -> int:
+    """The upstream flow's share of the batch: its first `--upstream-limit` candidates, never more than
+    kbench's (`--limit`, 0: all). The batch lists variant 0 of every solution first, so a prefix spans
+    every problem before it repeats one."""
+    mine, theirs = args.limit, getattr(args, "upstream_limit", 0)
+    if not theirs:
+        return mine
+    return min(mine, theirs) if mine else theirs
+
+
 def part_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     py = [sys.executable]
     latency = [
@@ -69,7 +80,7 @@ def part_commands(args: argparse.Namespace) -> dict[str, list[str]]:
     ]  # fmt: skip
     upstream = [
         *py, str(BENCHMARKS / "upstream_flow.py"), "--out", str(args.out / "upstream"),
-        "--variants", str(args.variants), "--solutions", str(args.solutions), "--limit", str(args.limit), "--builders", str(args.upstream_builders), "--device", args.device,
+        "--variants", str(args.variants), "--solutions", str(args.solutions), "--limit", str(upstream_limit(args)), "--builders", str(args.upstream_builders), "--device", args.device,
         "--max-seconds", f"{args.upstream_seconds:g}",
     ]  # fmt: skip
     return {"latency": latency, "throughput": throughput, "upstream": upstream}
@@ -184,11 +195,15 @@ def goals(parts: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
 
         both = side_by_side(up, tp)
         s = summarize(up)
+        theirs = s["candidates"] + s["not_evaluated_after_max_seconds"]
         how = (
-            f"projected from {s['candidates']} of {s['candidates'] + s['not_evaluated_after_max_seconds']}"
+            f"projected from {s['candidates']} of {theirs}"
             if s["projected_seconds_per_verdict"]
             else f"{s['candidates']} measured"
         )
+        batch_size = summary.get("candidates", verdicts)
+        if theirs < batch_size:  # --upstream-limit: the flow ran on a prefix of the same files
+            how += f", the first {theirs} of the same {batch_size} files"
         rows.append({
             "key": "speedup_vs_upstream",
             "goal": f"3. throughput against the upstream flow (s per verdict; upstream {how})",
@@ -336,6 +351,13 @@ def main() -> None:
     ap.add_argument("--solutions", type=int, default=0, help="throughput: the first N shipped solutions (0: all)")
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--builders", type=int, default=0, help="kbench's CPU builders (0: its default)")
+    ap.add_argument(
+        "--upstream-limit",
+        type=int,
+        default=0,
+        help="the upstream flow: the first N candidates of kbench's batch (0: the same as --limit); its "
+        "builds all run before any evaluation, so a batch larger than its time limit evaluates nothing",
+    )
     ap.add_argument("--upstream-builders", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--latency-seconds", type=float, default=420.0)
     ap.add_argument("--throughput-seconds", type=float, default=240.0)

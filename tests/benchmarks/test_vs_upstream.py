@@ -122,6 +122,35 @@ def test_both_flows_get_the_same_batch() -> None:
         assert (given["--variants"], given["--solutions"], given["--limit"]) == ("3", "36", "0")
 
 
+def test_the_upstream_flow_can_take_a_prefix_of_the_batch_never_more() -> None:
+    def upstream_given(limit: int, upstream_limit: int) -> str:
+        args = argparse.Namespace(
+            out=Path("OUT"), cold="", big="", warm="", latency_backend="triton", device="cuda",
+            latency_seconds=1.0, throughput_seconds=1.0, upstream_seconds=1.0, limit=limit, slots=3,
+            builders=0, upstream_builders=16, variants=3, solutions=36, upstream_limit=upstream_limit,
+        )  # fmt: skip
+        commands = vs.part_commands(args)
+        assert commands["throughput"][commands["throughput"].index("--limit") + 1] == str(limit)
+        cmd = commands["upstream"]
+        return cmd[cmd.index("--limit") + 1]
+
+    assert upstream_given(0, 48) == "48"  # kbench: all 108; upstream: the first 48
+    assert upstream_given(0, 0) == "0" and upstream_given(24, 0) == "24"  # the same batch
+    assert upstream_given(24, 48) == "24"  # never more than kbench's
+
+
+def test_an_upstream_flow_on_a_prefix_is_named_as_such() -> None:
+    tp = _throughput(["ok"] * 6, 2.0)
+    tp["summary"]["problems"] = 2
+    parts = {"latency": None, "throughput": tp, "upstream": _upstream([True, True], 6.0, cut=2)}
+    g = _by_key(vs.goals(parts))["speedup_vs_upstream"]
+    # 4 of the 6 files: 2 evaluated, 2 left; (112 s + 2 x 6 s) / 4 = 31 s per verdict
+    assert "projected from 2 of 4, the first 4 of the same 6 files" in g["goal"]
+    assert (g["upstream"], g["ratio"]) == (31.0, 15.5)
+    same = _by_key(vs.goals({**parts, "upstream": _upstream([True] * 4, 6.0, cut=2)}))
+    assert "the same" not in same["speedup_vs_upstream"]["goal"]  # 6 of 6: the whole batch
+
+
 def test_a_cold_median_over_too_few_problems_is_not_met() -> None:
     g = _by_key(vs.goals({"latency": _latency(9, 0.8), "throughput": None, "upstream": None}))
     assert g["cold_ratio"]["ratio"] == 0.8 and g["cold_ratio"]["met"] is False
