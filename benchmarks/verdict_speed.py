@@ -214,10 +214,20 @@ def main() -> None:
             shutil.rmtree(args.cache, ignore_errors=True)
 
 
+FOLDERS = ("out", "cache", "record")  # the arguments that name this machine's folders
+
+
+def command_args(given: dict[str, str]) -> str:
+    """The measurement's arguments as a command line takes them (`max_seconds` -> `--max-seconds`)."""
+    return " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in given.items() if k not in FOLDERS and v and v != "None"
+    )
+
+
 def run(args: argparse.Namespace) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    # where it wrote and cached are this machine's folders, not part of the measurement
-    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache")}}
+    # where it wrote, cached and filed are this machine's folders, not part of the measurement
+    result: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items() if k not in FOLDERS}}
     from kbench.hardware import environment
 
     result["env"] = environment()
@@ -249,7 +259,7 @@ def report(result: dict[str, Any]) -> str:
     lines = [f"# Verdict speed against the upstream flow ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
              "", f"kbench {env.get('kbench')}, torch {env.get('torch')}, triton {env.get('triton')}, python "
              f"{env.get('python')}, {env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}, driver "
-             f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {' '.join(f'--{k} {v}' for k, v in result['args'].items() if k not in ('out', 'cache', 'record') and v)}`", ""]  # fmt: skip
+             f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {command_args(result['args'])}`", ""]  # fmt: skip
     for name in ("cold", "big"):
         rows = result.get(name)
         if not rows:

@@ -25,3 +25,11 @@ def test_a_problem_that_would_not_fit_is_left_out_and_named() -> None:
 def test_the_report_names_what_was_left_out() -> None:
     result = {"args": {}, "env": {}, "cold": [], "left_out": ["big 2/36"]}
     assert "Not run (the call's time limit): big 2/36." in verdict_speed.report(result)
+
+
+def test_the_report_gives_a_command_line_that_runs_and_no_folder_of_this_machine() -> None:
+    given = {"cold": "", "big": "2/25", "max_seconds": "60.0", "record": "/some/results", "budget": "None"}
+    result = {"args": given, "env": {}, "left_out": []}
+    text = verdict_speed.report(result)
+    assert "`python benchmarks/verdict_speed.py --big 2/25 --max-seconds 60.0`" in text
+    assert "/some/results" not in text and "--max_seconds" not in text
