@@ -124,6 +124,20 @@ def environment() -> dict[str, Any]:
     }
 
 
+def record_env(measured: dict[str, Any], commit: str | None) -> dict[str, Any]:
+    """A record's header from the facts another machine gave (`kbench env --format json`, which the
+    scripts keep in their JSON as `env`): for a report or record made where it was not measured."""
+    machine = f"{measured.get('cpu')} x {measured.get('cpu_count')}"
+    if measured.get("gpu"):
+        machine += f", {measured.get('gpu_count')}x {measured['gpu']}"
+    return {
+        "hardware": hardware_name(measured.get("gpu")),
+        "kbench": {"version": measured.get("kbench"), "commit": commit},
+        "versions": {k: measured.get(k) for k in ("python", "torch", "triton", "cuda", "driver")},
+        "machine": machine if measured else "",
+    }
+
+
 def hardware_name(gpu: str | None) -> str:
     """The results folder of a machine: `cpu` without a GPU, else the GPU's model (`NVIDIA H200` -> h200)."""
     if not gpu:
@@ -228,14 +242,17 @@ def record_markdown(
     *,
     metrics: dict[str, Any] | None = None,
     artifacts: list[Path] | None = None,
+    env: dict[str, Any] | None = None,
+    date: str | None = None,
 ) -> Path | None:
-    """File a script's Markdown output as a record (its title, paragraphs and tables), when asked to."""
+    """File a script's Markdown output as a record (its title, paragraphs and tables), when asked to;
+    `env` and `date` (a record header, see record_env) where it was measured on another machine."""
     if results is None:
         return None
     import tables
 
     title, body = tables.parse_markdown(markdown)
-    record = new_record(benchmark, title=title, body=body, metrics=metrics)
+    record = new_record(benchmark, title=title, body=body, metrics=metrics, env=env, date=date)
     path = append_record(record, results, artifacts)
     print(f"recorded in {path}", file=sys.stderr)
     return path

@@ -199,21 +199,14 @@ def ingest(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.file}: no date found; give --date")
     if len(date) == 10:
         date += "T00:00:00+00:00"
-    header = {
-        "hardware": args.hardware,
-        "kbench": {
-            "version": env.get("kbench") or _guess(text, r"kbench (\d[\w.+]*)"),
-            "commit": args.commit or _guess(text, r"commit ([0-9a-f]{7,40})"),
-        },
-        "versions": {
-            "python": env.get("python") or _guess(text, r"python (\d[\w.]*)"),
-            "torch": env.get("torch") or _guess(text, r"torch (\d[\w.+]*)"),
-            "triton": env.get("triton") or _guess(text, r"triton (\d[\w.]*)"),
-            "cuda": env.get("cuda") or _guess(text, r"CUDA (\d[\w.]*)"),
-            "driver": env.get("driver") or _guess(text, r"driver (\d[\w.]*)"),
-        },
-        "machine": args.machine or _machine(env) or "",
-    }
+    header = common.record_env(env, args.commit or _guess(text, r"commit ([0-9a-f]{7,40})"))
+    header["hardware"] = args.hardware
+    header["kbench"]["version"] = header["kbench"]["version"] or _guess(text, r"kbench (\d[\w.+]*)")
+    for key, pattern in (("python", r"python (\d[\w.]*)"), ("torch", r"torch (\d[\w.+]*)"),
+                         ("triton", r"triton (\d[\w.]*)"), ("cuda", r"CUDA (\d[\w.]*)"),
+                         ("driver", r"driver (\d[\w.]*)")):  # fmt: skip
+        header["versions"][key] = header["versions"][key] or _guess(text, pattern)
+    header["machine"] = args.machine or header["machine"]
     command = args.command or _guess(text, r"`(python benchmarks/[^`]*)`") or ""
     record = common.new_record(args.benchmark, title=args.title or title, body=body, env=header, date=date)
     record["command"] = command
@@ -221,13 +214,6 @@ def ingest(args: argparse.Namespace) -> int:
     md = common.append_record(record, args.results, [Path(a) for a in args.artifact])
     print(md)
     return 0
-
-
-def _machine(env: dict[str, Any]) -> str | None:
-    if not env:
-        return None
-    machine = f"{env.get('cpu')} x {env.get('cpu_count')}"
-    return machine + (f", {env.get('gpu_count')}x {env['gpu']}" if env.get("gpu") else "")
 
 
 def merge(args: argparse.Namespace) -> int:

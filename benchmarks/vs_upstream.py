@@ -27,6 +27,11 @@ their ratio, met or not) and where the seconds went: each cold verdict's phases,
 throughput run's phases per verdict, its CPU and device-lease shares, and the upstream flow's build and
 evaluation times. `--record` files the report under benchmarks/results/<hardware>/vs-upstream.jsonl with
 the three parts' JSON files.
+
+A call keeps the parts an earlier call ran into the same OUT (OUT/ran.json), so the parts can run in
+separate calls (`--only throughput`, then `--only upstream`) and `--report-only` joins them anywhere: the
+report and its record take the machine, commit and date from the parts' own files, and say so when the
+parts name different machines.
 """
 
 from __future__ import annotations
@@ -102,7 +107,7 @@ def run_part(name: str, cmd: list[str], folder: Path, limit_s: float) -> dict[st
     print(
         f"{name}: {'killed at its limit' if code is None else f'exit {code}'} after {seconds} s", flush=True
     )
-    return {"command": " ".join(cmd[1:]), "exit": code, "seconds": seconds}
+    return {"command": common.command_line(cmd[1:]), "exit": code, "seconds": seconds}
 
 
 def load_parts(out: Path) -> dict[str, dict[str, Any] | None]:
@@ -257,6 +262,15 @@ def report(result: dict[str, Any]) -> str:
         "",
         f"`{result.get('command', 'python benchmarks/vs_upstream.py')}`",
         "",
+    ]
+    if result.get("machines"):
+        named = ", ".join(f"{k} {v}" for k, v in result["machines"].items())
+        lines += [
+            f"**The parts ran on different machines** (fingerprints: {named}): their figures are not side "
+            "by side, and no goal against the upstream flow should be read from them.",
+            "",
+        ]
+    lines += [
         "## Goals",
         "",
         "| goal | target | kbench | upstream | kbench / upstream | met |",
@@ -321,6 +335,25 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def measured_on(parts: dict[str, dict[str, Any] | None], ran: dict[str, Any]) -> dict[str, Any]:
+    """Where and when the parts were measured, from their own files, not from the machine that writes the
+    report: the first part's machine facts, the commit and end of the last part run, and each part's
+    machine fingerprint where the parts name more than one (their figures are then not side by side)."""
+    envs = {name: p["env"] for name in PARTS if (p := parts.get(name)) and p.get("env")}
+    prints = {name: env.get("fingerprint") for name, env in envs.items()}
+    last = max((info for info in ran.values() if info.get("ended")), key=lambda i: i["ended"], default={})
+    return {
+        "env": next(iter(envs.values()), None),
+        "machines": prints if len(set(prints.values())) > 1 else {},
+        "commit": last.get("commit"),
+        "date": last.get("ended"),
+    }
+
+
 def metrics(goal_rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each goal's headline number (its ratio, else its own value, else kbench's) by key."""
     out: dict[str, Any] = {}
@@ -371,27 +404,34 @@ def main() -> None:
         args.latency_backend = "cpp"
     from kbench.hardware import environment
 
-    result: dict[str, Any] = {"env": environment(), "command": common.command_line(), "ran": {}}
+    # parts an earlier call ran into OUT stay: each call adds the ones it runs (a device call too short
+    # for all three runs them one call at a time, and --report-only joins them)
+    ran_path = args.out / "ran.json"
+    ran = json.loads(ran_path.read_text()) if ran_path.exists() else {}
+    result: dict[str, Any] = {"env": environment(), "command": common.command_line(), "ran": ran}
     if not args.report_only:
         commands = part_commands(args)
         limits = {"latency": args.latency_seconds, "throughput": args.throughput_seconds,
                   "upstream": args.upstream_seconds}  # fmt: skip
         for name in [p for p in PARTS if p in args.only.split(",")]:
-            result["ran"][name] = run_part(name, commands[name], args.out / name, limits[name] + args.grace)
-        (args.out / "ran.json").write_text(json.dumps(result["ran"], indent=1))
-    elif (args.out / "ran.json").exists():
-        result["ran"] = json.loads((args.out / "ran.json").read_text())
+            ran[name] = run_part(name, commands[name], args.out / name, limits[name] + args.grace)
+            ran[name] |= {"commit": common.commit(), "ended": _now()}
+            ran_path.write_text(json.dumps(ran, indent=1))
     result["parts"] = load_parts(args.out)
+    where = measured_on(result["parts"], ran)
+    result["env"] = where["env"] or result["env"]
+    result["machines"] = where["machines"]
     result["goals"] = goals(result["parts"])
-    result["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    result["date"] = where["date"] or _now()
     text = report(result)
     (args.out / "vs_upstream.json").write_text(json.dumps(result, indent=1, default=str))
     (args.out / "vs_upstream.md").write_text(text)
     print(text)
     files = [args.out / name / FILES[name] for name in PARTS if result["parts"][name] is not None]
     common.record_markdown(
-        args.record, "vs-upstream", text, metrics=metrics(result["goals"]), artifacts=files
-    )
+        args.record, "vs-upstream", text, metrics=metrics(result["goals"]), artifacts=files,
+        env=common.record_env(result["env"], where["commit"] or common.commit()), date=result["date"],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

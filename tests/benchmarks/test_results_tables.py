@@ -88,10 +88,19 @@ def test_ingest_files_a_markdown_output_and_merge_skips_what_is_there(tmp_path: 
         and record["command"] == "python benchmarks/kill_hang.py"
     )
     assert record["versions"]["torch"] == "2.11.0+cu130"
+    # with the measuring machine's `kbench env --format json`, its facts rather than the text's guesses
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps({"kbench": "0.1.0", "torch": "2.11.0", "python": "3.12.3", "cpu": "Xeon",
+                               "cpu_count": 16, "gpu": "NVIDIA H200", "gpu_count": 1, "driver": "580"}))  # fmt: skip
+    assert tables.main([*argv, "--env", str(env), "--commit", "abc1234"]) == 0
+    _, second = tables.read(other / "h200" / "kill-hang.jsonl")
+    assert second["machine"] == "Xeon x 16, 1x NVIDIA H200" and second["kbench"]["commit"] == "abc1234"
+    assert second["versions"]["torch"] == "2.11.0" and second["versions"]["driver"] == "580"
+    assert second["hardware"] == "h200"  # --hardware, as given
     here = tmp_path / "here"
     for _ in range(2):
         assert tables.main(["--results", str(here), "merge", str(other)]) == 0
-    assert len(tables.read(here / "h200" / "kill-hang.jsonl")) == 1
+    assert len(tables.read(here / "h200" / "kill-hang.jsonl")) == 2  # merged twice, filed once each
     assert tables.main(["--results", str(here), "--check"]) == 0
     (here / "h200" / "kill-hang.md").write_text("edited by hand\n")
     assert tables.main(["--results", str(here), "--check"]) == 1

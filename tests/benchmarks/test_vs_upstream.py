@@ -219,6 +219,8 @@ def test_a_part_past_its_limit_is_ended_with_what_it_started(tmp_path: Path) -> 
         raise AssertionError("the part's child outlived it")
     done = vs.run_part("quick", [sys.executable, "-c", "print('fine')"], tmp_path / "quick", limit_s=30.0)
     assert done["exit"] == 0 and (tmp_path / "quick" / "log.txt").read_text() == "fine\n"
+    named = vs.run_part("named", [sys.executable, "-c", "pass", "--out", str(tmp_path)], tmp_path / "n", 30.0)
+    assert named["command"] == "python -c pass --out OUT"  # no folder of the machine it ran on
 
 
 def test_why_each_timing_loop_stopped_is_counted_and_reported() -> None:
@@ -244,3 +246,53 @@ def test_why_each_timing_loop_stopped_is_counted_and_reported() -> None:
     parts["throughput"]["summary"]["timing_stops"] = counts
     text = vs.report({"env": {}, "parts": parts, "goals": vs.goals(parts), "ran": {}})
     assert '| eager | {"budget": 1} |' in text and '| candidate | {"fenced": 1, "rse": 1} |' in text
+
+
+def _env(fingerprint: str) -> dict[str, Any]:
+    return {"kbench": "0.1.0", "python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "cuda": "13.0",
+            "driver": "580.159.04", "cpu": "Xeon", "cpu_count": 16, "gpu": "NVIDIA H200", "gpu_count": 1,
+            "fingerprint": fingerprint}  # fmt: skip
+
+
+def test_the_report_takes_machine_commit_and_date_from_the_parts_not_from_where_it_is_written() -> None:
+    import common
+
+    tp, up = _throughput(["ok"] * 2, 2.0), _upstream([True, True], 6.0)
+    tp["env"], up["env"] = _env("aaa"), _env("aaa")
+    ran = {
+        "throughput": {
+            "exit": 0,
+            "seconds": 300.0,
+            "commit": "1111111",
+            "ended": "2026-12-04T05:20:00+00:00",
+        },
+        "upstream": {"exit": 0, "seconds": 400.0, "commit": "2222222", "ended": "2026-12-04T05:30:00+00:00"},
+    }
+    where = vs.measured_on({"latency": None, "throughput": tp, "upstream": up}, ran)
+    assert where["env"]["gpu"] == "NVIDIA H200" and where["machines"] == {}
+    assert (where["commit"], where["date"]) == ("2222222", "2026-12-04T05:30:00+00:00")  # the last part run
+    header = common.record_env(where["env"], where["commit"])
+    assert header["hardware"] == "h200" and header["machine"] == "Xeon x 16, 1x NVIDIA H200"
+    assert header["kbench"] == {"version": "0.1.0", "commit": "2222222"}
+    assert header["versions"]["torch"] == "2.11.0+cu130"
+    # parts from older runs name no end: the report is dated when it is written
+    assert vs.measured_on({"latency": None, "throughput": tp, "upstream": None}, {})["date"] is None
+
+
+def test_parts_measured_on_different_machines_are_named_in_the_report() -> None:
+    tp, up = _throughput(["ok"] * 2, 2.0), _upstream([True, True], 6.0)
+    tp["env"], up["env"] = _env("aaa"), _env("bbb")
+    parts = {"latency": None, "throughput": tp, "upstream": up}
+    where = vs.measured_on(parts, {})
+    assert where["machines"] == {"throughput": "aaa", "upstream": "bbb"}
+    result = {
+        "env": where["env"],
+        "parts": parts,
+        "goals": vs.goals(parts),
+        "ran": {},
+        "machines": where["machines"],
+    }
+    text = vs.report(result)
+    assert "**The parts ran on different machines** (fingerprints: throughput aaa, upstream bbb)" in text
+    same = vs.report({**result, "machines": {}})
+    assert "different machines" not in same
