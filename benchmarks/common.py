@@ -244,15 +244,19 @@ def record_markdown(
     artifacts: list[Path] | None = None,
     env: dict[str, Any] | None = None,
     date: str | None = None,
+    command: str | None = None,
 ) -> Path | None:
     """File a script's Markdown output as a record (its title, paragraphs and tables), when asked to;
-    `env` and `date` (a record header, see record_env) where it was measured on another machine."""
+    `env`, `date` and `command` where it was measured on another machine or by other calls (`env` a
+    record header, see record_env)."""
     if results is None:
         return None
     import tables
 
     title, body = tables.parse_markdown(markdown)
-    record = new_record(benchmark, title=title, body=body, metrics=metrics, env=env, date=date)
+    record = new_record(
+        benchmark, title=title, body=body, metrics=metrics, env=env, date=date, command=command
+    )
     path = append_record(record, results, artifacts)
     print(f"recorded in {path}", file=sys.stderr)
     return path

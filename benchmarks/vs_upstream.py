@@ -339,6 +339,13 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def joined_command(ran: dict[str, Any], this_call: str) -> str:
+    """The calls behind a report: each call that ran one of its parts, in the order they ended, then
+    this one where it ran none of them (`--report-only`)."""
+    calls = [i["call"] for i in sorted(ran.values(), key=lambda i: i.get("ended", "")) if "call" in i]
+    return "; ".join(dict.fromkeys([*calls, this_call]))
+
+
 def measured_on(parts: dict[str, dict[str, Any] | None], ran: dict[str, Any]) -> dict[str, Any]:
     """Where and when the parts were measured, from their own files, not from the machine that writes the
     report: the first part's machine facts, the commit and end of the last part run, and each part's
@@ -415,9 +422,10 @@ def main() -> None:
                   "upstream": args.upstream_seconds}  # fmt: skip
         for name in [p for p in PARTS if p in args.only.split(",")]:
             ran[name] = run_part(name, commands[name], args.out / name, limits[name] + args.grace)
-            ran[name] |= {"commit": common.commit(), "ended": _now()}
+            ran[name] |= {"call": result["command"], "commit": common.commit(), "ended": _now()}
             ran_path.write_text(json.dumps(ran, indent=1))
     result["parts"] = load_parts(args.out)
+    result["command"] = joined_command(ran, result["command"])
     where = measured_on(result["parts"], ran)
     result["env"] = where["env"] or result["env"]
     result["machines"] = where["machines"]
@@ -431,6 +439,7 @@ def main() -> None:
     common.record_markdown(
         args.record, "vs-upstream", text, metrics=metrics(result["goals"]), artifacts=files,
         env=common.record_env(result["env"], where["commit"] or common.commit()), date=result["date"],
+        command=result["command"],
     )  # fmt: skip
 
 

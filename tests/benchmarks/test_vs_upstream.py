@@ -296,3 +296,22 @@ def test_parts_measured_on_different_machines_are_named_in_the_report() -> None:
     assert "**The parts ran on different machines** (fingerprints: throughput aaa, upstream bbb)" in text
     same = vs.report({**result, "machines": {}})
     assert "different machines" not in same
+
+
+def test_a_report_joined_from_separate_calls_names_each_call() -> None:
+    one, two = (
+        "python benchmarks/vs_upstream.py --only throughput",
+        "python benchmarks/vs_upstream.py --only upstream",
+    )
+    ran = {
+        "upstream": {"exit": 0, "call": two, "ended": "2026-12-04T05:30:00+00:00"},
+        "throughput": {"exit": 0, "call": one, "ended": "2026-12-04T05:20:00+00:00"},
+    }
+    again = "python benchmarks/vs_upstream.py --report-only"
+    assert vs.joined_command(ran, again) == f"{one}; {two}; {again}"
+    full = "python benchmarks/vs_upstream.py"
+    whole = {
+        k: {"exit": 0, "call": full, "ended": f"2026-12-04T05:2{i}:00+00:00"} for i, k in enumerate(vs.PARTS)
+    }
+    assert vs.joined_command(whole, full) == full  # one call ran them all
+    assert vs.joined_command({"latency": {"exit": 0}}, again) == again  # parts from before calls were kept
