@@ -107,9 +107,7 @@ def environment() -> dict[str, Any]:
     """The header of a record: versions, machine and hardware folder of the machine this runs on."""
     gpus, cuda, driver = _gpus()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    machine = f"{_cpu_name()} x {cpus}"
-    if gpus:
-        machine += f", {len(gpus)}x {gpus[0]}"
+    machine = machine_line(_cpu_name(), cpus, len(gpus), gpus[0] if gpus else None)
     return {
         "hardware": hardware_name(gpus[0] if gpus else None),
         "kbench": {"version": _version("kbench") or _project_version(), "commit": commit()},
@@ -124,12 +122,22 @@ def environment() -> dict[str, Any]:
     }
 
 
+def machine_line(cpu: Any, cpus: Any, gpu_count: Any, gpu: str | None) -> str:
+    """A record's `machine`: `CPU x N`, then `, Kx GPU` where it has GPUs."""
+    return f"{cpu} x {cpus}" + (f", {gpu_count}x {gpu}" if gpu else "")
+
+
+def utc_now() -> str:
+    """Now, as a record dates a run."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
 def record_env(measured: dict[str, Any], commit: str | None) -> dict[str, Any]:
     """A record's header from the facts another machine gave (`kbench env --format json`, which the
     scripts keep in their JSON as `env`): for a report or record made where it was not measured."""
-    machine = f"{measured.get('cpu')} x {measured.get('cpu_count')}"
-    if measured.get("gpu"):
-        machine += f", {measured.get('gpu_count')}x {measured['gpu']}"
+    machine = machine_line(
+        measured.get("cpu"), measured.get("cpu_count"), measured.get("gpu_count"), measured.get("gpu")
+    )
     return {
         "hardware": hardware_name(measured.get("gpu")),
         "kbench": {"version": measured.get("kbench"), "commit": commit},
@@ -206,7 +214,7 @@ def new_record(
     return {
         "benchmark": benchmark,
         "hardware": env["hardware"],
-        "date": date or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "date": date or utc_now(),
         "title": title,
         "kbench": env["kbench"],
         "versions": env["versions"],

@@ -37,7 +37,6 @@ parts name different machines.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -252,7 +251,7 @@ def _cell(v: Any) -> str:
 
 def report(result: dict[str, Any]) -> str:
     env, parts, ran = result["env"], result["parts"], result.get("ran", {})
-    date = result.get("date") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    date = result.get("date") or common.utc_now()
     lines = [
         f"# kbench against the upstream flow: latency and throughput ({date})",
         "",
@@ -335,10 +334,6 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
 def joined_command(ran: dict[str, Any], this_call: str) -> str:
     """The calls behind a report: each call that ran one of its parts, in the order they ended, then
     this one where it ran none of them (`--report-only`)."""
@@ -409,28 +404,30 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.device == "cpu" and args.latency_backend == "triton":
         args.latency_backend = "cpp"
-    from kbench.hardware import environment
-
     # parts an earlier call ran into OUT stay: each call adds the ones it runs (a device call too short
     # for all three runs them one call at a time, and --report-only joins them)
     ran_path = args.out / "ran.json"
     ran = json.loads(ran_path.read_text()) if ran_path.exists() else {}
-    result: dict[str, Any] = {"env": environment(), "command": common.command_line(), "ran": ran}
+    result: dict[str, Any] = {"command": common.command_line(), "ran": ran}
     if not args.report_only:
         commands = part_commands(args)
         limits = {"latency": args.latency_seconds, "throughput": args.throughput_seconds,
                   "upstream": args.upstream_seconds}  # fmt: skip
         for name in [p for p in PARTS if p in args.only.split(",")]:
             ran[name] = run_part(name, commands[name], args.out / name, limits[name] + args.grace)
-            ran[name] |= {"call": result["command"], "commit": common.commit(), "ended": _now()}
+            ran[name] |= {"call": result["command"], "commit": common.commit(), "ended": common.utc_now()}
             ran_path.write_text(json.dumps(ran, indent=1))
     result["parts"] = load_parts(args.out)
     result["command"] = joined_command(ran, result["command"])
     where = measured_on(result["parts"], ran)
-    result["env"] = where["env"] or result["env"]
+    if where["env"] is None:  # no part's file names its machine: this one's (torch imported for it)
+        from kbench.hardware import environment
+
+        where["env"] = environment()
+    result["env"] = where["env"]
     result["machines"] = where["machines"]
     result["goals"] = goals(result["parts"])
-    result["date"] = where["date"] or _now()
+    result["date"] = where["date"] or common.utc_now()
     text = report(result)
     (args.out / "vs_upstream.json").write_text(json.dumps(result, indent=1, default=str))
     (args.out / "vs_upstream.md").write_text(text)
