@@ -67,7 +67,9 @@ def variant(source: str, k: int) -> str:
 def batch(variants: int, limit: int, backend: str = "cuda", solutions: int = 0) -> list[Job]:
     """`variants` candidates of each shipped level-2 solution of `backend` (of the first `solutions`
     problems that have one, 0: all), variant 0 of every solution first; the first `limit` (0: all)."""
-    shipped = [(p, c) for p in load_source("kbench") if p.level == 2 if (c := reference_candidate(p, backend))]
+    shipped = [
+        (p, c) for p in load_source("kbench") if p.level == 2 if (c := reference_candidate(p, backend))
+    ]
     if solutions:
         shipped = shipped[:solutions]
     jobs: list[Job] = []

@@ -383,7 +383,9 @@ def main() -> None:
     ap.add_argument(
         "--variants", type=int, default=1, help="throughput: candidates per solution, each its own extension"
     )
-    ap.add_argument("--solutions", type=int, default=0, help="throughput: the first N shipped solutions (0: all)")
+    ap.add_argument(
+        "--solutions", type=int, default=0, help="throughput: the first N shipped solutions (0: all)"
+    )
     ap.add_argument("--slots", type=int, default=3)
     ap.add_argument("--builders", type=int, default=0, help="kbench's CPU builders (0: its default)")
     ap.add_argument(

@@ -136,6 +136,7 @@ def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
 
     from kbench import pipeline
     from kbench.config import RunConfig
+    from kbench.evaluate.reference_cache import ReferenceData
     from kbench.executors import Job
     from kbench.problems import get_problem
     from kbench.store import VerdictKey
@@ -144,8 +145,14 @@ def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
     cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache")
     pools: dict[tuple[str, int], object] = {}
 
+    runs: list[str] = []
+    held: list[int] = []
+
     def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
         pools[(p.key, int(candidate.source))] = references
+        if references is not None:  # as pooled_reference asks it
+            references.get(p.key, lambda: runs.append(p.key) or (None, ReferenceData()), group=p.key)
+            held.append(len(references))
         return Verdict(Status.OK, p.key, "triton", "small", "fp32", "cpu")
 
     monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
@@ -156,13 +163,15 @@ def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
     ]
     with Store(cfg.store) as store:
         pipeline.evaluate_jobs(jobs, cfg, store, store.start_run({}, {}))
-    # the problem with one job runs its own reference; the two jobs of the other share the run's pool
+    # the problem with one job runs its own reference; the two jobs of the other share one run in the
+    # run's pool (the last finds it there), which lets it go once that last job has ended
     assert pools[(once.key, 0)] is None
     assert pools[(twice.key, 0)] is not None and pools[(twice.key, 0)] is pools[(twice.key, 1)]
-    # a batch not given shares every problem's reference, as before; the set travels to Ray workers
-    judge = pipeline.EvaluateJob(cfg, jobs=jobs[:2])
-    assert pickle.loads(pickle.dumps(judge)).alone == {once.key, twice.key}
-    assert pipeline.EvaluateJob(cfg).alone == set()
+    assert runs == [twice.key] and held == [1, 1] and len(pools[(twice.key, 1)]) == 0
+    # a batch not given shares every problem's reference, as before; what is expected travels to Ray workers
+    judge = pickle.loads(pickle.dumps(pipeline.EvaluateJob(cfg, jobs=jobs)))
+    assert judge.references.begin(once.key) is False and judge.references.begin(twice.key) is True
+    assert pipeline.EvaluateJob(cfg).references.begin(once.key) is True
 
 
 def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(

@@ -10,7 +10,6 @@ hits, failures), so a report needs nothing but the store. Progress goes to a `Mo
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,12 +51,13 @@ class RunOutcome:
 class EvaluateJob:
     """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker.
 
-    `jobs`: the batch it evaluates, when known. A problem with one job in it shares its reference run with
-    nothing, so that job runs its own, as `kbench eval` does: on a GPU its candidate's worker then starts
-    beside the reference's and the reference's outputs stay on the device, where the pool's shared run
-    would write them to files and read them back for later candidates that never come. A problem with
-    several jobs (or any, when the batch is not given) shares one reference run through the pool, and so
-    does a job whose reference a lane ran ahead, while its build ran (`prefetch`).
+    `jobs`: the batch it evaluates, when known. A problem's last job (its only one, say) shares its
+    reference run with nothing, so unless the pool holds it or is running it, that job runs its own, as
+    `kbench eval` does: on a GPU its candidate's worker then starts beside the reference's and the
+    reference's outputs stay on the device, where the pool's shared run would write them to files and read
+    them back for later candidates that never come. Other jobs (any, when the batch is not given) share one
+    reference run per problem through the pool, and so does a job whose reference a lane ran ahead, while
+    its build ran (`prefetch`); the pool lets a problem's entry go once its last job has ended.
     """
 
     def __init__(
@@ -70,8 +70,9 @@ class EvaluateJob:
         self.cfg = cfg
         self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
         self.references = ReferencePool()  # one reference run per problem and device in this run
+        if jobs is not None:
+            self.references.expect(job.problem.key for job in jobs)
         self.activity = activity or Activity()
-        self.alone = set(alone_problems(jobs)) if jobs is not None else set()
         self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
 
     def _cfg(self, job: Job, device: str) -> RunConfig:
@@ -81,9 +82,14 @@ class EvaluateJob:
         cfg = self._cfg(job, device)
         baselines = self.baselines.get(job.problem.key)
         key = job.problem.key
-        pool = None if key in self.alone and (key, device) not in self.prefetched else self.references
-        with self.activity.track("evaluations"):
-            return evaluate(job.problem, job.candidate, cfg, baselines, pool, built)
+        shared = self.references.begin(key) or (key, device) in self.prefetched
+        try:
+            with self.activity.track("evaluations"):
+                return evaluate(
+                    job.problem, job.candidate, cfg, baselines, self.references if shared else None, built
+                )
+        finally:
+            self.references.end(key)
 
     def prefetch(self, job: Job, device: str) -> dict[str, float] | None:
         """The executor's prefetch: the job's reference run into the pool on `device`, while its build runs.
@@ -92,12 +98,6 @@ class EvaluateJob:
         the pool, which runs it once). The run's phases, as `prefetch_reference` returns them."""
         cfg, baselines = self._cfg(job, device), self.baselines.get(job.problem.key)
         return prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
-
-
-def alone_problems(jobs: Sequence[Job]) -> list[str]:
-    """The problems that have exactly one job in `jobs` (their reference run serves no other)."""
-    counts = Counter(job.problem.key for job in jobs)
-    return [key for key, n in counts.items() if n == 1]
 
 
 class PrebuildJob:

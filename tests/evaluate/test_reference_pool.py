@@ -84,6 +84,57 @@ def test_memory_bound_evicts_least_recently_used() -> None:
     assert big_plan.secret == [6] and "big" not in pool._entries
 
 
+MIB = 1 << 20
+
+
+def test_a_full_pool_keeps_the_most_entries_for_its_bytes() -> None:
+    """A batch that visits its problems in turn, their outputs more than the pool holds: least-recently-used
+    alone evicted every entry before its next use; spending the bytes on the small ones keeps them reused."""
+    pool = ReferencePool(max_bytes=10 * MIB)
+    sizes = {"s1": MIB, "s2": MIB, "b1": 6 * MIB, "b2": 6 * MIB}
+    for _ in range(3):
+        for key, size in sizes.items():
+            pool.get(key, lambda size=size: (_plan(1), _data(size)))
+    assert pool.reuses == 4 and pool.runs == 8  # both small ones reused twice, the large ones run each time
+    assert pool.held_bytes() <= 10 * MIB and {"s1", "s2"} <= set(pool._entries)
+
+
+def test_an_entry_not_used_for_long_ages_out_whatever_its_size() -> None:
+    pool = ReferencePool(max_bytes=10 * MIB)
+    pool.get("small", lambda: (_plan(1), _data(MIB)))
+    gone_after = None
+    for i in range(20):  # large entries, each used once, each evicting the one before
+        pool.get(f"big{i}", lambda: (_plan(2), _data(6 * MIB)))
+        if "small" not in pool._entries:
+            gone_after = i
+            break
+    assert gone_after is not None and gone_after >= 3  # it outlived several larger ones, not all of them
+
+
+def test_expected_evaluations_let_an_entry_go_after_the_last_and_say_when_to_share() -> None:
+    pool = ReferencePool()
+    pool.expect(["a", "a", "b", "c"])
+    assert pool.begin("b") is False  # b's only evaluation: nothing to share it with
+    assert pool.begin("a") is True  # another of a comes
+    pool.get("ka", lambda: (_plan(1), _data()), group="a")
+    assert pool.begin("a") is True  # the last, but the pool holds a's reference
+    pool.end("a")
+    assert "ka" in pool._entries  # one evaluation of a is still running
+    pool.end("a")
+    assert "ka" not in pool._entries
+    seen = []
+
+    def run():  # type: ignore[no-untyped-def]
+        seen.append(pool.begin("c"))  # c's last evaluation starts while its reference runs for the pool
+        return _plan(2), _data()
+
+    pool.get("kc", run, group="c")
+    assert seen == [True]
+    assert pool.begin("unknown") is True  # not expected: shared, as without `expect`
+    pool.end("unknown")
+    pool.end("b")
+
+
 def test_default_bound_follows_available_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A quarter of the host's available memory, never below the old fixed 8 GiB."""
     from kbench.evaluate import reference_pool
@@ -97,8 +148,10 @@ def test_default_bound_follows_available_memory(monkeypatch) -> None:  # type: i
 def test_pickles_empty() -> None:
     pool = ReferencePool(max_bytes=123)
     pool.get("a", lambda: (_plan(1), _data()))
+    pool.expect(["a", "b", "b"])
     copy = pickle.loads(pickle.dumps(pool))
     assert copy.max_bytes == 123 and len(copy) == 0
+    assert copy.begin("a") is False and copy.begin("b") is True  # what is expected travels
 
 
 def test_key_follows_reference_settings_not_candidate_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -76,6 +76,6 @@ def pooled_reference(
     first evaluation (or prefetch) that asks, later ones reuse."""
     key = pool_key(problem, cfg, plan.device, reused.keys())
     plan, ref, _ = references.get(
-        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys()))
+        key, lambda: (plan, get_reference(problem, cfg, plan, workdir, skip=reused.keys())), group=problem.key
     )
     return plan, ref
