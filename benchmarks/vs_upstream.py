@@ -341,12 +341,21 @@ def joined_command(ran: dict[str, Any], this_call: str) -> str:
     return "; ".join(dict.fromkeys([*calls, this_call]))
 
 
+def machine_print(env: dict[str, Any]) -> str:
+    """A part's machine as the report compares them: kbench's fingerprint of its timing fields (computed
+    from the facts when the part's file does not carry it, as `kbench.hardware.environment` does not),
+    then its CPU and core count, which set the pace of the builds."""
+    from kbench.hardware import fingerprint
+
+    return f"{env.get('fingerprint') or fingerprint(env)} ({env.get('cpu')} x {env.get('cpu_count')})"
+
+
 def measured_on(parts: dict[str, dict[str, Any] | None], ran: dict[str, Any]) -> dict[str, Any]:
     """Where and when the parts were measured, from their own files, not from the machine that writes the
     report: the first part's machine facts, the commit and end of the last part run, and each part's
     machine fingerprint where the parts name more than one (their figures are then not side by side)."""
     envs = {name: p["env"] for name in PARTS if (p := parts.get(name)) and p.get("env")}
-    prints = {name: env.get("fingerprint") for name, env in envs.items()}
+    prints = {name: machine_print(env) for name, env in envs.items()}
     last = max((info for info in ran.values() if info.get("ended")), key=lambda i: i["ended"], default={})
     return {
         "env": next(iter(envs.values()), None),

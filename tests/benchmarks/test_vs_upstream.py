@@ -284,7 +284,7 @@ def test_parts_measured_on_different_machines_are_named_in_the_report() -> None:
     tp["env"], up["env"] = _env("aaa"), _env("bbb")
     parts = {"latency": None, "throughput": tp, "upstream": up}
     where = vs.measured_on(parts, {})
-    assert where["machines"] == {"throughput": "aaa", "upstream": "bbb"}
+    assert where["machines"] == {"throughput": "aaa (Xeon x 16)", "upstream": "bbb (Xeon x 16)"}
     result = {
         "env": where["env"],
         "parts": parts,
@@ -293,9 +293,31 @@ def test_parts_measured_on_different_machines_are_named_in_the_report() -> None:
         "machines": where["machines"],
     }
     text = vs.report(result)
-    assert "**The parts ran on different machines** (fingerprints: throughput aaa, upstream bbb)" in text
+    assert (
+        "**The parts ran on different machines** (fingerprints: throughput aaa (Xeon x 16), upstream bbb"
+        in text
+    )
     same = vs.report({**result, "machines": {}})
     assert "different machines" not in same
+
+
+def test_parts_whose_files_carry_no_fingerprint_are_compared_by_their_facts() -> None:
+    """A part's file holds kbench.hardware.environment(), which has no fingerprint: it is worked out."""
+    from kbench.hardware import fingerprint
+
+    tp, up = _throughput(["ok"] * 2, 2.0), _upstream([True, True], 6.0)
+    tp["env"], up["env"] = _env(""), _env("")
+    del tp["env"]["fingerprint"]
+    parts = {"latency": None, "throughput": tp, "upstream": up}
+    assert vs.measured_on(parts, {})["machines"] == {}  # the same facts: side by side
+    up["env"] = {**up["env"], "gpu": "NVIDIA H100"}
+    machines = vs.measured_on(parts, {})["machines"]
+    assert (
+        machines["upstream"].startswith(fingerprint(up["env"]))
+        and machines["throughput"] != machines["upstream"]
+    )
+    up["env"] = {**tp["env"], "cpu_count": 32}  # same GPU and versions, other cores: builds differ
+    assert vs.measured_on(parts, {})["machines"]["upstream"].endswith("(Xeon x 32)")
 
 
 def test_a_report_joined_from_separate_calls_names_each_call() -> None:
