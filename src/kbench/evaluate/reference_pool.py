@@ -17,7 +17,7 @@ bytes are spent where they keep the most entries (GreedyDual-Size with one cost 
 of 1/size, renewed on each use, on top of the credit of the last entry evicted, so that entries not used
 for a long time age out whatever their size). Least-recently-used alone kept nothing of a batch that
 visits its problems in turn: on an H200 host 36 problems' outputs (57 GiB) outgrew the pool, and every
-entry was evicted just before its problem's next candidate came (101 reference runs for 108 verdicts).
+entry was evicted just before its problem's next candidate came (108 reference runs for 108 verdicts).
 When the caller knows how many evaluations each problem has (`expect`), a problem's entries go as soon
 as its last one has ended, and that last one runs its own reference unless the pool has it (`begin`).
 """
