@@ -13,11 +13,15 @@ from evalfixtures import cpu_config
 
 from kbench.evaluate.plan import make_plan
 from kbench.evaluate.reference_cache import (
+    CREDIT_FILE,
+    FLOOR_FILE,
+    MIN_SIZE,
     TMP_PREFIX,
     cache_key,
     commit_entry,
     open_entry,
     read_cache,
+    sweep_stale,
     touch_entry,
     trim_cache,
 )
@@ -178,7 +182,9 @@ def test_an_entry_whose_file_changed_is_removed_and_computed_again(
     problem = get_problem("kbench:2/1")
     cfg = cpu_config(tmp_path, measure=False)
     first = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a")
-    (entry,) = [p for p in (tmp_path / "reference").iterdir() if not p.name.startswith(TMP_PREFIX)]
+    (entry,) = [
+        p for p in (tmp_path / "reference").iterdir() if p.is_dir() and not p.name.startswith(TMP_PREFIX)
+    ]
     victim = sorted(entry.glob("out_*.bin"))[0]
     victim.write_bytes(bytes(victim.stat().st_size))  # zeros, same size
     with caplog.at_level(logging.WARNING, logger="kbench.evaluate.reference_run"):
@@ -201,7 +207,9 @@ def _entry(parent: Path, name: str, mtime: float) -> Path:
     return folder
 
 
-def test_the_cache_keeps_its_size_by_removing_the_least_recently_used(tmp_path: Path) -> None:
+def test_the_cache_keeps_its_size_removing_entries_of_one_size_least_recently_used_first(
+    tmp_path: Path,
+) -> None:
     parent = tmp_path / "reference"
     a, b, c = (_entry(parent, n, t) for n, t in (("a", 1000.0), ("b", 2000.0), ("c", 3000.0)))
     size = sum(f.stat().st_size for f in a.iterdir())
@@ -216,6 +224,84 @@ def test_the_cache_keeps_its_size_by_removing_the_least_recently_used(tmp_path: 
     assert trim_cache(parent, 1e-9, keep=new) == [a] and new.is_dir()
 
 
+def _visit(parent: Path, name: str, floats: int, max_gb: float) -> bool:
+    """One reference run's use of the cache: a hit renews the entry, a miss writes one of `floats` fp32
+    outputs and trims the cache. True for a hit."""
+    folder = parent / name
+    if read_cache(folder) is not None:
+        touch_entry(folder)
+        return True
+    tmp = open_entry(folder)
+    assert tmp is not None
+    result = WorkerResult(timings={"eager": TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 1, 0.0)})
+    result.outputs["1000"] = save_tensors(tmp, "out_1000", [torch.zeros(floats)])
+    result.input_checksums["1000"] = ["abc"]
+    commit_entry(tmp, folder, result, [1000])
+    trim_cache(parent, max_gb, keep=folder)
+    return False
+
+
+def _cache_bytes(parent: Path) -> int:
+    return sum(f.stat().st_size for f in parent.rglob("*") if f.is_file())
+
+
+def test_a_cache_smaller_than_a_pass_keeps_its_small_entries_for_the_next_pass(tmp_path: Path) -> None:
+    """A run visiting more problems than the cache holds, in turn (a batch's repeated candidates, an RL
+    loop over the suite), keeps the entries that save the most runs for their bytes: every small problem
+    hits on each later pass. Removing the least recently used would remove each entry just before its
+    problem came back, and nothing would hit."""
+    parent = tmp_path / "reference"
+    small, large = 1000, MIN_SIZE // 2  # floats: 4 kB and 2 MiB of outputs
+    turn = [("s1", small), ("l1", large), ("s2", small), ("l2", large), ("s3", small), ("l3", large)]
+    limit = 5.5 * MIN_SIZE / 1e9  # the small ones and two large ones
+    hits = [[_visit(parent, name, n, limit) for name, n in turn] for _ in range(3)]
+    assert hits[0] == [False] * 6
+    for later in hits[1:]:
+        assert later[0::2] == [True, True, True]  # every small problem, each pass
+        assert sum(later[1::2]) <= 1  # at most one large one of the three fits beside the rest
+        assert _cache_bytes(parent) <= limit * 1e9
+    assert float((parent / FLOOR_FILE).read_text()) > 0  # removals raised the floor
+
+
+def test_an_entry_unused_for_long_ages_out_whatever_its_size(tmp_path: Path) -> None:
+    """Each removal raises the floor every new or renewed credit starts from, so a small entry nobody
+    reads again goes once the large ones written after it carry more credit."""
+    parent = tmp_path / "reference"
+    limit = 2.5 * MIN_SIZE / 1e9  # the small entry and one large one
+    _visit(parent, "small", 1000, limit)
+    for i in range(12):
+        _visit(parent, f"large{i}", MIN_SIZE // 2, limit)
+        if not (parent / "small").exists():
+            break
+    assert not (parent / "small").exists() and 2 <= i < 11  # it outlived the first ones, not all of them
+
+
+def test_an_entry_without_a_credit_goes_first_and_a_dead_writers_files_are_swept(tmp_path: Path) -> None:
+    """An entry an older kbench wrote (no credit file) is removed before any credited one, however recent;
+    the floor is kept on disk for the next run; a half-written credit file whose writer is gone is swept."""
+    import subprocess
+    import sys
+
+    from kbench.sandbox.procs import ProcRef
+
+    parent = tmp_path / "reference"
+    old, newer = _entry(parent, "old", 9e9), _entry(parent, "newer", 1.0)
+    (old / CREDIT_FILE).unlink()
+    assert float((newer / CREDIT_FILE).read_text()) == 1.0  # no floor yet: 1 for an entry under MIN_SIZE
+    just = _entry(parent, "just", 2.0)
+    assert trim_cache(parent, 2.5 * _cache_bytes(old) / 1e9, keep=just) == [old]
+    assert float((parent / FLOOR_FILE).read_text()) == 0.0
+    touch_entry(newer)
+    assert float((newer / CREDIT_FILE).read_text()) == 1.0
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = ProcRef.of(int(gone.stdout)) or ProcRef(int(gone.stdout), 1)
+    (parent / f"{TMP_PREFIX}{dead}-floor").write_text("1.5")
+    sweep_stale(parent)
+    assert sorted(p.name for p in parent.iterdir()) == sorted([FLOOR_FILE, "newer", "just"])
+
+
 def test_a_run_past_the_cache_limit_still_hits_its_own_entry(tmp_path: Path) -> None:
     """Each reference run's entry is the one kept: with room for one entry, two problems take turns, and
     a problem evaluated again right after its own write hits the cache."""
@@ -224,7 +310,9 @@ def test_a_run_past_the_cache_limit_still_hits_its_own_entry(tmp_path: Path) -> 
     get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "a")
     assert get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "b").cache_hit
     get_reference(p2, cfg, make_plan(cfg, "cpu"), tmp_path / "c")
-    entries = [p for p in (tmp_path / "reference").iterdir() if not p.name.startswith(TMP_PREFIX)]
+    entries = [
+        p for p in (tmp_path / "reference").iterdir() if p.is_dir() and not p.name.startswith(TMP_PREFIX)
+    ]
     assert len(entries) == 1  # p1's was removed when p2's was written
     assert not get_reference(p1, cfg, make_plan(cfg, "cpu"), tmp_path / "d").cache_hit
 

@@ -5,6 +5,13 @@ worker writes the files into a temporary folder beside it, which the host rename
 problem code hash + preset + dtype + torch version + device + seeds + timing settings + baselines. The
 per-run secret seeds are never cached: each evaluation starts one reference job for them (and, on a cache
 miss, for everything). The reference worker itself is worker/reference.py.
+
+The cache keeps to a size (`trim_cache`) with the reference pool's policy, GreedyDual-Size with one cost
+per entry (`size_credit`): an entry saves one reference run per later use whatever its size, so the bytes
+go where they keep the most entries. Least-recently-used alone kept nothing of a run that visits more
+problems than the cache holds in turn (a batch's repeated passes, an RL loop over the suite): each entry
+was removed just before its problem came back. The credits live on disk, one small file per entry and
+the cache's floor beside the entries, so every run and process sharing the cache works from the same ones.
 """
 
 from __future__ import annotations
@@ -25,6 +32,11 @@ from kbench.sandbox.protocol import JobSpec, WorkerResult
 from kbench.types import TimingStats
 
 CACHE_FILE = "reference.json"
+CREDIT_FILE = "credit"  # in an entry: its credit for trim_cache (text)
+FLOOR_FILE = (
+    ".floor"  # beside the entries: the credit of the last entry removed (GreedyDual-Size's inflation)
+)
+MIN_SIZE = 1 << 20  # an entry's size for its credit: outputs of a few bytes still hold a run
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
 
 
@@ -43,6 +55,13 @@ class ReferenceData:
     # (seed, device) -> the outputs copied to a GPU, for comparisons there (evaluate/device_outputs.py);
     # one object for this reference and its shared copies (reference_pool)
     device_outputs: DeviceCopies = field(default_factory=lambda: DeviceCopies())
+
+
+def size_credit(floor: float, size: int) -> float:
+    """GreedyDual-Size's credit of an entry of `size` bytes just used, with one cost for every entry: 1/size
+    (sizes below MIN_SIZE count as MIN_SIZE) on top of `floor`, the credit of the last entry evicted, so
+    entries not used for long age out whatever their size. The lowest credit goes first."""
+    return floor + MIN_SIZE / max(size, MIN_SIZE)
 
 
 def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
@@ -101,6 +120,9 @@ def commit_entry(tmp: Path, folder: Path, result: WorkerResult, seeds: list[int]
             kept.outputs[seed] = [f.model_copy(update={"received": False}) for f in result.outputs[seed]]
             kept.input_checksums[seed] = result.input_checksums[seed]
         (tmp / CACHE_FILE).write_text(kept.model_dump_json())
+        _write_number(
+            tmp / CREDIT_FILE, size_credit(_read_number(folder.parent / FLOOR_FILE), _entry_bytes(tmp))
+        )
         try:
             os.rename(tmp, folder)
         except OSError:  # a concurrent run cached the same key first
@@ -115,11 +137,34 @@ def discard_entry(tmp: Path) -> None:
 
 
 def touch_entry(folder: Path) -> None:
-    """Mark the entry `folder` as just used (its listing's mtime): trim_cache removes the least recent."""
+    """Mark the entry `folder` as just used: its credit renewed (`size_credit`) and its listing's mtime,
+    which orders entries of equal credit (least recently used first)."""
     try:
         os.utime(folder / CACHE_FILE)
     except OSError:  # removed meanwhile by another run's trim: this run has read it already
-        pass
+        return
+    _write_number(
+        folder / CREDIT_FILE, size_credit(_read_number(folder.parent / FLOOR_FILE), _entry_bytes(folder))
+    )
+
+
+def _read_number(path: Path) -> float:
+    """A credit or floor file's number; 0 where there is none (an entry an older kbench wrote goes first)."""
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _write_number(path: Path, value: float) -> None:
+    """Write `value` to `path` whole (a temporary file renamed over it), or nothing where that fails: the
+    credits only order removals, and a concurrent run's trim may have removed the entry meanwhile."""
+    tmp = path.with_name(f"{TMP_PREFIX}{procs.self_ref()}-{path.name.lstrip('.')}")
+    try:
+        tmp.write_text(repr(value))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _entry_bytes(folder: Path) -> int:
@@ -133,8 +178,9 @@ def _entry_bytes(folder: Path) -> int:
 
 
 def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
-    """Remove the least recently used entries of the cache `parent` until it holds at most `max_gb` GB
-    (None: no limit), never `keep` (the entry just written); returns the entries removed. Each is first
+    """Remove the entries of the cache `parent` of the lowest credit (`size_credit`; among equals the least
+    recently used) until it holds at most `max_gb` GB (None: no limit), never `keep` (the entry just
+    written); the floor rises to the last credit removed. Returns the entries removed. Each is first
     renamed to a temporary name this process owns, so a concurrent run reading it finds no entry (and
     computes it again) or keeps the files it already opened; one left half-removed by a killed process
     is swept like any stale write. Full-size outputs run to GBs per problem: without a limit a run over
@@ -151,12 +197,14 @@ def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
         if folder.name.startswith(TMP_PREFIX) or folder == keep:
             continue
         try:
-            entries.append((listing.stat().st_mtime, folder, _entry_bytes(folder)))
+            used = listing.stat().st_mtime
         except OSError:  # not an entry (or removed meanwhile)
             continue
-    total = sum(size for _, _, size in entries) + _entry_bytes(keep)
+        entries.append((_read_number(folder / CREDIT_FILE), used, folder, _entry_bytes(folder)))
+    total = sum(e[3] for e in entries) + _entry_bytes(keep)
     removed = []
-    for _, folder, size in sorted(entries, key=lambda e: e[0]):
+    floor = _read_number(parent / FLOOR_FILE)
+    for credit, _, folder, size in sorted(entries, key=lambda e: e[:2]):
         if total <= max_gb * 1e9:
             break
         doomed = parent / f"{TMP_PREFIX}{procs.self_ref()}-trim-{folder.name}"
@@ -166,9 +214,11 @@ def trim_cache(parent: Path, max_gb: float | None, keep: Path) -> list[Path]:
             continue
         shutil.rmtree(doomed, ignore_errors=True)
         total -= size
+        floor = max(floor, credit)
         removed.append(folder)
     if removed:
-        log.info("reference cache %s: %d least recently used entries removed", parent, len(removed))
+        _write_number(parent / FLOOR_FILE, floor)
+        log.info("reference cache %s: %d entries removed (lowest credit first)", parent, len(removed))
     return removed
 
 
@@ -178,8 +228,12 @@ TMP_PREFIX = ".tmp-"  # + the writing process (procs.ProcRef: pid and start time
 def sweep_stale(parent: Path) -> None:
     """Remove the temporary folders of cache writes whose process is gone (killed mid-write: SIGKILL, a lost
     host, a full disk's crash), which would otherwise hold their GiBs for ever; a folder whose writer
-    cannot be told (an older kbench's name) is left alone."""
+    cannot be told (an older kbench's name) is left alone; so are the half-written floor files."""
     for entry in parent.glob(TMP_PREFIX + "*"):
         owner = ProcRef.parse(entry.name[len(TMP_PREFIX) :].split("-", 1)[0])
-        if owner is not None and not owner.alive() and entry.is_dir():
+        if owner is None or owner.alive():
+            continue
+        if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

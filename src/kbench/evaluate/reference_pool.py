@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from kbench.config import RunConfig, mem_available
+from kbench.evaluate.reference_cache import size_credit
 from kbench.types import Problem
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from kbench.evaluate.reference_cache import ReferenceData
 
 DEFAULT_MAX_BYTES = 8 << 30  # at least; a quarter of the host's available memory when that is more
-MIN_SIZE = 1 << 20  # an entry's size for its credit: outputs of a few bytes still hold a plan and a run
 
 
 def default_max_bytes() -> int:
@@ -189,7 +189,7 @@ class ReferencePool:
         return any(e.group == group for e in self._entries.values())
 
     def _credit(self, size: int) -> float:
-        return self._floor + MIN_SIZE / max(size, MIN_SIZE)
+        return size_credit(self._floor, size)
 
     def _evict(self) -> None:
         total = sum(e.size for e in self._entries.values())
