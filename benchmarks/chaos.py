@@ -14,7 +14,6 @@ processes left over, and the time the kill and the resume add over one uninterru
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import random
 import signal
@@ -124,7 +123,7 @@ def write(out: Path, full_s: float, expected: int, cycles: list[Cycle]) -> None:
     env = environment()
     added = [c.added_s - full_s for c in cycles]
     lines = [
-        f"# Chaos: SIGKILL at a random moment, then `--resume` ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
+        f"# Chaos: SIGKILL at a random moment, then `--resume` ({common.utc_now()})",
         "",
         f"kbench {env.get('kbench')}, torch {env.get('torch')}, python {env.get('python')}, "
         f"{env.get('cpu')}, gpu {env.get('gpu')}",

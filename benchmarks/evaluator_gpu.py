@@ -9,13 +9,12 @@ Writes result.json and result.md (machine, versions, date, verdicts, times per v
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import BENCHMARKS
+from common import BENCHMARKS, utc_now
 
 from kbench.config import RunConfig
 from kbench.evaluate.flow import evaluate
@@ -114,7 +113,7 @@ def main() -> None:
         print(f"{label}: {v.status.value} {v.rule} {v.message[:200]} ({v.seconds:.1f} s)", flush=True)
     a, b = rows[3]["median_ms"], rows[4]["median_ms"]
     data = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "date": utc_now(),
         "machine": environment(),
         "problem": f"{problem.key} preset {args.preset}",
         "steps": rows,

@@ -14,7 +14,6 @@ and seconds), which would wait for a lease left behind.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import signal
 import subprocess
@@ -24,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import BENCHMARKS, ROOT, add_record_argument, record_markdown
+from common import BENCHMARKS, ROOT, add_record_argument, record_markdown, utc_now
 
 from kbench.hardware import environment
 from kbench.sandbox import lease, procs
@@ -170,7 +169,7 @@ def main() -> None:
 def write(out: Path, cases: list[Case], gpu: bool) -> None:
     env = environment()
     lines = [
-        f"# Kill during a hang ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
+        f"# Kill during a hang ({utc_now()})",
         "",
         f"kbench {env.get('kbench')}, torch {env.get('torch')}, triton {env.get('triton')}, python "
         f"{env.get('python')}, {env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}",

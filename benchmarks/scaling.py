@@ -18,7 +18,6 @@ Writes OUT/scaling.jsonl (one row per run) and OUT/scaling.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import subprocess
 import tempfile
@@ -167,7 +166,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     statuses = [r["statuses"] for r in rows]
     same = all(s == statuses[0] for s in statuses)
     lines = [
-        f"# Multi-GPU scaling ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
+        f"# Multi-GPU scaling ({common.utc_now()})",
         "",
         f"kbench {env.get('kbench')}, torch {env.get('torch')}, {env.get('gpu_count')} x {env.get('gpu')}, "
         f"{env.get('cpu')} x {env.get('cpu_count')}",

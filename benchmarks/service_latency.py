@@ -20,7 +20,6 @@ OUT/service_latency.md (machine, versions, date, settings, one table per measure
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -186,7 +185,7 @@ def main() -> None:
     local = ("out", "cache", "record")  # paths of this machine, not settings of the measurement
     kept = {k: str(v) for k, v in vars(args).items() if k not in local}
     result: dict[str, Any] = {"args": kept, "env": environment(), "load_avg": [round(x, 2) for x in os.getloadavg()],
-                              "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                              "date": common.utc_now(),
                               "output_mib": sizes, "notes": notes}  # fmt: skip
     store = args.cache / "service_latency.db"  # the runs' ids are in the JSON; `kbench report` reads them
     result["api"] = measure_api(sources, args, store)

@@ -5,11 +5,12 @@ fraction of speed-of-light on memory-bound problems) and the markdown page."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import os
 import sys
 from typing import Any
+
+from common import utc_now
 
 
 def _geomean(xs: list[float]) -> float | None:
@@ -194,7 +195,7 @@ def markdown(
 def machine() -> dict[str, Any]:
     import torch
 
-    meta: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    meta: dict[str, Any] = {"date": utc_now()}
     meta["torch"], meta["cuda"] = torch.__version__, torch.version.cuda
     meta["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     try:

@@ -26,7 +26,6 @@ its builds are reused, its reference timings are not touched.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from common import utc_now
 from timing_fidelity_report import build_table, markdown, read_rows, summarize
 
 from kbench.config import RunConfig, job_prefix, scratch_root
@@ -325,7 +325,7 @@ def report(args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
         meta["notes"] = notes
     else:
         meta = {
-            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "date": utc_now(),
             "machine": environment(),
             "device": args.device,
             "backend": args.backend,

@@ -25,7 +25,6 @@ Writes OUT/verdict_speed.json and OUT/verdict_speed.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import shutil
@@ -256,7 +255,7 @@ def _write(out: Path, result: dict[str, Any]) -> None:
 
 def report(result: dict[str, Any]) -> str:
     env = result["env"]
-    lines = [f"# Verdict speed against the upstream flow ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})",
+    lines = [f"# Verdict speed against the upstream flow ({common.utc_now()})",
              "", f"kbench {env.get('kbench')}, torch {env.get('torch')}, triton {env.get('triton')}, python "
              f"{env.get('python')}, {env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}, driver "
              f"{env.get('driver')}", "", f"`python benchmarks/verdict_speed.py {command_args(result['args'])}`", ""]  # fmt: skip

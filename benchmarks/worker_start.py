@@ -13,14 +13,13 @@ warm-up run per mode first).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT
+from common import ROOT, utc_now
 
 from kbench.config import RunConfig
 from kbench.evaluate.flow import evaluate
@@ -91,7 +90,7 @@ def main() -> int:
         )
     env = environment()
     lines = [
-        f"# Worker start, {args.device} ({dt.datetime.now(dt.UTC).isoformat(timespec='seconds')})", "",
+        f"# Worker start, {args.device} ({utc_now()})", "",
         f"kbench {env.get('kbench')}, torch {env.get('torch')}, python {env.get('python')}, "
         f"{env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}", "",
         f"Medians of {args.repeats} runs after one warm-up per mode. Bare start: a worker that imports torch and "
