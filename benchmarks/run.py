@@ -138,6 +138,11 @@ MEASUREMENTS: dict[str, Measurement] = {
         "benchmarks/scratch_io.py --gib 1 --files 4 --out {out}/scratch_io.md",
         "the job folder's round trip of outputs, per GiB",
     ),
+    "reference-cache-policy": Measurement(
+        "benchmarks/reference_cache_policy.py --out {out}/reference_cache_policy.md",
+        "the reference disk cache's hits on a run's later passes over the suite, by eviction policy (CPU)",
+        records=True,
+    ),
     "worker-start": Measurement(
         "benchmarks/worker_start.py --out {out}/worker-start.md",
         "a worker spawned against one forked by the starter",
