@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,8 @@ from kbench.types import TimingStats
 
 CACHE_FILE = "reference.json"
 CREDIT_FILE = "credit"  # in an entry: its credit for trim_cache (text)
-FLOOR_FILE = (
-    ".floor"  # beside the entries: the credit of the last entry removed (GreedyDual-Size's inflation)
-)
+# beside the entries: the credit of the last entry removed (GreedyDual-Size's inflation)
+FLOOR_FILE = ".floor"
 MIN_SIZE = 1 << 20  # an entry's size for its credit: outputs of a few bytes still hold a run
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
 
@@ -159,7 +159,8 @@ def _read_number(path: Path) -> float:
 def _write_number(path: Path, value: float) -> None:
     """Write `value` to `path` whole (a temporary file renamed over it), or nothing where that fails: the
     credits only order removals, and a concurrent run's trim may have removed the entry meanwhile."""
-    tmp = path.with_name(f"{TMP_PREFIX}{procs.self_ref()}-{path.name.lstrip('.')}")
+    # the writer's own name (process and thread): lanes of one run write the floor at once
+    tmp = path.with_name(f"{TMP_PREFIX}{procs.self_ref()}-{threading.get_ident()}-{path.name.lstrip('.')}")
     try:
         tmp.write_text(repr(value))
         os.replace(tmp, path)
@@ -228,7 +229,7 @@ TMP_PREFIX = ".tmp-"  # + the writing process (procs.ProcRef: pid and start time
 def sweep_stale(parent: Path) -> None:
     """Remove the temporary folders of cache writes whose process is gone (killed mid-write: SIGKILL, a lost
     host, a full disk's crash), which would otherwise hold their GiBs for ever; a folder whose writer
-    cannot be told (an older kbench's name) is left alone; so are the half-written floor files."""
+    cannot be told (an older kbench's name) is left alone. A dead writer's half-written floor file goes too."""
     for entry in parent.glob(TMP_PREFIX + "*"):
         owner = ProcRef.parse(entry.name[len(TMP_PREFIX) :].split("-", 1)[0])
         if owner is None or owner.alive():
