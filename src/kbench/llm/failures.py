@@ -76,6 +76,8 @@ def describe_failure(exc: BaseException, retries: int, base_url: str | None = No
     line = kind + (
         f" (after {retries} {'retry' if retries == 1 else 'retries'})" if retried and retries else ""
     )
+    if kind in (f"connection refused by {base_url or 'the server'}", "timed out"):
+        return line  # no server answered: the SDK's words only restate the kind, in each version its own way
     detail = _detail(exc)
     return f"{line}: {detail}" if detail and detail not in kind else line
 
