@@ -34,24 +34,27 @@ def _status(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _kind(exc: BaseException, base_url: str | None) -> tuple[str, bool]:
-    """(kind, retried): retried kinds are the ones the SDKs retry before giving up."""
+def _kind(exc: BaseException, base_url: str | None) -> tuple[str, bool, bool]:
+    """(kind, retried, detailed): retried kinds are the ones the SDKs retry before giving up; detailed ones
+    take the error's words after them. A refused connection or a timeout is not: no server answered, and
+    the SDK's words only restate the kind, in each version its own way (a failed connection keeps them:
+    they name why, SSL or DNS)."""
     chain = list(_chain(exc))
     code = next((c for c in map(_status, chain) if c is not None), None)
     if code is not None:
         words = _STATUS_WORDS.get(code) or ("server error" if code >= 500 else "refused")
-        return f"HTTP {code} {words}", code == 429 or code >= 500
+        return f"HTTP {code} {words}", code == 429 or code >= 500, True
     names = " ".join(type(e).__name__ for e in chain)
     text = " ".join(str(e) for e in chain)
     if any(isinstance(e, ConnectionRefusedError) for e in chain) or "Connection refused" in text:
-        return f"connection refused by {base_url or 'the server'}", True
+        return f"connection refused by {base_url or 'the server'}", True, False
     if "Timeout" in names or any(isinstance(e, TimeoutError) for e in chain):
-        return "timed out", True
+        return "timed out", True, False
     if any(isinstance(e, json.JSONDecodeError) for e in chain) or "JSONDecodeError" in names:
-        return "bad JSON in the response", False
+        return "bad JSON in the response", False, True
     if "Connection" in names:
-        return f"connection to {base_url or 'the server'} failed", True
-    return type(exc).__name__, False
+        return f"connection to {base_url or 'the server'} failed", True, True
+    return type(exc).__name__, False, True
 
 
 def _body_message(exc: BaseException) -> str | None:
@@ -72,13 +75,11 @@ def _detail(exc: BaseException) -> str:
 
 def describe_failure(exc: BaseException, retries: int, base_url: str | None = None) -> str:
     """One line: the kind of failure, the retries spent when the SDK retries that kind, the server's words."""
-    kind, retried = _kind(exc, base_url)
+    kind, retried, detailed = _kind(exc, base_url)
     line = kind + (
         f" (after {retries} {'retry' if retries == 1 else 'retries'})" if retried and retries else ""
     )
-    if kind in (f"connection refused by {base_url or 'the server'}", "timed out"):
-        return line  # no server answered: the SDK's words only restate the kind, in each version its own way
-    detail = _detail(exc)
+    detail = _detail(exc) if detailed else ""
     return f"{line}: {detail}" if detail and detail not in kind else line
 
 
