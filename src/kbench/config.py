@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
 from kbench.errors import ConfigError
+from kbench.files import default_cache_dir
 from kbench.types import TimingSettings
 
 ENV_PREFIX = "KBENCH_"
@@ -53,11 +54,6 @@ _REF: dict[str, Any] = {"reference": True}
 def _ref(default: Any = PydanticUndefined, **kw: Any) -> Any:
     """A RunConfig field a reference run depends on (RunConfig.reference_fields, reference_pool.py)."""
     return Field(default, json_schema_extra=_REF, **kw)
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kbench"
 
 
 SHM = Path("/dev/shm")

@@ -1,10 +1,17 @@
-"""Files that other processes may read at any moment: written whole or not at all."""
+"""kbench's files: where its cache folder is by default, and files that other processes may read at any
+moment, written whole or not at all."""
 
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
+
+
+def default_cache_dir() -> Path:
+    """The cache folder when no setting names one (RunConfig.cache_dir): $XDG_CACHE_HOME/kbench."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kbench"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -90,10 +90,21 @@ def environment() -> dict[str, Any]:
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
         "os": f"{platform.system()} {platform.release()}",
+        "bytecode": _bytecode(),
     }
     info.update(_gpu_info())
     info["device"] = "cuda" if info["gpu"] else "cpu"
     return info
+
+
+def _bytecode() -> str:
+    """Where fresh processes find torch's compiled bytecode (kbench/bytecode.py): `installed` beside its
+    sources, `kbench cache` in kbench's folder, or `none` (every fresh process compiles torch again)."""
+    from kbench import bytecode
+
+    if bytecode.has_bytecode("torch"):
+        return "installed"
+    return "kbench cache" if bytecode.folder() is not None else "none"
 
 
 @dataclass(frozen=True)

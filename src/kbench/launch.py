@@ -8,6 +8,10 @@ KBENCH_* variables say (`early_start`); the CLI's own launch then finds it by it
 guess the settings later contradict (a --config file says otherwise) costs an idle starter, closed at
 exit; where the arguments cannot tell, nothing is launched early.
 
+Before anything else, where the installation keeps no bytecode for torch, this process reads and writes
+its bytecode in kbench's cache folder (kbench/bytecode.py): otherwise every command compiles torch's
+modules again, seconds at each start.
+
 The same commands start this process's own torch import on a thread at once: it takes as long as the
 starter's, and the host needs torch before the verdict (the comparison on the device, the judge).
 
@@ -76,6 +80,12 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, 
 
 
 def main() -> None:
+    try:  # first: everything this process imports from here on reads (or compiles once) kbench's bytecode
+        from kbench import bytecode
+
+        bytecode.use_here()
+    except Exception:  # only a head start: Python compiles as it would have
+        pass
     previous = catch_early_stops()
     try:
         guess = early_start(sys.argv[1:], os.environ)

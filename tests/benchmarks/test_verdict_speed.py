@@ -33,3 +33,25 @@ def test_the_report_gives_a_command_line_that_runs_and_no_folder_of_this_machine
     text = verdict_speed.report(result)
     assert "`python benchmarks/verdict_speed.py --big 2/25 --max-seconds 60.0`" in text
     assert "/some/results" not in text and "--max_seconds" not in text
+
+
+def test_the_upstream_flow_on_equal_terms_reads_and_writes_its_own_bytecode(tmp_path: Path) -> None:
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin"}
+    out = verdict_speed.bytecode_env(env, tmp_path / "pyc")
+    assert out == {"PATH": "/bin", "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the machine's own environment is left as it is
+
+
+def test_the_report_gives_both_ratios() -> None:
+    row = {
+        "problem": "2/1",
+        "output_mib": 32.0,
+        "kbench": {"wall_s": 3.5, "status": "ok", "rule": "", "phases": {"cli": 1.0}, "accounted": 0.97},
+        "upstream": {"wall_s": 5.0},
+        "upstream_bytecode": {"wall_s": 3.9},
+        "ratio": 0.7,
+        "ratio_bytecode": 0.9,
+    }
+    text = verdict_speed.report({"args": {}, "env": {}, "cold": [row]})
+    assert "wall: **0.70** over 1 problems; against the upstream flow with a bytecode folder too" in text
+    assert "| 2/1 | 32.0 | 5.0 | 3.9 | 3.5 | 0.7 | 0.9 | ok | 97 % |" in text

@@ -337,3 +337,19 @@ def test_a_report_joined_from_separate_calls_names_each_call() -> None:
     }
     assert vs.joined_command(whole, full) == full  # one call ran them all
     assert vs.joined_command({"latency": {"exit": 0}}, again) == again  # parts from before calls were kept
+
+
+def test_the_upstream_flow_with_bytecode_is_shown_beside_the_goal_and_not_counted_as_one() -> None:
+    lat = _latency(10, 0.6)
+    for row in lat["cold"]:  # upstream 7.0 s as the machine runs it, 4.2 s reading bytecode
+        row["upstream_bytecode"] = {"wall_s": 4.2, "correct": True}
+        row["ratio_bytecode"] = round(row["kbench"]["wall_s"] / 4.2, 2)
+    rows = vs.goals({"latency": lat, "throughput": None, "upstream": None})
+    g = _by_key(rows)
+    assert (g["cold_ratio"]["ratio"], g["cold_ratio"]["met"]) == (0.6, True)
+    even = g["cold_ratio_bytecode"]
+    assert (even["kbench"], even["upstream"], even["ratio"], even["met"]) == (4.2, 4.2, 1.0, None)
+    m = vs.metrics(rows)
+    assert m["cold_ratio_bytecode"] == 1.0 and m["goals"] == len(rows) - 1
+    # records of earlier runs timed the upstream flow one way: no such row
+    assert "cold_ratio_bytecode" not in _by_key(vs.goals({"latency": _latency(10, 0.9)}))

@@ -72,7 +72,8 @@ def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) ->
         request = CountRequest(problem=problem, preset=cfg.preset, dtype=cfg.dtype, folder=str(folder))
         (jobdir / COUNT_FILE).write_text(request.model_dump_json())
         logfile = jobdir / "worker.log"
-        env = procs.worker_env(reference_env(cfg, device))  # the reference's starter: the same start-up
+        # the reference's starter (the same start-up); a trusted count: its imports may write bytecode
+        env = procs.worker_env(reference_env(cfg, device), bytecode_writes=True)
         proc = starter.start_worker(COUNT_MODULE, jobdir, tmp, env, logfile, None)
         if proc is None:
             return None

@@ -100,12 +100,16 @@ def age(pid: int | None = None) -> float:
         return 0.0
 
 
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def worker_env(extra: dict[str, str] | None = None, bytecode_writes: bool = False) -> dict[str, str]:
     """The environment of a worker: this process's, the job's additions, and this process as its owner
-    (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`)."""
+    (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`). It reads kbench's
+    bytecode folder where there is one, and writes bytecode nowhere unless `bytecode_writes` (a trusted
+    process that imports no candidate: kbench/bytecode.py)."""
+    from kbench import bytecode
+
     env = dict(os.environ)
     env.update(extra or {})
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(bytecode.env(writes=bytecode_writes))
     env[OWNER_ENV] = str(self_ref())
     return env
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench import bytecode
 from kbench.sandbox import procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.zygote import NO_OPTIONAL
@@ -36,6 +37,7 @@ STARTUP_VARS = (
     "LD_PRELOAD",
     "PYTHONNOUSERSITE",
     "TRITON_INTERPRET",  # read when triton is imported, and the starter may preload triton
+    "PYTHONPYCACHEPREFIX",  # where imports find bytecode (kbench/bytecode.py)
 )
 # A fork's wait split for a verdict's phases (ForkedProcess.start_phases, evaluate/phases.py)
 START_PHASES = ("starter", "starter_start", "starter_torch", "starter_kbench")
@@ -98,7 +100,8 @@ class Starter:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kbench.sandbox.zygote", *([] if optional_preload else [NO_OPTIONAL])],
                 cwd=self._cwd.name,
-                env=env,
+                # its own imports (torch, kbench) may write bytecode; its workers' follow their jobs'
+                env=env | bytecode.env(writes=True),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

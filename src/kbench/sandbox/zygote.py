@@ -129,7 +129,7 @@ def _probe_key(name: str) -> str:
 
 
 def _probes() -> tuple[Path, dict[str, bool]]:
-    from kbench.config import default_cache_dir
+    from kbench.files import default_cache_dir
 
     path = default_cache_dir() / PROBES_FILE
     try:
@@ -186,6 +186,10 @@ def _child(req: dict[str, Any]) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
+        # Bytecode as a worker started with this environment would have it: a candidate's worker says
+        # PYTHONDONTWRITEBYTECODE and writes none (kbench/bytecode.py), the starter's own imports did.
+        sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+        sys.pycache_prefix = os.environ.get("PYTHONPYCACHEPREFIX") or None
         log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -1,0 +1,128 @@
+"""kbench's bytecode folder: used only where torch has no bytecode; trusted processes write it, workers
+only read it, and a worker forked from the starter follows its job's environment."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench import bytecode
+
+
+def _package(root: Path, name: str, compiled: bool) -> None:
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("VALUE = 1\n")
+    if compiled:  # where an installer that compiles puts it
+        cached = pkg / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+        py_compile.compile(str(pkg / "__init__.py"), cfile=str(cached))
+
+
+@pytest.fixture
+def packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "site"
+    root.mkdir()
+    _package(root, "plainpkg", compiled=False)
+    _package(root, "builtpkg", compiled=True)
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    return root
+
+
+def test_a_package_without_bytecode_beside_it_is_told_apart(packages: Path) -> None:
+    assert bytecode.has_bytecode("plainpkg") is False
+    assert bytecode.has_bytecode("builtpkg") is True
+    assert bytecode.has_bytecode("no_such_package_here") is None
+    assert "plainpkg" not in sys.modules  # found, not imported
+
+
+def test_the_folder_is_kept_only_where_python_would_compile_again(packages: Path, tmp_path: Path) -> None:
+    env = {"KBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    assert bytecode.folder(env, "plainpkg") == tmp_path / "cache" / "pycache"
+    assert bytecode.folder(env, "builtpkg") is None  # the installation's own bytecode serves
+    assert bytecode.folder(env, "no_such_package_here") is None
+    assert bytecode.folder(env | {"KBENCH_PYCACHE": "off"}, "plainpkg") is None
+    assert bytecode.folder(env | {"PYTHONPYCACHEPREFIX": str(tmp_path / "mine")}, "plainpkg") is None
+
+
+def test_children_read_the_folder_and_only_trusted_ones_write_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = tmp_path / "pycache"
+    monkeypatch.setattr(bytecode, "_folder", lambda: where)
+    src = tmp_path / "mods"
+    src.mkdir()
+    for name in ("trusted_mod", "worker_mod"):
+        (src / f"{name}.py").write_text("X = 2\n")
+    script = "import sys, {0}; print({0}.__cached__)"
+
+    def child(name: str, writes: bool) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, PYTHONPATH=str(src)) | bytecode.env(writes=writes)
+        cmd = [sys.executable, "-c", script.format(name)]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=True)
+
+    cached = Path(child("trusted_mod", writes=True).stdout.strip())
+    assert cached.is_relative_to(where) and cached.exists()  # mirrored under the folder, written
+    shown = Path(child("worker_mod", writes=False).stdout.strip())
+    assert shown.is_relative_to(where) and not shown.exists()  # looked for there, never written
+    assert not (src / "__pycache__").exists()
+
+
+def test_no_folder_keeps_workers_from_writing_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bytecode, "_folder", lambda: None)
+    assert bytecode.env() == bytecode.env(writes=True) == {"PYTHONDONTWRITEBYTECODE": "1"}
+    from kbench.sandbox.procs import worker_env
+
+    assert worker_env({}).get("PYTHONDONTWRITEBYTECODE") == "1"
+
+
+def test_the_command_reads_and_writes_its_bytecode_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bytecode, "_folder", lambda: tmp_path / "pycache")
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bytecode.use_here() == tmp_path / "pycache"
+    assert sys.pycache_prefix == str(tmp_path / "pycache") and sys.dont_write_bytecode is False
+
+
+def test_a_forked_worker_writes_no_bytecode_where_its_starter_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The starter for a bytecode folder is its own (the prefix is part of its start-up), writes its own
+    imports there, and forks workers that look there but write nothing (their jobs say so)."""
+    from kbench.sandbox.host import run_worker
+    from kbench.sandbox.protocol import JobSpec
+    from kbench.types import Problem
+
+    where = tmp_path / "pycache"
+    monkeypatch.setattr(bytecode, "_folder", lambda: where)
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "fakeworker.py").write_text(
+        "import sys\nimport job_helper\n"
+        "print(sys.dont_write_bytecode, sys.pycache_prefix, job_helper.__cached__)\n"
+    )
+    (mods / "job_helper.py").write_text("Y = 3\n")
+    path = os.pathsep.join(p for p in (str(mods), os.environ.get("PYTHONPATH", "")) if p)
+    spec = JobSpec(
+        role="candidate",
+        problem=Problem(source="t", level=0, number=0, name="t", code=""),
+        preset="full",
+        dtype="fp32",
+        device="cpu",
+    )
+    exit_ = run_worker(
+        "fakeworker", tmp_path / "job", spec, budgets=120.0, env={"PYTHONPATH": path}, start="fork"
+    )
+    assert exit_.returncode == 0 and "starter" in exit_.start_phases, exit_.log_tail  # forked
+    flag, prefix, helper = exit_.log_tail.split()[-3:]
+    assert (flag, prefix) == ("True", str(where))
+    assert Path(helper).is_relative_to(where) and not Path(helper).exists()  # looked for there, not written
+    assert list(where.rglob("torch/__init__.*.pyc")), "the starter's own torch import was not written"
