@@ -8,6 +8,7 @@ import os
 import py_compile
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -42,13 +43,32 @@ def test_a_package_without_bytecode_beside_it_is_told_apart(packages: Path) -> N
     assert "plainpkg" not in sys.modules  # found, not imported
 
 
-def test_the_folder_is_kept_only_where_python_would_compile_again(packages: Path, tmp_path: Path) -> None:
+def test_the_folder_is_kept_only_where_python_would_compile_again(
+    packages: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bytecode, "candidate_writable", lambda: [tmp_path / "open"])
     env = {"KBENCH_CACHE_DIR": str(tmp_path / "cache")}
     assert bytecode.folder(env, "plainpkg") == tmp_path / "cache" / "pycache"
     assert bytecode.folder(env, "builtpkg") is None  # the installation's own bytecode serves
     assert bytecode.folder(env, "no_such_package_here") is None
     assert bytecode.folder(env | {"KBENCH_PYCACHE": "off"}, "plainpkg") is None
     assert bytecode.folder(env | {"PYTHONPYCACHEPREFIX": str(tmp_path / "mine")}, "plainpkg") is None
+
+
+def test_a_folder_a_confined_candidate_could_write_is_never_used(
+    packages: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its files are code kbench's own processes run: beneath a temporary folder (or a cache the sandbox
+    opens to candidates) the cache folder is passed over for the default one, and else none is kept."""
+    sandbox_own = bytecode.candidate_writable
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    env = {"KBENCH_CACHE_DIR": str(tmp_path / "tmp" / "cache")}
+    monkeypatch.setattr(bytecode, "candidate_writable", lambda: [tmp_path / "tmp"])
+    assert bytecode.folder(env, "plainpkg") == tmp_path / "home-cache" / "kbench" / "pycache"
+    monkeypatch.setattr(bytecode, "candidate_writable", lambda: [tmp_path])
+    assert bytecode.folder(env, "plainpkg") is None
+    # the sandbox's own list: the temporary folder is in it, so a cache folder there is never used
+    assert any(Path(tempfile.gettempdir()).resolve() == f for f in sandbox_own())
 
 
 def test_children_read_the_folder_and_only_trusted_ones_write_it(

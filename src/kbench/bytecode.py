@@ -14,8 +14,12 @@ any setting is read): the command's own process reads and writes there (`use_her
 point), and so do the warm starter and the floor's count, trusted processes that import only torch and
 kbench (`env(writes=True)`). Workers that import a candidate read it and never write (`env()`, and a
 worker forked from the starter takes its flag from its job's environment: sandbox/zygote.py), so no
-candidate's module lands there, and the folder is not among the ones a confined candidate may write
-(sandbox/confine.job_folders). Python checks each cached file against its source's size and time, so an
+candidate's module lands there. A file there is code that kbench's own processes run, so the folder must
+also lie outside every folder a confined candidate may write (sandbox/confine.job_folders: the temporary
+folders, the Triton, CUDA and torch extension caches): a cache folder beneath one of them (KBENCH_CACHE_DIR
+in /tmp, a home folder in /tmp) is passed over for the default one, and where that lies there too no
+folder is kept. (Without Landlock a candidate can write whatever the user can, this folder as much as
+the installation's own files.) Python checks each cached file against its source's size and time, so an
 upgraded torch is compiled again, not read stale; the folder can be deleted at any time.
 
 KBENCH_PYCACHE=off leaves Python's own behaviour alone; so does a PYTHONPYCACHEPREFIX the user set.
@@ -61,7 +65,27 @@ def folder(environ: Mapping[str, str] | None = None, package: str = "torch") -> 
     if sys.implementation.cache_tag is None or has_bytecode(package) is not False:
         return None
     cache = environ.get("KBENCH_CACHE_DIR")
-    return (Path(cache).expanduser() if cache else default_cache_dir()) / "pycache"
+    roots = [Path(cache).expanduser()] if cache else []
+    open_to_candidates = candidate_writable()
+    for root in [*roots, default_cache_dir()]:
+        where = Path(os.path.realpath(root / "pycache"))
+        if not any(where.is_relative_to(f) for f in open_to_candidates):
+            return where
+    return None
+
+
+def candidate_writable() -> list[Path]:
+    """The folders beneath which a confined candidate may write, whatever its job (confine.job_folders;
+    its job and working folders are made in the temporary folder)."""
+    from kbench.sandbox import confine
+
+    found = [
+        *confine.temp_folders(),
+        confine.torch_extensions(),
+        confine.triton_cache(),
+        confine.cuda_cache(),
+    ]
+    return [Path(os.path.realpath(f)) for f in found]
 
 
 @functools.lru_cache(maxsize=1)

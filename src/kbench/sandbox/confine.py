@@ -35,8 +35,10 @@ import platform
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kbench.sandbox.protocol import JobSpec
+if TYPE_CHECKING:  # not imported at run time: kbench/bytecode.py reads the folders here before any import
+    from kbench.sandbox.protocol import JobSpec
 
 MIN_ABI = 2  # ABI 1 denies every rename or link between folders (the build cache renames its builds)
 OFF = "none: turned off (setting confine = false)"
