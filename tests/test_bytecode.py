@@ -146,3 +146,9 @@ def test_a_forked_worker_writes_no_bytecode_where_its_starter_did(
     assert (flag, prefix) == ("True", str(where))
     assert Path(helper).is_relative_to(where) and not Path(helper).exists()  # looked for there, not written
     assert list(where.rglob("torch/__init__.*.pyc")), "the starter's own torch import was not written"
+
+
+def test_the_switch_is_not_taken_for_a_misspelt_setting() -> None:
+    from kbench.config import env_overrides
+
+    assert env_overrides({bytecode.SWITCH_ENV: "off"}) == {}

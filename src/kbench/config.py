@@ -23,8 +23,8 @@ from kbench.types import TimingSettings
 
 ENV_PREFIX = "KBENCH_"
 # KBENCH_* variables that are not settings: kbench sets them for its own child processes, or they hold a
-# secret that must not be stored with a run, or the test suite marks the processes it starts. Any other
-# KBENCH_* variable must name a RunConfig field (`env_overrides`).
+# secret that must not be stored with a run, or they act before any setting is read, or the test suite
+# marks the processes it starts. Any other KBENCH_* variable must name a RunConfig field (`env_overrides`).
 INTERNAL_ENV = frozenset(
     {
         "KBENCH_OWNER",  # sandbox/procs.py: the kbench process that owns a worker
@@ -34,6 +34,7 @@ INTERNAL_ENV = frozenset(
         "KBENCH_BUILD_PCH",
         "KBENCH_BUILD_OP_HEADERS",
         "KBENCH_SERVE_TOKEN",  # serve/server.py: a secret, never stored with a run
+        "KBENCH_PYCACHE",  # bytecode.py: read by the entry point before any setting is
         "KBENCH_TEST_MARK",  # tests and benchmarks: marks on the processes they start
         "KBENCH_TEST_TAG",
     }
