@@ -1,5 +1,5 @@
 """kbench's bytecode folder: used only where torch has no bytecode; trusted processes write it, workers
-only read it, and a worker forked from the starter follows its job's environment."""
+only read it (a worker forked from the starter: tests/sandbox/test_sandbox_host.py)."""
 
 from __future__ import annotations
 
@@ -110,42 +110,6 @@ def test_the_command_reads_and_writes_its_bytecode_there(
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     assert bytecode.use_here() == tmp_path / "pycache"
     assert sys.pycache_prefix == str(tmp_path / "pycache") and sys.dont_write_bytecode is False
-
-
-def test_a_forked_worker_writes_no_bytecode_where_its_starter_did(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The starter for a bytecode folder is its own (the prefix is part of its start-up), writes its own
-    imports there, and forks workers that look there but write nothing (their jobs say so)."""
-    from kbench.sandbox.host import run_worker
-    from kbench.sandbox.protocol import JobSpec
-    from kbench.types import Problem
-
-    where = tmp_path / "pycache"
-    monkeypatch.setattr(bytecode, "_folder", lambda: where)
-    mods = tmp_path / "mods"
-    mods.mkdir()
-    (mods / "fakeworker.py").write_text(
-        "import sys\nimport job_helper\n"
-        "print(sys.dont_write_bytecode, sys.pycache_prefix, job_helper.__cached__)\n"
-    )
-    (mods / "job_helper.py").write_text("Y = 3\n")
-    path = os.pathsep.join(p for p in (str(mods), os.environ.get("PYTHONPATH", "")) if p)
-    spec = JobSpec(
-        role="candidate",
-        problem=Problem(source="t", level=0, number=0, name="t", code=""),
-        preset="full",
-        dtype="fp32",
-        device="cpu",
-    )
-    exit_ = run_worker(
-        "fakeworker", tmp_path / "job", spec, budgets=120.0, env={"PYTHONPATH": path}, start="fork"
-    )
-    assert exit_.returncode == 0 and "starter" in exit_.start_phases, exit_.log_tail  # forked
-    flag, prefix, helper = exit_.log_tail.split()[-3:]
-    assert (flag, prefix) == ("True", str(where))
-    assert Path(helper).is_relative_to(where) and not Path(helper).exists()  # looked for there, not written
-    assert list(where.rglob("torch/__init__.*.pyc")), "the starter's own torch import was not written"
 
 
 def test_the_switch_is_not_taken_for_a_misspelt_setting() -> None:

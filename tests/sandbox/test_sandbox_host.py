@@ -218,6 +218,30 @@ def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
     )
 
 
+def test_a_forked_worker_writes_no_bytecode_where_its_starter_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a bytecode folder (kbench/bytecode.py) the starter is its own (the prefix is part of its
+    start-up), writes its own imports there, and forks workers that look there but write nothing (their
+    jobs say so)."""
+    from kbench import bytecode
+
+    where = tmp_path / "pycache"
+    monkeypatch.setattr(bytecode, "_folder", lambda: where)
+    body = (
+        "import sys\nimport job_helper\n"
+        "print(sys.dont_write_bytecode, sys.pycache_prefix, job_helper.__cached__)\n"
+    )
+    env = _module(tmp_path, body)
+    (tmp_path / "job_helper.py").write_text("Y = 3\n")
+    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=120.0, env=env, start="fork")
+    assert exit_.returncode == 0 and "starter" in exit_.start_phases, exit_.log_tail  # forked
+    flag, prefix, helper = exit_.log_tail.split()[-3:]
+    assert (flag, prefix) == ("True", str(where))
+    assert Path(helper).is_relative_to(where) and not Path(helper).exists()  # looked for there, not written
+    assert list(where.rglob("torch/__init__.*.pyc")), "the starter's own torch import was not written"
+
+
 def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> None:
     body = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(0.5)\n"
     env = _module(tmp_path, body)
