@@ -190,7 +190,7 @@ def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text())
     ieee_numerics()  # the evaluation workers' numerics (TF32 off): the same cuBLAS kernels run
     torch.set_grad_enabled(False)
-    get_backend(req["backend"]).install_hooks(KernelRecorder(), Path(req["cache_dir"]) / "builds")
+    get_backend(req["backend"]).install_hooks(KernelRecorder(), Path(req["cache_dir"]))
     if "--ncu" in argv:
         run_ncu_window(req)
     else:

@@ -55,3 +55,11 @@ def test_the_report_gives_both_ratios() -> None:
     text = verdict_speed.report({"args": {}, "env": {}, "cold": [row]})
     assert "wall: **0.70** over 1 problems; against the upstream flow with a bytecode folder too" in text
     assert "| 2/1 | 32.0 | 5.0 | 3.9 | 3.5 | 0.7 | 0.9 | ok | 97 % |" in text
+
+
+def test_a_timing_loop_is_described_from_the_verdicts_stats() -> None:
+    stats = {"n": 265, "median_ms": 0.79, "extra": [["stop", "fenced"], ["warmup", [0.05, 40, "settled"]],
+                                                     ["wall_s", 0.41], ["threads", 16]]}  # fmt: skip
+    assert verdict_speed._loop(stats) == {"n": 265, "median_ms": 0.79, "stop": "fenced",
+                                          "warmup": [0.05, 40, "settled"], "wall_s": 0.41}  # fmt: skip
+    assert verdict_speed._loop(None) == {}  # no timing (a failed verdict)

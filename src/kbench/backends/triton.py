@@ -131,12 +131,13 @@ class TritonBackend(Backend):
     def worker_env(self, device: str) -> dict[str, str]:
         return {} if device.startswith("cuda") else {"TRITON_INTERPRET": "1"}
 
-    def install_hooks(self, recorder: KernelRecorder, cache_root: Path) -> None:
-        super().install_hooks(recorder, cache_root)
+    def install_hooks(self, recorder: KernelRecorder, cache_dir: Path) -> None:
+        super().install_hooks(recorder, cache_dir)
         import os
 
         if os.environ.get("TRITON_INTERPRET") != "1":
-            prewarm_cache_key()  # trusted and CPU-only: here, before the lease, not at the first launch
+            # trusted and CPU-only: here, before the lease, not at the first launch; stored by the host
+            prewarm_cache_key(cache_dir)
             return  # on a GPU the profiler sees Triton kernels by name
         from triton.runtime.interpreter import InterpretedFunction
 
@@ -161,17 +162,27 @@ class TritonBackend(Backend):
         )
 
 
-def prewarm_cache_key() -> None:
-    """Compute Triton's own cache key now: a digest of its sources and its compiled library that Triton
+def prewarm_cache_key(cache_dir: Path | str | None = None) -> None:
+    """Have Triton's own cache key ready now: a digest of its sources and its compiled library that Triton
     takes, once per process, at the first kernel compile or cache lookup (0.4 s on an H200 host, 1 s on a
-    slow core). A worker calls this in its set-up, before it waits for the GPU lease, so a fresh
-    process's first launch, under the lease, only looks its kernel up; the warm starter calls it after
-    preloading Triton, so every worker it forks inherits the key. Silent where Triton is absent or keeps
-    the key elsewhere (the first launch then computes it, as before)."""
+    slow core). With `cache_dir`, the value stored there for the installed Triton is taken instead of
+    hashing (backends/tritonkey.py), where the host stored one. A worker calls this in its set-up, before
+    it waits for the GPU lease, so a fresh process's first launch, under the lease, only looks its kernel
+    up; the warm starter calls it after preloading Triton, so every worker it forks inherits the key.
+    Silent where Triton is absent or keeps the key elsewhere (the first launch then computes it, as
+    before)."""
     try:
         from triton.runtime import cache
     except ImportError:
         return
     key = getattr(cache, "triton_key", None)
-    if callable(key):
-        key()
+    if not callable(key):
+        return
+    if cache_dir:  # a job names one (an empty name: none)
+        from kbench.backends import tritonkey
+
+        stored = tritonkey.known(tritonkey.key_file(cache_dir))
+        if stored is not None:
+            tritonkey.install(stored)
+            return
+    key()

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from kbench.backends import get_backend
+from kbench.backends import get_backend, tritonkey
+from kbench.baselines.modes import get_mode
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import WorkerError
 from kbench.evaluate.device_outputs import Receiver, layouts, premirror
@@ -182,6 +183,15 @@ def _judge(
     return checked
 
 
+def runs_triton(candidate: Candidate, cfg: RunConfig, device: str) -> bool:
+    """Whether a worker of this evaluation launches Triton kernels on a GPU (a Triton candidate, or a
+    torch.compile baseline timed there: Inductor's kernels are Triton's), and so looks Triton's key up."""
+    if not device.startswith("cuda"):
+        return False
+    timed = cfg.measure and any(get_mode(m).compile_mode for m in cfg.baselines)
+    return candidate.backend == "triton" or timed
+
+
 def short_of_disk(cfg: RunConfig) -> str | None:
     """A line naming the cache folder or the job folders' file system when it has less than
     `min_free_disk_gb` free (below which a failed build or write may be the disk's fault)."""
@@ -222,6 +232,8 @@ def evaluate(
     backend = get_backend(candidate.backend)
     backend.check_environment(device)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    if runs_triton(candidate, cfg, device):
+        tritonkey.ensure(cfg.cache_dir)  # the first time: Triton's key for later workers, in a thread here
     low = short_of_disk(cfg)
     if low is not None:  # builds, the reference's outputs and the job folder all need room
         raise WorkerError(f"not enough disk to evaluate: {low}; free space there and run again")

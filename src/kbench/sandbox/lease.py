@@ -18,6 +18,17 @@ checks, at every look at the worker, that /proc/locks still shows the lease's lo
 If not, and the worker is not exiting, the host takes the lock itself (so no other job starts its GPU
 phase beside the candidate), ends the worker and judges it `cheat` (rule `lease-released`).
 
+A worker's CUDA start (its context: ~0.1-0.2 s of driver work and device memory) is trusted code and
+disturbs nothing but a timing loop, so it need not wait for the lease: a worker makes its context before
+taking the lease (`early_cuda`) when no timing loop runs on the device. Every timing loop holds the
+device's timing lock (`timing_window`, exclusive) and an early context the same lock shared, tried once
+without waiting: while a loop runs, the context is made under the lease as before; a context being made
+holds a loop back until it is made, never beside it. Such a CUDA start came off the lease's critical path
+of a cold verdict (the candidate's, beside the reference's GPU phase) and off the lease's time in a batch.
+The timing lock is only a courtesy among trusted callers: a loop that cannot take it within
+`TIMING_WAIT_S` (a process holding it for ever) runs all the same and says so; candidate code, which runs
+only under the lease, cannot overlap another job's loop whatever it does with that lock.
+
 A lease can never stay with a dead owner. The holder writes who it is next to the lock (`Holder`: worker
 pid, session, the kbench process that owns it, each with its start time). A waiter that finds the lock's
 taker dead (its leftover children still hold the file) or the owning kbench process dead ends the stale
@@ -33,6 +44,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,6 +55,7 @@ from kbench.sandbox import procs
 DIR_ENV = "KBENCH_LEASE_DIR"  # RunConfig.lease_dir, passed on to workers by the host (evaluate/prebuild.py)
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
 _POLL_MAX_S = 0.02  # a waiter tries the lock at least this often (a lock attempt is one system call)
+TIMING_WAIT_S = 1.0  # a timing loop waits at most this long for early CUDA starts to end (they take ~0.2 s)
 
 
 class LeaseTimeout(Exception):
@@ -240,6 +254,64 @@ def release() -> None:
     while _held:
         fd = _held.pop()
         fcntl.flock(fd, fcntl.LOCK_UN)  # unlocks the open file, copies in forked children included
+        os.close(fd)
+
+
+def _timing_lock(name: str) -> int:
+    folder = lease_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{name}.timing", os.O_CREAT | os.O_RDWR, 0o666)
+    os.set_inheritable(fd, False)
+    return fd
+
+
+@contextmanager
+def timing_window(name: str, wait_s: float = TIMING_WAIT_S) -> Iterator[bool]:
+    """Hold the timing lock of device `name` (exclusive) around a timing loop; yields whether it was
+    taken (False: past `wait_s` another process still held it, and the loop runs all the same)."""
+    fd = _timing_lock(name)
+    deadline = time.monotonic() + wait_s
+    delay = 0.001
+    taken = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX_S)
+        yield taken
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
+def early_cuda(device: str) -> bool:
+    """Make this process's CUDA context on `device` now (a worker's trusted start, before its lease),
+    unless a timing loop runs on that device; True when it was made. Holds the device's timing lock shared
+    meanwhile, so no loop begins beside it; where a loop runs, nothing is done (the worker's CUDA then
+    starts under its lease, as before)."""
+    import torch
+
+    try:
+        fd = _timing_lock(device_id(device))
+    except Exception:  # no such device, or no lease folder: the job meets it where it did before
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            torch.zeros(1, device=device)  # the context, and the allocator's first block
+            torch.cuda.synchronize(device)
+        except Exception:  # the same call fails again under the lease, where the job reports it as before
+            return False
+        return True
+    finally:
         os.close(fd)
 
 

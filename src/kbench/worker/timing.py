@@ -35,6 +35,11 @@ other worker's timing or this worker's correctness passes passes at once; a GPU 
 (locked clocks, power or thermal limits) never does and gets the full warm-up. The stats record which
 (`warmup`: seconds, calls, `settled` or `full`).
 
+On a GPU the warm-up and the timed calls hold the device's timing lock (sandbox/lease.py
+`timing_window`): a worker that makes its CUDA context before its lease (`early_cuda`) never does so
+beside a loop. A loop that waited `TIMING_WAIT_S` for the lock and did not get it runs all the same and
+its stats say so (`timing_lock`: `busy`).
+
 GPU clocks (`gpu_clock.ClockLog`) are sampled at the start of the timed calls and every ~50 ms between
 them; a run whose SM clock moved more than 5 % while timing is flagged (`clocks_moved`).
 
@@ -45,17 +50,19 @@ is measured here (and the worker reports rule `timer-patched`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from kbench.sandbox import lease
 from kbench.types import TimingSettings, TimingStats
 from kbench.worker.gpu_clock import ClockLog, ClockSettled
 from kbench.worker.timing_stats import FENCED_STEP, Running, fenced_rse, summarize_times
@@ -290,6 +297,34 @@ def time_callable(
     call's output (`set_index`: the set whose values the call saw), also outside the timed region (it may
     raise to end the loop).
     """
+    with _window(device) as taken:
+        return _time_callable(
+            fn, input_sets, settings, device, on_output, sample_at, disguise, inspect, taken
+        )
+
+
+@contextlib.contextmanager
+def _window(device: torch.device) -> Iterator[bool]:
+    """On a GPU, the device's timing lock around the loop (sandbox/lease.py `timing_window`: no worker
+    starts CUDA beside it); yields whether it was taken."""
+    if device.type != "cuda":
+        yield True
+        return
+    with lease.timing_window(lease.device_id(str(device))) as taken:
+        yield taken
+
+
+def _time_callable(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    settings: TimingSettings,
+    device: torch.device,
+    on_output: Callable[[int, int, Any, int], None] | None,
+    sample_at: frozenset[int] | Reservoir,
+    disguise: Callable[[int], tuple[int, Callable[[], None]]] | None,
+    inspect: Callable[[int, int, Any], None] | None,
+    window: bool,
+) -> TimingResult:
     clock = _Clock(device, settings.flush_l2)
     log = ClockLog(device)
     calls, method = _calls(fn, input_sets, settings, clock.cuda)
@@ -353,6 +388,8 @@ def time_callable(
     extras["threads"] = torch.get_num_threads()
     extras["warmup"] = (round(warm_s, 3), warm_n, "settled" if warm_early else "full")
     extras["stop"] = stop
+    if not window:  # another process held the timing lock past its wait: something may have run beside
+        extras["timing_lock"] = "busy"
     if stop == "fenced":
         extras["outliers"] = outliers
     stats = summarize_times(times, device.type, method, meaningful=not interpreted(), wall_s=wall_s, **extras)

@@ -1,0 +1,161 @@
+"""Triton's own cache key, kept in kbench's cache folder so that a fresh worker does not work it out again.
+
+Triton names every compiled kernel in its cache by a digest that starts with `triton_key()`: a hash of its
+own sources and of its compiled library (hundreds of MB), taken once per process at the first kernel
+lookup -- 0.4 s on an H200 host, 0.6-1 s on a slower core. Every fresh worker that launches a Triton kernel
+pays it: a candidate worker of a cold `kbench eval`, where it lengthened the set-up that runs beside the
+reference, and a reference worker timing torch.compile (Inductor's kernels are Triton's).
+
+So the value is kept in `<cache>/triton-key.json` beside a signature of the files it hashes (each file's
+path, size and modification time under Triton's compiler, backends, language and library folders: a few
+ms to read, no import). A worker whose installed Triton still has that signature takes the stored value
+(`install`: what Triton's own compile pool does for its workers) instead of hashing; one that finds none,
+or another signature, hashes as before.
+
+Who writes it: only the host, a trusted process (`ensure`: on a GPU evaluation that runs Triton, in a
+thread of its own the first time). The file lies beside the reference cache, outside what a confined
+candidate may write (sandbox/confine.py: only the builds folder of the cache folder is its). A wrong key
+would only make Triton look its kernels up under other names, in a cache folder a candidate may write
+anyway: a miss, or an entry a candidate could have planted under the right name too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+KEY_FILE = "triton-key.json"
+FOLDERS = ("compiler", "backends", "language", "_C")  # what triton_key() reads, beside runtime/cache.py
+MAX_KEY_CHARS = 1 << 20  # a stored key is Triton's version and some hundred digests: a few KB
+_known: set[Path] = set()  # files this process found current (ensure)
+_learning: dict[Path, threading.Thread] = {}
+_lock = threading.Lock()
+
+
+def key_file(cache_dir: Path | str) -> Path:
+    return Path(cache_dir) / KEY_FILE
+
+
+def triton_root() -> Path | None:
+    """The installed Triton's package folder, found without importing it; None without Triton."""
+    try:
+        spec = importlib.util.find_spec("triton")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent
+
+
+def signature(root: Path) -> str:
+    """A digest of the path, size and modification time of every file `triton_key()` may read under `root`
+    (a superset: every file of its folders): any change to the installation changes it."""
+    digest = hashlib.sha256(f"{os.path.realpath(root)}\n".encode())
+    paths = [root / "__init__.py", root / "runtime" / "cache.py"]
+    for folder in FOLDERS:
+        for here, dirs, files in os.walk(root / folder):
+            dirs.sort()
+            paths.extend(Path(here, name) for name in sorted(files))
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            digest.update(f"{path.relative_to(root)}\0missing\n".encode())
+            continue
+        digest.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def known(path: Path) -> str | None:
+    """The key stored at `path` when it was taken from the Triton installed now; else None."""
+    root = triton_root()
+    if root is None:
+        return None
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict):
+        return None
+    key = stored.get("key")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS:
+        return None
+    return key if stored.get("signature") == signature(root) else None
+
+
+def install(key: str) -> None:
+    """Make this process's `triton_key()` answer `key` without hashing: the function is replaced wherever
+    a loaded module holds it (triton.runtime.cache, and modules that imported it by name). Imports Triton."""
+    from triton.runtime import cache
+
+    original = cache.triton_key
+
+    @functools.cache
+    def triton_key() -> str:
+        return key
+
+    triton_key()
+    for module in list(sys.modules.values()):
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        if namespace.get("triton_key") is original:
+            namespace["triton_key"] = triton_key
+
+
+def learn(path: Path) -> str | None:
+    """Work the key out in this process (imports Triton; trusted code only) and store it at `path`."""
+    root = triton_root()
+    if root is None:
+        return None
+    before = signature(root)
+    from triton.runtime import cache
+
+    key = cache.triton_key()
+    if signature(root) != before:  # Triton changed while it was hashed: nothing stored
+        return None
+    from kbench.files import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"signature": before, "key": key, "triton": str(root)}))
+    return key
+
+
+def _learn_quietly(path: Path) -> None:
+    try:
+        learn(path)
+    except Exception:  # only a head start for later workers: they hash as before
+        pass
+
+
+def ensure(cache_dir: Path) -> threading.Thread | None:
+    """Host side: where `cache_dir` holds no key for the installed Triton, work it out in a thread of this
+    process (the thread is returned; nothing to wait for: a worker that finds no key hashes as before)."""
+    path = key_file(cache_dir)
+    with _lock:
+        if path in _known:
+            return None
+        running = _learning.get(path)
+        if running is not None and running.is_alive():
+            return running
+    if triton_root() is None:
+        return None
+    if known(path) is not None:
+        with _lock:
+            _known.add(path)
+        return None
+    with _lock:
+        running = _learning.get(path)
+        if running is not None and running.is_alive():
+            return running
+        thread = threading.Thread(target=_learn_quietly, args=(path,), name="kbench-triton-key", daemon=True)
+        _learning[path] = thread
+        thread.start()
+        return thread
