@@ -18,7 +18,10 @@ modules again; kbench keeps its processes' bytecode in its cache folder then (kb
 upstream flow's process compiles as the machine has it. So the upstream flow is also timed with a
 bytecode folder of its own (`upstream_bytecode`, warmed by its untimed run): the comparison on equal
 terms. kbench's own folder is warmed by one untimed `kbench eval --no-timing` before the first problem,
-as an installation's first command does.
+as an installation's first command does; that command also stores Triton's cache key in kbench's cache
+folder (backends/tritonkey.py), which the upstream flow's process works out again each time, as Triton
+does in any fresh process. Each cold verdict's row also says what its timing loops did (`loops`: calls,
+why they stopped, warm-up, seconds), for the candidate and each baseline.
 
 Warm: in one process with one reference pool (as `kbench run` or a long-lived evaluator keeps it), the
 solution of each `--warm` problem is judged once (cold) and then `--repeats` more times: the warm
@@ -113,6 +116,9 @@ def _kbench(
     verdict = json.loads(out)
     phases = {k: v for k, v in verdict["phases"]}
     top = sum(phases.get(k, 0.0) for k in TOP)
+    loops = {"candidate": _loop(verdict.get("timing"))} | {
+        m: _loop(s) for m, s in verdict.get("baselines") or []
+    }
     return {
         "wall_s": round(wall, 2),
         "status": verdict["status"],
@@ -122,7 +128,17 @@ def _kbench(
         "phases": phases,
         # the process's wall time its named phases cover (the interpreter's exit is the rest)
         "accounted": round((top - phases.get("other", 0.0)) / wall, 3) if wall else None,
+        "loops": {k: v for k, v in loops.items() if v},
     }
+
+
+def _loop(stats: dict[str, Any] | None) -> dict[str, Any]:
+    """What a timing loop did (worker/timing.py): its calls, why it stopped, its warm-up and wall seconds."""
+    if not stats:
+        return {}
+    extra = dict(stats.get("extra") or [])
+    return {"n": stats.get("n"), "median_ms": stats.get("median_ms"), "stop": extra.get("stop"),
+            "warmup": extra.get("warmup"), "wall_s": extra.get("wall_s")}  # fmt: skip
 
 
 class Clock:
