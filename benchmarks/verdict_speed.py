@@ -17,11 +17,12 @@ install, PYTHONDONTWRITEBYTECODE, a read-only site-packages), every fresh proces
 modules again; kbench keeps its processes' bytecode in its cache folder then (kbench/bytecode.py), the
 upstream flow's process compiles as the machine has it. So the upstream flow is also timed with a
 bytecode folder of its own (`upstream_bytecode`, warmed by its untimed run): the comparison on equal
-terms. kbench's own folder is warmed by one untimed `kbench eval --no-timing` before the first problem,
-as an installation's first command does; that command also stores Triton's cache key in kbench's cache
-folder (backends/tritonkey.py), which the upstream flow's process works out again each time, as Triton
-does in any fresh process. Each cold verdict's row also says what its timing loops did (`loops`: calls,
-why they stopped, warm-up, seconds), for the candidate and each baseline.
+terms. kbench's own folder is warmed by one untimed `kbench eval` before the first problem, as an
+installation's first command does (later problems' warm-ups, for their builds, take `--no-timing`);
+that command also stores Triton's cache key in kbench's cache folder (backends/tritonkey.py), which the
+upstream flow's process works out again each time, as Triton does in any fresh process. Each cold
+verdict's row also says what its timing loops did (`loops`: calls, why they stopped, warm-up, seconds),
+for the candidate and each baseline.
 
 Warm: in one process with one reference pool (as `kbench run` or a long-lived evaluator keeps it), the
 solution of each `--warm` problem is judged once (cold) and then `--repeats` more times: the warm
@@ -101,16 +102,16 @@ def _upstream(problem: str, path: Path, preset: str, device: str, env: dict[str,
 
 
 def _kbench(
-    problem: str, path: Path, args: argparse.Namespace, env: dict[str, str], keep_builds: bool = False
+    problem: str, path: Path, args: argparse.Namespace, env: dict[str, str], no_timing: bool = False
 ) -> dict[str, Any]:
     """`kbench eval` in a fresh process with no reference or baseline cached (builds are kept in
-    `--cache`, as upstream keeps its extensions folder)."""
+    `--cache`, as upstream keeps its extensions folder); `no_timing`: correctness only (a build's warm-up)."""
     cache = args.cache
     shutil.rmtree(cache / "reference", ignore_errors=True)
     run_env = env | {"KBENCH_CACHE_DIR": str(cache), "KBENCH_BASELINES": "eager"}
     cmd = KBENCH + ["eval", "-p", problem, "-c", str(path), "--backend", args.backend, "--preset",
                     args.preset, "--format", "json"]  # fmt: skip
-    wall, out, err, code = _timed(cmd + (["--no-timing"] if keep_builds else []), run_env)
+    wall, out, err, code = _timed(cmd + (["--no-timing"] if no_timing else []), run_env)
     if code != 0:
         return {"wall_s": round(wall, 2), "error": err[-600:]}
     verdict = json.loads(out)
@@ -176,7 +177,8 @@ def cold(
         compiled = bytecode_env(env, args.cache / "upstream-pycache")
         _upstream(problem, path, args.preset, args.device, compiled)  # its kernels and bytecode: untimed
         if args.backend != "triton" or not rows:  # kbench's builds (and bytecode) as warm as upstream's
-            _kbench(problem, path, args, env, keep_builds=True)
+            # the first a whole verdict (its timing and floor imports too), later ones only their builds
+            _kbench(problem, path, args, env, no_timing=bool(rows))
         k = _kbench(problem, path, args, env)
         u = _upstream(problem, path, args.preset, args.device, env)
         ub = _upstream(problem, path, args.preset, args.device, compiled)
