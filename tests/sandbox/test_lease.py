@@ -419,6 +419,24 @@ def test_an_early_cuda_start_runs_only_while_no_timing_loop_does(one_gpu: str) -
     assert not list((Path(os.environ[lease.DIR_ENV])).glob("*.lock"))  # no lease of its own: not listed
 
 
+def test_an_early_cuda_start_on_a_thread_says_whether_it_ran(one_gpu: str) -> None:
+    """The workers start CUDA on a thread beside their other start-up work (`EarlyCuda`): joined, it gives
+    the seconds the start took, or None where a timing loop ran and the start was left to the lease."""
+    seconds = lease.EarlyCuda(one_gpu).join()
+    assert seconds is not None and seconds >= 0.0
+    with lease.timing_window("gpu-test"):
+        assert lease.EarlyCuda(one_gpu).join() is None
+
+
+def test_a_cuda_start_beside_the_workers_phases_is_not_added_to_them() -> None:
+    from kbench.evaluate.phases import Account
+
+    acct = Account()
+    acct.worker("cand", {"wall": 2.0, "cuda": 0.3, "setup": 0.8, "timing": 0.6})
+    assert acct.nested["cand:cuda"] == 0.3  # shown
+    assert acct.nested["cand:start"] == 0.6  # 2.0 - 0.8 - 0.6: the CUDA start ran beside the set-up
+
+
 HOLDS_SHARED = """
 import fcntl, os, sys, time
 from pathlib import Path

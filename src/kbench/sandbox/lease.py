@@ -20,7 +20,8 @@ phase beside the candidate), ends the worker and judges it `cheat` (rule `lease-
 
 A worker's CUDA start (its context: ~0.1-0.2 s of driver work and device memory) is trusted code and
 disturbs nothing but a timing loop, so it need not wait for the lease: a worker makes its context before
-taking the lease (`early_cuda`) when no timing loop runs on the device. Every timing loop holds the
+taking the lease (`early_cuda`, on a thread beside its other start-up work: `EarlyCuda`) when no timing
+loop runs on the device. Every timing loop holds the
 device's timing lock (`timing_window`, exclusive) and an early context the same lock shared, tried once
 without waiting: while a loop runs, the context is made under the lease as before; a context being made
 holds a loop back until it is made, never beside it. Such a CUDA start came off the lease's critical path
@@ -43,6 +44,7 @@ import fcntl
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -313,6 +315,28 @@ def early_cuda(device: str) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+class EarlyCuda:
+    """`early_cuda` on a thread of its own, beside the worker's CPU work of its start (imports, hooks, a
+    model built on the CPU): torch leaves the GIL while the driver makes the context. `join()` before the
+    lease: the seconds it took where it made the context, else None."""
+
+    def __init__(self, device: str) -> None:
+        self.made, self.seconds = False, 0.0
+        self._thread = threading.Thread(
+            target=self._run, args=(device,), name="kbench-cuda-start", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, device: str) -> None:
+        t0 = time.perf_counter()
+        self.made = early_cuda(device)
+        self.seconds = time.perf_counter() - t0
+
+    def join(self) -> float | None:
+        self._thread.join()
+        return round(self.seconds, 3) if self.made else None
 
 
 def leases() -> list[tuple[str, Holder | None, bool, bool]]:

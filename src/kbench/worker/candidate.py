@@ -76,12 +76,9 @@ class CandidateJob:
         self.spec, self.jobdir, self.key = spec, jobdir, key
         self.device = torch.device(spec.device)
         self.result = WorkerResult()
-        if lease.required(spec.role, spec.device):
-            # First: the CUDA start, beside the reference's CPU work rather than after its GPU phase, under
-            # this worker's lease (unless a timing loop runs now: sandbox/lease.py `early_cuda`).
-            t0 = time.perf_counter()
-            if lease.early_cuda(spec.device):
-                self.result.phases["cuda"] = round(time.perf_counter() - t0, 3)
+        # The CUDA start beside the rest of the set-up, and beside the reference's CPU work rather than after
+        # its GPU phase under this worker's lease (unless a timing loop runs now: sandbox/lease.py).
+        cuda = lease.EarlyCuda(spec.device) if lease.required(spec.role, spec.device) else None
         ieee_numerics()
         torch.set_grad_enabled(False)
         timing.pin_threads(spec.timing)
@@ -96,6 +93,10 @@ class CandidateJob:
             return  # a build job only imports the candidate: nothing is judged, no snapshot needed
         if spec.backend == "triton":
             import triton.testing  # noqa: F401  (so do_bench is in the timer snapshot)
+        if cuda is not None:  # done before the guard snapshots and before anything of the candidate
+            seconds = cuda.join()
+            if seconds is not None:
+                self.result.phases["cuda"] = seconds
         self.guards = Guards()
 
     def guard(self, when: str) -> None:
@@ -369,11 +370,9 @@ def main(argv: list[str]) -> int:
         os.nice(BUILD_NICE)
     t0 = time.perf_counter()
     job = CandidateJob(spec, jobdir, key)
-    # its CUDA start where it came first (`cuda`), then imports, hooks and guard snapshots (`setup`)
-    cuda = job.result.phases.pop("cuda", None)
-    setup = round(time.perf_counter() - t0 - (cuda or 0.0), 3)
+    setup = round(time.perf_counter() - t0, 3)  # imports, hooks, guard snapshots; beside them `cuda`
     result = job.run()
-    result.phases = {**({"cuda": cuda} if cuda is not None else {}), "setup": setup, **result.phases}
+    result.phases = {"setup": setup, **result.phases}
     result.confinement = confinement
     write_result(jobdir, result, key)
     sys.stdout.flush()
