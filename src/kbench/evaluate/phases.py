@@ -13,8 +13,8 @@ Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each work
 (from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
 first use; of it, `starter` is the wait for a starter still coming up, and then `starter_start` that
 starter's own start, from its launch to its answer, with its imports in `starter_torch` and
-`starter_kbench`), a worker's CUDA start made on a thread beside its set-up (`cuda`, not added to its
-phases; the reference worker's `cuda_wait` is what it outlasted the model's construction by) and the
+`starter_kbench`), a worker's CUDA start before its lease (the reference's `cuda_start`, one of its
+phases; the candidate's `cuda`, made on a thread beside its set-up and not added to its phases) and the
 host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it checked, before
 its worker starts). Nested ones overlap their segment and are not added to the total.
 """
