@@ -22,8 +22,10 @@ triton = pytest.importorskip("triton")
 
 def _tree(root: Path) -> Path:
     """A Triton-shaped folder: what triton_key() reads."""
-    for rel in ("__init__.py", "runtime/cache.py", "compiler/compiler.py", "backends/nvidia/driver.py",
-                "language/core.py", "_C/libtriton.so"):  # fmt: skip
+    for rel in ("__init__.py", "runtime/cache.py", "compiler/__init__.py", "compiler/compiler.py",
+                "backends/__init__.py", "backends/nvidia/__init__.py", "backends/nvidia/driver.py",
+                "backends/nvidia/include/cuda.h", "language/__init__.py", "language/core.py",
+                "_C/libtriton.so"):  # fmt: skip
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {rel}\n")
@@ -49,10 +51,23 @@ def test_the_signature_follows_every_file_triton_hashes(fake_root: Path) -> None
     third = tritonkey.signature(fake_root)
     assert third != second
     (fake_root / "backends" / "amd").mkdir()
-    (fake_root / "backends" / "amd" / "driver.py").write_text("")  # a new file
-    assert tritonkey.signature(fake_root) != third
+    (fake_root / "backends" / "amd" / "__init__.py").write_text("")  # a new backend package
+    fourth = tritonkey.signature(fake_root)
+    assert fourth != third
     (fake_root / "runtime" / "cache.py").unlink()  # the file that defines triton_key
-    assert tritonkey.signature(fake_root) != third
+    assert tritonkey.signature(fake_root) != fourth
+
+
+def test_folders_triton_does_not_hash_are_not_read(fake_root: Path) -> None:
+    """Only packages are walked, as pkgutil.walk_packages walks them: CUDA's headers and tools beside the
+    NVIDIA backend (thousands of files, none of them in Triton's key) leave the signature alone."""
+    first = tritonkey.signature(fake_root)
+    (fake_root / "backends" / "nvidia" / "include" / "cuda.h").write_text("// another CUDA, longer\n")
+    (fake_root / "backends" / "nvidia" / "bin").mkdir()
+    (fake_root / "backends" / "nvidia" / "bin" / "ptxas").write_text("")
+    assert tritonkey.signature(fake_root) == first
+    (fake_root / "backends" / "nvidia" / "driver.py").write_text("# patched, longer than before\n")
+    assert tritonkey.signature(fake_root) != first
 
 
 def test_a_stored_key_is_taken_only_for_the_installed_triton(fake_root: Path, tmp_path: Path) -> None:

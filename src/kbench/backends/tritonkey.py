@@ -7,8 +7,8 @@ pays it: a candidate worker of a cold `kbench eval`, where it lengthened the set
 reference, and a reference worker timing torch.compile (Inductor's kernels are Triton's).
 
 So the value is kept in `<cache>/triton-key.json` beside a signature of the files it hashes (each file's
-path, size and modification time under Triton's compiler, backends, language and library folders: a few
-ms to read, no import). A worker whose installed Triton still has that signature takes the stored value
+path, size and modification time in the packages it walks -- compiler, backends, language -- and in its
+library's folder: a few ms to read, no import). A worker whose installed Triton still has that signature takes the stored value
 (`install`: what Triton's own compile pool does for its workers) instead of hashing; one that finds none,
 or another signature, hashes as before.
 
@@ -31,10 +31,9 @@ import threading
 from pathlib import Path
 
 KEY_FILE = "triton-key.json"
-FOLDERS = ("compiler", "backends", "language", "_C")  # what triton_key() reads, beside runtime/cache.py
+PACKAGES = ("compiler", "backends", "language")  # what triton_key() walks, beside _C's library and cache.py
 MAX_KEY_CHARS = 1 << 20  # a stored key is Triton's version and some hundred digests: a few KB
-_known: set[Path] = set()  # files this process found current (ensure)
-_learning: dict[Path, threading.Thread] = {}
+_tried: set[Path] = set()  # key files this process has seen to (ensure)
 _lock = threading.Lock()
 
 
@@ -53,15 +52,32 @@ def triton_root() -> Path | None:
     return Path(spec.origin).parent
 
 
+def _package_files(folder: Path) -> list[Path]:
+    """The files of `folder` and of its subpackages (folders with an `__init__.py`), as
+    `pkgutil.walk_packages` reaches them; folders that are no package (CUDA's headers and tools under the
+    NVIDIA backend: thousands of files) are not read."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            if os.path.exists(os.path.join(entry.path, "__init__.py")):
+                found.extend(_package_files(Path(entry.path)))
+        elif entry.is_file():
+            found.append(Path(entry.path))
+    return found
+
+
 def signature(root: Path) -> str:
     """A digest of the path, size and modification time of every file `triton_key()` may read under `root`
-    (a superset: every file of its folders): any change to the installation changes it."""
+    (a superset: every file of the packages it walks, and its library's folder): any change to those
+    changes it."""
     digest = hashlib.sha256(f"{os.path.realpath(root)}\n".encode())
-    paths = [root / "__init__.py", root / "runtime" / "cache.py"]
-    for folder in FOLDERS:
-        for here, dirs, files in os.walk(root / folder):
-            dirs.sort()
-            paths.extend(Path(here, name) for name in sorted(files))
+    paths = [root / "__init__.py", root / "runtime" / "cache.py", *_package_files(root / "_C")]
+    for folder in PACKAGES:
+        paths.extend(_package_files(root / folder))
     for path in paths:
         try:
             st = path.stat()
@@ -130,32 +146,23 @@ def learn(path: Path) -> str | None:
 
 def _learn_quietly(path: Path) -> None:
     try:
-        learn(path)
+        if known(path) is None:
+            learn(path)
     except Exception:  # only a head start for later workers: they hash as before
         pass
 
 
 def ensure(cache_dir: Path) -> threading.Thread | None:
-    """Host side: where `cache_dir` holds no key for the installed Triton, work it out in a thread of this
-    process (the thread is returned; nothing to wait for: a worker that finds no key hashes as before)."""
+    """Host side: make sure `cache_dir` holds the key of the installed Triton, in a thread of this process
+    (returned, nothing to wait for: a worker that finds no key hashes as before), once per process and
+    folder. Nothing on the caller's path: even the check that a stored key is current runs in the thread."""
     path = key_file(cache_dir)
     with _lock:
-        if path in _known:
+        if path in _tried:
             return None
-        running = _learning.get(path)
-        if running is not None and running.is_alive():
-            return running
+        _tried.add(path)
     if triton_root() is None:
         return None
-    if known(path) is not None:
-        with _lock:
-            _known.add(path)
-        return None
-    with _lock:
-        running = _learning.get(path)
-        if running is not None and running.is_alive():
-            return running
-        thread = threading.Thread(target=_learn_quietly, args=(path,), name="kbench-triton-key", daemon=True)
-        _learning[path] = thread
-        thread.start()
-        return thread
+    thread = threading.Thread(target=_learn_quietly, args=(path,), name="kbench-triton-key", daemon=True)
+    thread.start()
+    return thread
