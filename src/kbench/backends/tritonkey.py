@@ -8,9 +8,9 @@ reference, and a reference worker timing torch.compile (Inductor's kernels are T
 
 So the value is kept in `<cache>/triton-key.json` beside a signature of the files it hashes (each file's
 path, size and modification time in the packages it walks -- compiler, backends, language -- and in its
-library's folder: a few ms to read, no import). A worker whose installed Triton still has that signature takes the stored value
-(`install`: what Triton's own compile pool does for its workers) instead of hashing; one that finds none,
-or another signature, hashes as before.
+library's folder: a few ms to read, no import). A worker whose installed Triton still has that signature
+takes the stored value (`install`: what Triton's own compile pool does for its workers) instead of
+hashing; one that finds none, or another signature, hashes as before.
 
 Who writes it: only the host, a trusted process (`ensure`: on a GPU evaluation that runs Triton, in a
 thread of its own the first time). The file lies beside the reference cache, outside what a confined

@@ -20,12 +20,12 @@ phase beside the candidate), ends the worker and judges it `cheat` (rule `lease-
 
 A worker's CUDA start (its context: ~0.1-0.2 s of driver work and device memory) is trusted code and
 disturbs nothing but a timing loop, so it need not wait for the lease: a worker makes its context before
-taking the lease (`early_cuda`, on a thread beside its other start-up work: `EarlyCuda`) when no timing
-loop runs on the device. Every timing loop holds the
-device's timing lock (`timing_window`, exclusive) and an early context the same lock shared, tried once
-without waiting: while a loop runs, the context is made under the lease as before; a context being made
-holds a loop back until it is made, never beside it. Such a CUDA start came off the lease's critical path
-of a cold verdict (the candidate's, beside the reference's GPU phase) and off the lease's time in a batch.
+taking the lease (`early_cuda`; the candidate's on a thread beside its other start-up work, `EarlyCuda`)
+when no timing loop runs on the device. Every timing loop holds the device's timing lock
+(`timing_window`, exclusive) and an early context the same lock shared, tried once without waiting:
+while a loop runs, the context is made under the lease as before; a context being made holds a loop back
+until it is made, never beside it. So the CUDA starts come off the lease's time, in a batch and on a cold
+verdict's path (the candidate's is made beside the reference's work, not after it).
 The timing lock is only a courtesy among trusted callers: a loop that cannot take it within
 `TIMING_WAIT_S` (a process holding it for ever) runs all the same and says so; candidate code, which runs
 only under the lease, cannot overlap another job's loop whatever it does with that lock.

@@ -69,7 +69,7 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
     if leased:
         # The CUDA start off the lease where no timing loop runs now (sandbox/lease.py `early_cuda`). Not on a
         # thread beside the CPU work below, as the candidate's is: building the model is Python that needs
-        # the GIL too, and on an H200 host it took as long longer as the CUDA start took (0.2-0.3 s).
+        # the GIL too, and on an H200 host it then took about as much longer as the CUDA start (0.2-0.3 s).
         t0 = time.perf_counter()
         if lease.early_cuda(spec.device):
             result.phases["cuda_start"] = round(time.perf_counter() - t0, 3)
@@ -94,7 +94,7 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
         result.phases["lease"] = round(waited, 3)
     announce(jobdir, "reference")
     t0 = time.perf_counter()
-    model = model.to(device)  # on a GPU, this process's CUDA start unless it came first (`cuda`)
+    model = model.to(device)  # on a GPU, this process's CUDA start unless it came first (`cuda_start`)
     if spec.dtype != "fp32":
         model = model.to(TORCH_DTYPES[spec.dtype])
     result.phases["device"] = round(time.perf_counter() - t0, 3)
