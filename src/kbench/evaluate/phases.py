@@ -66,7 +66,7 @@ class Account:
 # host parts kept with a worker's phases (`lookup`: the reference's disk cache entry read and checked;
 # `starter...`: the part of `spawn` spent waiting for the warm starter to come up, and its own start)
 HOST_KEYS = ("spawn", "read", "lookup", "cache", "compare", "samples", *START_PHASES)
-# a worker's phases that ran on a thread beside its others (its CUDA start, sandbox/lease.EarlyCuda): shown,
+# a worker's phases that ran on a thread beside its others (its CUDA start, sandbox/timinglock.EarlyCuda): shown,
 # not added to the worker's accounted time
 BESIDE = ("cuda",)
 

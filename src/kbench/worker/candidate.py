@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbench.sandbox import confine, lease, procs
+from kbench.sandbox import confine, lease, procs, timinglock
 from kbench.sandbox.protocol import JOB_FILE, JobSpec, WorkerResult, announce, read_key, write_result
 from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import Status
@@ -77,8 +77,8 @@ class CandidateJob:
         self.device = torch.device(spec.device)
         self.result = WorkerResult()
         # The CUDA start beside the rest of the set-up, and beside the reference's CPU work rather than after
-        # its GPU phase under this worker's lease (unless a timing loop runs now: sandbox/lease.py).
-        cuda = lease.EarlyCuda(spec.device) if lease.required(spec.role, spec.device) else None
+        # its GPU phase under this worker's lease (unless a timing loop runs now: sandbox/timinglock.py).
+        cuda = timinglock.EarlyCuda(spec.device) if lease.required(spec.role, spec.device) else None
         ieee_numerics()
         torch.set_grad_enabled(False)
         timing.pin_threads(spec.timing)

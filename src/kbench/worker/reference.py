@@ -55,7 +55,7 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
 
     from kbench.problems import build_model, load
     from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
-    from kbench.sandbox import lease
+    from kbench.sandbox import lease, timinglock
     from kbench.worker import timing
     from kbench.worker.checksums import checksum
 
@@ -67,11 +67,11 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
     result = WorkerResult()
     leased = lease.required(spec.role, spec.device)
     if leased:
-        # The CUDA start off the lease where no timing loop runs now (sandbox/lease.py `early_cuda`). Not on a
+        # The CUDA start off the lease where no timing loop runs now (sandbox/timinglock.py `early_cuda`). Not on a
         # thread beside the CPU work below, as the candidate's is: building the model is Python that needs
         # the GIL too, and on an H200 host it then took about as much longer as the CUDA start (0.2-0.3 s).
         t0 = time.perf_counter()
-        if lease.early_cuda(spec.device):
+        if timinglock.early_cuda(spec.device):
             result.phases["cuda_start"] = round(time.perf_counter() - t0, 3)
     # Trusted CPU work first, while another job may hold the GPU: loading the problem and building its
     # model on the CPU (as before, under the init seed) need no device.

@@ -35,7 +35,7 @@ other worker's timing or this worker's correctness passes passes at once; a GPU 
 (locked clocks, power or thermal limits) never does and gets the full warm-up. The stats record which
 (`warmup`: seconds, calls, `settled` or `full`).
 
-On a GPU the warm-up and the timed calls hold the device's timing lock (sandbox/lease.py
+On a GPU the warm-up and the timed calls hold the device's timing lock (sandbox/timinglock.py
 `timing_window`): a worker that makes its CUDA context before its lease (`early_cuda`) never does so
 beside a loop. A loop that waited `TIMING_WAIT_S` for the lock and did not get it runs all the same and
 its stats say so (`timing_lock`: `busy`).
@@ -62,7 +62,7 @@ from typing import Any
 
 import torch
 
-from kbench.sandbox import lease
+from kbench.sandbox import lease, timinglock
 from kbench.types import TimingSettings, TimingStats
 from kbench.worker.gpu_clock import ClockLog, ClockSettled
 from kbench.worker.timing_stats import FENCED_STEP, Running, fenced_rse, summarize_times
@@ -305,12 +305,12 @@ def time_callable(
 
 @contextlib.contextmanager
 def _window(device: torch.device) -> Iterator[bool]:
-    """On a GPU, the device's timing lock around the loop (sandbox/lease.py `timing_window`: no worker
+    """On a GPU, the device's timing lock around the loop (sandbox/timinglock.py `timing_window`: no worker
     starts CUDA beside it); yields whether it was taken."""
     if device.type != "cuda":
         yield True
         return
-    with lease.timing_window(lease.device_id(str(device))) as taken:
+    with timinglock.timing_window(lease.device_id(str(device))) as taken:
         yield taken
 
 
