@@ -63,6 +63,11 @@ def get_mode(name: str) -> BaselineMode:
     return MODES[check_modes([name], timed=True)[0]]
 
 
+def compiles(modes: Sequence[str]) -> bool:
+    """Whether any of `modes` times torch.compile (whose Inductor kernels are Triton's)."""
+    return any(get_mode(m).compile_mode for m in modes)
+
+
 def modes_for(modes: Sequence[str], on_gpu: bool) -> list[str]:
     """The modes of `modes` that run on this device (GPU-only ones are left out on a CPU; an unknown one is
     kept, for the reference worker to reject)."""

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kbench.backends import get_backend, tritonkey
-from kbench.baselines.modes import get_mode
+from kbench.baselines.modes import compiles
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import WorkerError
 from kbench.evaluate.device_outputs import Receiver, layouts, premirror
@@ -188,8 +188,7 @@ def runs_triton(candidate: Candidate, cfg: RunConfig, device: str) -> bool:
     torch.compile baseline timed there: Inductor's kernels are Triton's), and so looks Triton's key up."""
     if not device.startswith("cuda"):
         return False
-    timed = cfg.measure and any(get_mode(m).compile_mode for m in cfg.baselines)
-    return candidate.backend == "triton" or timed
+    return candidate.backend == "triton" or (cfg.measure and compiles(cfg.baselines))
 
 
 def short_of_disk(cfg: RunConfig) -> str | None:

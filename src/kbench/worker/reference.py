@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench.baselines.modes import get_mode
+from kbench.baselines.modes import compiles, get_mode
 from kbench.sandbox import procs
 from kbench.sandbox.offer import write_layouts
 from kbench.sandbox.protocol import (
@@ -79,7 +79,7 @@ def compute_reference(spec: JobSpec, jobdir: Path, key: bytes | None = None) -> 
     announce(jobdir, "load")
     loaded = load(spec.problem, spec.preset)
     model = build_model(loaded, spec.init_seed)
-    if spec.measure and device.type == "cuda" and any(get_mode(m).compile_mode for m in spec.baselines):
+    if spec.measure and device.type == "cuda" and compiles(spec.baselines):
         from kbench.backends.triton import prewarm_cache_key
 
         prewarm_cache_key(spec.cache_dir)  # Inductor's kernels are Triton's: their first lookup needs its key
