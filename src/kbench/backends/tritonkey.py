@@ -14,9 +14,10 @@ hashing; one that finds none, or another signature, hashes as before.
 
 Who writes it: only the host, a trusted process (`ensure`: on a GPU evaluation that runs Triton, in a
 thread of its own the first time). The file lies beside the reference cache, outside what a confined
-candidate may write (sandbox/confine.py: only the builds folder of the cache folder is its). A wrong key
-would only make Triton look its kernels up under other names, in a cache folder a candidate may write
-anyway: a miss, or an entry a candidate could have planted under the right name too.
+candidate may write (sandbox/confine.py: only the builds folder of the cache folder is its), unless the
+cache folder itself lies in such a folder (in /tmp, say). Even then a forged key would only make Triton
+look its kernels up under other names, in a cache folder a candidate may write anyway: a miss, or an
+entry a candidate could have planted under the right name too.
 """
 
 from __future__ import annotations
