@@ -187,15 +187,14 @@ class RunConfig(BaseModel):
     baselines: list[str] = _ref(default_factory=lambda: ["eager", "compile"])
     reuse_baselines: bool = True  # use stored baselines of this GPU/torch/timing settings (store/reuse.py)
     measure: bool = _ref(True)  # time the candidate and the baselines (False: correctness and protocol only)
-    timing_batch: int = _ref(1)  # launches between one pair of CUDA events (>1 for calls of a few us)
-    timing_graph: bool = _ref(False)  # time CUDA-graph replays instead of eager calls
-    sample_whole_mib: int = 4  # a sampled timed output above this (2**20 fp32) is checked at 2**20 elements
-    timing_hide_launch: bool = _ref(True)  # CUDA: queue each timed call behind a spin kernel (timing)
     # CUDA: end the warm-up after 0.05 s once the SM clock is settled at its maximum (False: always 0.25 s)
     timing_settled_warmup: bool = _ref(True)
-    # the share of a loop's calls, far outside the others (held up by other work), that its stopping test
-    # may leave out (worker/timing_stats.py `fenced_rse`); 0: every call counts
-    timing_outlier_share: float = _ref(TimingSettings.outlier_share, ge=0.0, lt=0.5)
+    # how long one timed batch of calls runs (referee/timing.py): its command's round trip is the same share
+    # of every job's calls
+    timing_batch_ms: float = _ref(TimingSettings.target_batch_s * 1e3, gt=0.0)
+    # the share of a call's device time the candidate's own kernels must carry (rule no-custom-kernel); the
+    # share is measured where a profiler sees the kernels (a GPU), and always reported
+    min_kernel_share: float = Field(default=0.05, ge=0.0, le=1.0)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (
@@ -253,6 +252,7 @@ class RunConfig(BaseModel):
             "receive": self.reference_timeout_s,  # waiting for the host's buffers: the reference's time
             "lease": lease,
             "load": self.load_timeout_s or self.timeout_s,
+            "build": self.build_timeout_s,  # a build the candidate's import asked for (referee/builds.py)
             "correctness": self.correctness_timeout_s or self.timeout_s,
             "settle": self.reference_timeout_s,  # waiting for the reference's write and the host's read
             "timing": timing,

@@ -28,7 +28,7 @@ from kbench.evaluate.prebuild import reference_env
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_run import absorb
 from kbench.problems.hidden import HIDDEN, Hidden, draw, with_preset
-from kbench.sandbox.host import run_worker
+from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.protocol import read_result
 from kbench.types import Candidate, Problem, Status, TimingSettings
 
@@ -39,9 +39,7 @@ def hidden_reference(problem: Problem, cfg: RunConfig, plan: Plan, workdir: Path
     spec = job_spec(problem, cfg, plan, role="reference", seeds=plan.secret, baselines=[], measure=False)
     jobdir = workdir / "reference"
     env = reference_env(cfg, plan.device)
-    exit_ = run_worker(
-        "kbench.worker.reference", jobdir, spec, cfg.budgets("reference"), env=env, start=cfg.worker_start
-    )
+    exit_ = run_worker(REFEREE, jobdir, spec, cfg.budgets("reference"), env=env, start=cfg.worker_start)
     result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
     if result is None or result.error:
         why = result.error if result is not None else f"did not finish:\n{exit_.log_tail}"
@@ -58,10 +56,13 @@ def _sizes(hidden: Hidden) -> str:
 def _judged(
     outcome: WorkerOutcome, ref: ReferenceData, plan: Plan, jobdir: Path, tol: float
 ) -> WorkerOutcome:
-    if outcome.status is not Status.OK and outcome.rule != "child-process":
+    if outcome.status is not Status.OK:
         return outcome
     checked = check_outputs(outcome, jobdir, ref, plan.secret, plan.device, tol, plan.secret)
-    return outcome if checked.status is Status.OK and outcome.status is not Status.OK else checked
+    flags = checked.result.flagged if checked.status is Status.OK and checked.result is not None else []
+    if flags:
+        return WorkerOutcome(Status.CHEAT, flags[0][1], flags[0][0], checked.result, checked.correctness)
+    return checked
 
 
 def run_hidden(
@@ -78,7 +79,7 @@ def run_hidden(
         return hidden, WorkerOutcome(Status.OK)
     variant = with_preset(problem, dict(hidden.overrides))
     hcfg = cfg.model_copy(update={"preset": HIDDEN, "measure": False})
-    plan = Plan(device=device, fixed=[], secret=[secrets.randbelow(2**62)], timing=[], settings=settings)
+    plan = Plan(device=device, fixed=[], secret=[secrets.randbelow(2**62)], settings=settings)
     workdir.mkdir(parents=True)
     ref = hidden_reference(variant, hcfg, plan, workdir)
     outcome = run_candidate(variant, candidate, hcfg, plan, workdir)

@@ -142,30 +142,21 @@ class Status(str, enum.Enum):
 
 @dataclass(frozen=True)
 class TimingSettings:
-    """How worker/timing.py times one callable; the same for the reference and the candidate."""
+    """How referee/timing.py times one model; the same for the reference and the candidate."""
 
-    budget_s: float = 5.0  # the adaptive loop stops here even if the target is not reached
-    target_rse: float = 0.005
+    budget_s: float = 5.0  # the loop stops here even if it has not run all its calls
     warmup_s: float = 0.25  # H200 SM clocks settle within ~100 ms of sustained load
     min_warmup: int = 5
     # CUDA: the warm-up may end after this long once the SM clock is settled at its maximum and the calls'
-    # times have stopped moving (worker/timing.py `_warmup`); 0 turns that off (always warmup_s)
+    # times have stopped moving (referee/timing.py); 0 turns that off (always warmup_s)
     settled_warmup_s: float = 0.05
-    min_runs: int = 20
-    # of the loop and of its calls' own times: a shorter run samples one moment of the clock's wander
+    min_runs: int = 20  # batches of the loop at least
+    # of the loop's calls: a shorter run samples one moment of the clock's wander
     min_time_s: float = 0.2
-    # calls after which the loop need not add up min_time_s of call time (it still runs min_time_s): a call
-    # wrong on 1 % of them at random is then among them with probability 1 - 0.99^460 > 99 % (consistency)
-    enough_runs: int = 460
-    max_runs: int = 10_000
-    # of the calls, the share outside Tukey's far fences the stopping test may leave out (`fenced_rse`,
-    # worker/timing_stats.py): one call moved by tens of ms kept the mean's error over target; 0: none
-    outlier_share: float = 0.05
-    batch: int = 1  # k launches between one pair of events (for calls shorter than ~10 us)
-    graph: bool = False  # replay a captured CUDA graph instead of calling eagerly
-    flush_l2: bool = True
-    hide_launch: bool = True  # CUDA: queue each call behind a spin kernel (module doc)
-    threads: int = 0  # torch/OpenMP threads the worker pins before anything runs (0: leave as is)
+    target_batch_s: float = 0.005  # one batch's calls run about this long (referee/timing.py)
+    max_batch: int = 2000
+    flush_l2: bool = True  # the referee writes 2x the L2 before each batch (CUDA)
+    threads: int = 0  # torch/OpenMP threads of a CPU runner (0: leave as is)
 
 
 @dataclass(frozen=True)
@@ -180,14 +171,9 @@ class TimingStats:
     n: int
     rse: float  # relative standard error of the mean
     device: str = "cpu"
-    method: str = "events"  # events | graph | perf_counter
+    method: str = "referee-batches"  # how it was measured (referee/timing.py)
     meaningful: bool = True
     extra: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def ci95_ms(self) -> tuple[float, float]:
-        half = 1.96 * self.rse * self.mean_ms
-        return (self.mean_ms - half, self.mean_ms + half)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 backend = get_backend("cuda")
 backend.check_environment("cuda:0")          # host: ConfigError with the fix when tools are missing
 backend.worker_env("cpu")                     # host: environment for the candidate worker
-backend.install_hooks(recorder, cache_dir)    # worker: before the candidate is imported
+backend.install_hooks(recorder, cache_dir, request)  # runner: before the candidate is imported
 backend.compile_check(source, "sm_90")        # anywhere: compile without running
 """
 
@@ -56,12 +56,13 @@ class Backend:
     def worker_env(self, device: str) -> dict[str, str]:
         return {}
 
-    def install_hooks(self, recorder: KernelRecorder, cache_dir: Path) -> None:
-        """Worker side, before the candidate is imported; `cache_dir`: kbench's cache folder (builds are
-        kept in its `builds` folder)."""
+    def install_hooks(self, recorder: KernelRecorder, cache_dir: Path, request: Any = None) -> None:
+        """Runner side, before the candidate is imported; `cache_dir`: kbench's cache folder (builds are
+        kept in its `builds` folder); `request`: asks the referee for a build the cache lacks
+        (backends/buildcache.py), None where nothing may build."""
         from kbench.backends.buildcache import install
 
-        install(recorder, cache_dir / "builds")
+        install(recorder, cache_dir / "builds", request)
 
     def kernel_names(self, source: str) -> tuple[str, ...]:
         from kbench.checks.kernels import kernel_names

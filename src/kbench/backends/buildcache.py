@@ -1,22 +1,20 @@
-"""Content-addressed cache for `load_inline` builds, safe under concurrent builders (worker side).
+"""The build cache as a runner sees it: `load_inline` answered from finished, verified builds (worker side).
 
-The worker replaces `torch.utils.cpp_extension.load_inline` before importing the candidate with a
-wrapper that changes nothing about what the code means, only where and how fast it is built:
+A runner's candidate never builds into the shared cache: the runner may not write it (sandbox/confine.py).
+Before the candidate is imported, `install` replaces `torch.utils.cpp_extension.load_inline` with a
+wrapper that changes nothing about what the code means, only where it is built:
+
 - the key is a hash of every argument that affects the binary (name, sources, functions, flags, include
   paths, CUDA/PCH switches) plus the toolchain (torch, Python, compiler, nvcc, CUDA arch list);
-- a hit (`ROOT/KEY/DONE` exists) imports the finished `.so` directly, without torch's lock file or a
-  ninja run, so a worker killed mid-load can never leave a stale lock behind (upstream's hang);
-- a miss builds in a private staging folder `ROOT/.staging/KEY-PID-RAND`, then renames it to
-  `ROOT/KEY` (atomic on one filesystem). When two builders race, the first rename wins and the loser
-  deletes its copy; both loaded identical binaries;
-- a miss is built with the cheaper recipes of `fastbuild` first (per-operator headers for nvcc, light
-  CUDA headers, a precompiled torch/extension.h), each failure falling through to the next, and last
-  exactly as the candidate asked.
+- a finished build (`ROOT/KEY/manifest.json`) is loaded once its module's digest matches the manifest's
+  (`verified`): a file changed after the referee moved it into the cache is never loaded;
+- otherwise the wrapper asks the referee for the build (`request`: the call's arguments as data), which
+  compiles it in a process of its own, checks it and moves it into the cache (referee/builds.py), then
+  loads it the same way.
 
-The wrapper also records the exported functions and wraps them to count the calls that return
-normally, which is how the `no-custom-kernel` rule sees a CPU extension run (a call that raises, e.g.
-a dtype check caught by a PyTorch fallback, did no work and does not count). Not protected: a hostile candidate can write into the
-`builds` folder of the cache (its worker must, to build; sandbox/confine.py keeps it out of the rest).
+Unusual forms (`is_python_module=False`, an explicit `build_directory`) build as torch would, in the
+runner's own folders. The wrapper also records the exported functions and wraps them to count the calls
+that return normally: how the `no-custom-kernel` rule sees a CPU extension run.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ import inspect
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -36,11 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbench.backends import KernelRecorder, fastbuild, pch
+from kbench.backends import KernelRecorder, fastbuild
 
-DONE = "DONE"
+MANIFEST = "manifest.json"
 _GLOBAL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>\s\*]*?\b(\w+)\s*\(")
 _IGNORED_ARGS = ("verbose", "build_directory")
+Request = Callable[[dict[str, Any]], Any]  # arguments -> commands.BuildAnswer
 
 
 @functools.lru_cache(maxsize=4)
@@ -79,6 +77,63 @@ def build_key(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def file_hash(path: Path) -> str:
+    import blake3
+
+    h = blake3.blake3()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else None
+
+
+def verified(folder: Path) -> dict[str, Any] | None:
+    """The manifest of a finished build, shim or header folder whose every listed file is a regular file
+    with the listed digest; None for anything else (missing, unfinished, changed)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return None
+    for rel, digest in manifest["files"].items():
+        path = folder / rel
+        if not isinstance(rel, str) or ".." in Path(rel).parts or path.is_symlink() or not path.is_file():
+            return None
+        if file_hash(path) != digest:
+            return None
+    return manifest
+
+
+def seal(folder: Path, files: list[str]) -> None:
+    """Write `folder`'s manifest: the digest of each of `files` (relative paths)."""
+    digests = {rel: file_hash(folder / rel) for rel in files}
+    (folder / MANIFEST).write_text(json.dumps({"files": digests}, sort_keys=True))
+
+
+def place(staging: Path, target: Path) -> None:
+    """Rename a sealed staging folder into place; a folder already there that does not verify is replaced,
+    one that does is kept (another builder finished first: its binary is the same)."""
+    try:
+        os.rename(staging, target)
+        return
+    except OSError:
+        pass
+    if verified(target) is None:
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.rename(staging, target)
+            return
+        except OSError:
+            pass
+    shutil.rmtree(staging, ignore_errors=True)
+
+
 def _count_calls(module: Any, recorder: KernelRecorder) -> None:
     for attr in dir(module):
         fn = getattr(module, attr)
@@ -94,93 +149,30 @@ def _count_calls(module: Any, recorder: KernelRecorder) -> None:
         setattr(module, attr, counted)
 
 
-def _build_once(
-    original: Callable[..., Any],
-    arguments: dict[str, Any],
-    root: Path,
-    key: str,
-    maker: pch.PchMaker | None = None,
-) -> Any:
-    staging = root / ".staging" / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
-    staging.mkdir(parents=True)
-    if maker is not None:
-        maker.watch(staging)  # the PCH compiles from this build's ninja file while the build runs
-    arguments = dict(arguments, build_directory=str(staging))
-    try:
-        module = original(**arguments)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    (staging / DONE).write_text(key)
-    try:
-        os.rename(staging, root / key)
-    except OSError:  # another builder finished first; its binary is identical
-        shutil.rmtree(staging, ignore_errors=True)
-    return module
-
-
-def _recipes(
-    arguments: dict[str, Any], pch_folder: Path | None, root: Path
-) -> list[tuple[str, dict[str, Any]]]:
-    """Build attempts in order: per-operator headers, the light headers, then load_inline's own arguments
-    (each fast recipe only where it applies; a precompiled bindings header with either when one exists,
-    else first the same with lean bindings where the C++ sources only declare)."""
-    attempts: list[tuple[str, dict[str, Any]]] = []
-    if fastbuild.fast_recipe():
-        fast, labels = arguments, []
-        light = fastbuild.light_cuda_sources(fast)
-        if light is not None:
-            fast, labels = light, ["light-headers"]
-        precompiled = pch.with_pch(fast, pch_folder) if pch_folder is not None else None
-        if precompiled is not None:
-            fast, labels = precompiled, [*labels, "pch"]
-        shim = fastbuild.op_header_shim(root, fast) if fastbuild.op_headers() else None
-        if shim is not None:
-            attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
-        if labels:
-            attempts.append(("+".join(labels), fast))
-        bindings = fastbuild.bindings_shim(root, arguments) if precompiled is None else None
-        if bindings is not None:
-            label, first = attempts[0] if attempts else ("", arguments)
-            lean = fastbuild.with_include_first(first, bindings)
-            attempts.insert(0, ("+".join([*filter(None, [label]), "lean-bindings"]), lean))
-    attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
-    return attempts
-
-
-def _build(
-    original: Callable[..., Any], arguments: dict[str, Any], root: Path, key: str, recorder: KernelRecorder
-) -> Any:
-    mode = pch.pch_mode()
-    pch_folder = None
-    if mode != "off" and fastbuild.fast_recipe():
-        pch_folder = pch.pch_dir(root, arguments, toolchain(fastbuild.with_cuda(arguments)))
-    attempts = _recipes(arguments, pch_folder, root)
-    maker = None
-    if mode == "make" and pch_folder is not None and not (pch_folder / pch.PCH_FILE).is_file():
-        maker = pch.PchMaker(pch_folder)
-    built = False
-    try:
-        for i, (label, attempt) in enumerate(attempts):
-            try:
-                module = _build_once(original, attempt, root, key, maker)
-            except Exception as exc:
-                if i == len(attempts) - 1:
-                    raise
-                recorder.extra.setdefault("fast_recipe_errors", {})[label] = str(exc)[-2000:]
-                continue
-            recorder.extra["build_recipe"] = label
-            built = True
-            break
-    finally:
-        spent = maker.finish(root / key if built else None) if maker is not None else None
-        if spent is not None:
-            recorder.extra["pch_seconds"] = round(spent, 1)
-    return module
+def as_data(arguments: dict[str, Any]) -> dict[str, Any]:
+    """load_inline's arguments as JSON data (what crosses to the referee): strings, booleans, None, lists
+    and maps of strings. Anything else is a `ValueError` (the call fails as a build error)."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if key in _IGNORED_ARGS:
+            continue
+        if isinstance(value, tuple):
+            value = list(value)
+        if value is None or isinstance(value, str | bool | int):
+            out[key] = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            out[key] = value
+        elif isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            out[key] = value
+        else:
+            raise ValueError(f"load_inline argument {key!r} of type {type(value).__name__} is not supported")
+    return out
 
 
 def cached_load_inline(
-    original: Callable[..., Any], recorder: KernelRecorder, root: Path
+    original: Callable[..., Any], recorder: KernelRecorder, root: Path, request: Request | None
 ) -> Callable[..., Any]:
     signature = inspect.signature(original)
 
@@ -196,20 +188,20 @@ def cached_load_inline(
         t0 = time.perf_counter()
         try:
             if not arguments.get("is_python_module", True) or arguments.get("build_directory"):
-                module = original(*args, **kwargs)  # unusual forms: torch's own behaviour, uncached
+                module = original(*args, **kwargs)  # unusual forms: torch's own behaviour, in its own folders
                 recorder.cache_hit = False
             else:
-                key = build_key(arguments)
-                done = root / key / DONE
-                if done.exists():
-                    module = _import_module_from_library(arguments["name"], str(root / key), True)
+                name = arguments["name"]
+                folder = root / build_key(arguments)
+                if verified(folder) is not None:
                     recorder.extra["build_recipe"] = "cache"
                 else:
                     recorder.cache_hit = False
-                    module = _build(original, arguments, root, key, recorder)
+                    folder = _requested(request, arguments, recorder)
+                module = _import_module_from_library(name, str(folder), True)
         except Exception as exc:
             recorder.build_failed = True
-            recorder.build_log = str(exc)[-8000:]
+            recorder.build_log = (recorder.build_log or str(exc))[-8000:]
             raise
         finally:
             recorder.build_seconds += time.perf_counter() - t0
@@ -220,9 +212,26 @@ def cached_load_inline(
     return load_inline
 
 
-def install(recorder: KernelRecorder, root: Path) -> None:
+class BuildFailed(RuntimeError):
+    """The referee's builder could not build the extension; the message is the compiler's."""
+
+
+def _requested(request: Request | None, arguments: dict[str, Any], recorder: KernelRecorder) -> Path:
+    if request is None:
+        raise BuildFailed("this extension is not in the build cache, and nothing here may build it")
+    answer = request(as_data(arguments))
+    recorder.build_log = answer.log[-8000:]
+    recorder.extra["build_recipe"] = answer.recipe
+    if not answer.ok:
+        raise BuildFailed(answer.log[-8000:] or "the build failed")
+    folder = Path(answer.folder)
+    if verified(folder) is None:
+        raise BuildFailed(f"the finished build {folder.name} does not match its manifest")
+    return folder
+
+
+def install(recorder: KernelRecorder, root: Path, request: Request | None = None) -> None:
     """Replace `load_inline` in torch.utils.cpp_extension (before the candidate imports it)."""
     import torch.utils.cpp_extension as ext
 
-    root.mkdir(parents=True, exist_ok=True)
-    ext.load_inline = cached_load_inline(ext.load_inline, recorder, root)  # type: ignore[assignment]
+    ext.load_inline = cached_load_inline(ext.load_inline, recorder, root, request)  # type: ignore[assignment]

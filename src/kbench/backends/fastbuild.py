@@ -236,17 +236,28 @@ def op_header_shim(root: Path, arguments: dict[str, Any], lean: bool = True) -> 
 
 
 def _shim_folder(root: Path, files: dict[str, str]) -> Path:
-    """The include folder holding `files` (relative path -> content), one per content, made once."""
+    """The include folder holding `files` (relative path -> content), one per content: made by trusted code
+    (the referee, referee/builds.py) beside a manifest of its digests, and reused only while every file
+    matches it; one that does not is made again."""
+    from kbench.backends.buildcache import MANIFEST, verified
+
     blob = json.dumps(files, sort_keys=True)
     folder = root / ".shim" / hashlib.sha256(blob.encode()).hexdigest()[:20]
+    manifest = verified(folder)
+    if manifest is not None and set(manifest["files"]) == set(files):
+        return folder
+    staging = root / ".shim" / f".{folder.name}.{os.getpid()}.{secrets.token_hex(4)}"
     for rel, content in files.items():
-        target = folder / rel
-        if target.is_file():
-            continue
+        target = staging / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.part")  # threads too
-        partial.write_text(content)
-        os.rename(partial, target)  # atomic: a concurrent builder reads the old or the new file, both whole
+        target.write_text(content)
+    from kbench.backends.buildcache import file_hash
+
+    digests = {rel: file_hash(staging / rel) for rel in files}
+    (staging / MANIFEST).write_text(json.dumps({"files": digests}, sort_keys=True))
+    from kbench.backends.buildcache import place
+
+    place(staging, folder)
     return folder
 
 

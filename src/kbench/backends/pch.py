@@ -194,3 +194,37 @@ class PchMaker:
         if not self._read and built is not None:
             self.spent = make_pch(self.folder, built, self.header)
         return self.spent
+
+
+def ready(folder: Path) -> bool:
+    """Whether `folder` holds a finished precompiled header a build may use: its files match the manifest
+    the referee wrote when it adopted them, and its `torch/extension.h` leads to the installed header."""
+    from kbench.backends.buildcache import verified
+
+    if verified(folder) is None or not (folder / PCH_FILE).is_file():
+        return False
+    link = folder / "torch" / "extension.h"
+    header = _torch_header()
+    return header is not None and link.is_symlink() and os.path.realpath(link) == os.path.realpath(header)
+
+
+def adopt(made: Path, folder: Path) -> bool:
+    """Move a precompiled header a builder made (in its staging folder `made`) into `folder`, sealed with a
+    manifest; the link to the installed header is made here, not taken from the builder. False when
+    there was none to take."""
+    from kbench.backends.buildcache import place, seal
+
+    gch = made / PCH_FILE
+    header = _torch_header()
+    if header is None or gch.is_symlink() or not gch.is_file():
+        return False
+    link = made / "torch" / "extension.h"
+    link.unlink(missing_ok=True)
+    link.symlink_to(header)
+    for stray in (made / ".claim", made / "error.log"):
+        stray.unlink(missing_ok=True)
+    files = [str(PCH_FILE)] + (["cflags.txt"] if (made / "cflags.txt").is_file() else [])
+    seal(made, files)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    place(made, folder)
+    return True

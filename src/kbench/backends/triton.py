@@ -131,8 +131,8 @@ class TritonBackend(Backend):
     def worker_env(self, device: str) -> dict[str, str]:
         return {} if device.startswith("cuda") else {"TRITON_INTERPRET": "1"}
 
-    def install_hooks(self, recorder: KernelRecorder, cache_dir: Path) -> None:
-        super().install_hooks(recorder, cache_dir)
+    def install_hooks(self, recorder: KernelRecorder, cache_dir: Path, request: Any = None) -> None:
+        super().install_hooks(recorder, cache_dir, request)
         import os
 
         if os.environ.get("TRITON_INTERPRET") != "1":

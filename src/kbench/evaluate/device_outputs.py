@@ -5,7 +5,7 @@ write, the host's read and its comparison on the CPU -- 1.3 s of a 3.8 s warm ve
 outputs on an H200, 3.9 s of 6.5 s at 1 GiB. Instead the host (this module) allocates one device
 buffer per correctness output of the reference's dtype and shape (sandbox/devmem.py: each its own
 allocation, filled with NaN), offers their IPC handles to the worker in `receive.json` (sandbox/offer.py), sealed with the
-job's key, and the worker copies each output into its buffer (worker/inbox.py). After the worker has
+job's key, and the worker copies each output into its buffer (sandbox/inbox.py). After the worker has
 exited, the host compares its buffers with the reference's outputs, mirrored on the same device, by the
 same rule as on the CPU (evaluate/compare.py).
 

@@ -27,12 +27,11 @@ from kbench.evaluate.floor import sol_ms
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
-    check_samples,
     check_timing,
     read_worker,
 )
 from kbench.evaluate.phases import Account
-from kbench.evaluate.plan import SAMPLE_COUNT, Plan, evaluation_device, job_spec, make_plan
+from kbench.evaluate.plan import Plan, evaluation_device, job_spec, make_plan
 from kbench.evaluate.prebuild import prebuild, worker_env
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import ReferencePool
@@ -40,7 +39,7 @@ from kbench.evaluate.reference_run import get_reference
 from kbench.evaluate.shared_reference import pooled_reference, reused_baselines
 from kbench.evaluate.verdict import make_verdict
 from kbench.problems.loader import preset_overrides
-from kbench.sandbox.host import run_worker
+from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.offer import Layout, mark_settled
 from kbench.sandbox.protocol import ForgedResult
 from kbench.types import (
@@ -102,12 +101,10 @@ def run_candidate(
         candidate_file=str(path),
         kernel_names=list(backend.kernel_names(candidate.source)),
         seeds=plan.checked,
-        timing_seeds=plan.timing,
-        sample_count=SAMPLE_COUNT,
-        sample_whole_bytes=cfg.sample_whole_mib << 20,
         measure=cfg.measure,
         receive=receiver is not None,
         settle=settle,
+        min_kernel_share=cfg.min_kernel_share,
     )
     env = worker_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
@@ -117,9 +114,7 @@ def run_candidate(
         key = receiver.key
         if ref is not None:
             receiver.offer(jobdir, layouts(ref.outputs, spec.seeds))
-    exit_ = run_worker(
-        "kbench.worker.candidate", jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key
-    )
+    exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key)
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:
@@ -127,12 +122,8 @@ def run_candidate(
         outcome.result.phases["spawn"] = round(exit_.spawn_s, 3)
         outcome.result.phases.update(exit_.start_phases)
         outcome.result.phases["read"] = round(time.perf_counter() - t0, 3)
-    if exit_.lease_lost:  # whatever else it did: it let another job's GPU phase run beside its own code
-        outcome = WorkerOutcome(Status.CHEAT, exit_.lease_lost, "lease-released", outcome.result)
-    elif exit_.leftover and outcome.status is Status.OK:
-        outcome = WorkerOutcome(
-            Status.CHEAT, "the candidate left a process running (killed)", "child-process", outcome.result
-        )
+    if exit_.leftover and outcome.result is not None:  # escaped its referee's sweep: the host found it
+        outcome.result.flagged.append(("child-process", "the candidate left a process running (killed)"))
     outcome.log_tail = exit_.log_tail
     return outcome
 
@@ -150,27 +141,17 @@ def _judge(
 ) -> WorkerOutcome:
     jobdir = workdir / "candidate"
     tol = problem.tol(cfg.dtype)
-    if outcome.status is not Status.OK and outcome.rule != "child-process":
+    if outcome.status is not Status.OK:
         return outcome
     t0 = time.perf_counter()
     checked = check_outputs(outcome, jobdir, ref, plan.checked, plan.device, tol, plan.secret, receiver)
     acct.nested["judge:compare"] = time.perf_counter() - t0
-    if checked.status is not Status.OK or outcome.status is not Status.OK:
-        return (
-            checked
-            if checked.status is not Status.OK
-            else WorkerOutcome(
-                outcome.status, outcome.message, outcome.rule, outcome.result, checked.correctness
-            )
-        )
-    if checked.result is not None and checked.result.inconsistent:
-        rule = "timing-output-inconsistent"
-        return WorkerOutcome(
-            Status.CHEAT, checked.result.inconsistent, rule, checked.result, checked.correctness
-        )
-    t0 = time.perf_counter()
-    checked = check_samples(checked, jobdir, ref, plan.timing, tol)
-    acct.nested["judge:samples"] = time.perf_counter() - t0
+    if checked.status is not Status.OK:
+        return checked
+    flags = checked.result.flagged if checked.result is not None else []
+    if flags:  # what the referee saw, judged now that the correctness outputs are right
+        rule, message = flags[0]
+        return WorkerOutcome(Status.CHEAT, message, rule, checked.result, checked.correctness)
     if checked.status is Status.OK and checked.result is not None and checked.result.timing is not None:
         t0 = time.perf_counter()
         try:

@@ -1,23 +1,22 @@
 """What one evaluation runs: its device, seeds and timing settings, and the job a worker of it gets.
 
-Seeds: `cfg.seeds` fixed ones, one per-run secret seed (secrets.randbelow) for correctness, and three more
-secret seeds whose inputs are the timing sets (the reference computes their outputs every run, so sampled
-outputs can be re-checked). Shared by the reference run (evaluate/reference_run.py), the candidate's run
-and the verdict (evaluate/flow.py)."""
+Seeds: `cfg.seeds` fixed ones and one per-run secret seed (secrets.randbelow) for correctness; the timing
+loop's calls get fresh inputs each, drawn by the candidate's referee, which also draws which of them it
+checks (referee/checks.py). Shared by the reference run (evaluate/reference_run.py), the candidate's run and the
+verdict (evaluate/flow.py)."""
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from kbench.backends import get_backend
 from kbench.config import RunConfig
+from kbench.sandbox import isolate
 from kbench.sandbox.protocol import JobSpec
 from kbench.types import Problem, TimingSettings
 
 FIXED_SEED_BASE = 1000
-REFERENCE_TIMING_SEEDS = [2000, 2001, 2002]
-SAMPLE_COUNT = 8  # timed calls whose outputs are re-checked, drawn at random over the whole loop
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,6 @@ class Plan:
     device: str
     fixed: list[int]
     secret: list[int]
-    timing: list[int]  # the candidate's timing input sets (secret)
     settings: TimingSettings = field(default_factory=TimingSettings)
 
     @property
@@ -49,22 +47,21 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
     if device.startswith("cuda"):
         return TimingSettings(
             budget_s=cfg.timing_budget_s,
-            batch=cfg.timing_batch,
-            graph=cfg.timing_graph,
-            hide_launch=cfg.timing_hide_launch,
             settled_warmup_s=TimingSettings.settled_warmup_s if cfg.timing_settled_warmup else 0.0,
-            outlier_share=cfg.timing_outlier_share,
+            target_batch_s=cfg.timing_batch_ms / 1e3,
         )
     # CPU: 1 s per callable reaches the 0.5 % rse on small presets when nothing else runs; under load
     # the rse is reported instead of spending 5 s x 3 callables per verdict.
     budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
     # the 0.2 s minimum is for GPU clocks' wander; CPU calls of the small presets are microseconds
+    # and a CPU batch runs 20 ms: the round trip of its command (~0.1 ms) stays within 0.5 % of it
     return TimingSettings(
         budget_s=budget,
-        batch=cfg.timing_batch,
         threads=cfg.cpu_threads,
         min_time_s=0.05,
-        outlier_share=cfg.timing_outlier_share,
+        min_runs=10,
+        warmup_s=0.05,
+        target_batch_s=max(cfg.timing_batch_ms / 1e3, 0.02),
     )
 
 
@@ -75,14 +72,21 @@ def make_plan(cfg: RunConfig, device: str) -> Plan:
         device=device,
         fixed=[FIXED_SEED_BASE + i for i in range(cfg.seeds)],
         secret=[secret],
-        timing=[secret + 1, secret + 2, secret + 3],
         settings=settings,
     )
 
 
 def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
-    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (role, seeds...)."""
+    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (role, seeds...).
+    Every runner, the reference's too, runs on the same cores (`isolate.share_cores`: the CPU's first
+    `cpu_threads`; a GPU runner on any), set by its referee; a candidate's runner gets its walls."""
+    role = str(kw.get("role", ""))
+    walls = isolate.for_device(plan.device, cfg.confine) if role in ("candidate", "build") else None
+    cores = [] if plan.device.startswith("cuda") else isolate.share_cores(cfg.cpu_threads)
     return JobSpec(
+        walls=None if walls is None else asdict(walls),
+        cores=cores,
+        budgets=cfg.budgets(role or "candidate"),
         problem=problem,
         preset=cfg.preset,
         dtype=cfg.dtype,

@@ -8,14 +8,35 @@ of one run gets the same TORCH_CUDA_ARCH_LIST and build recipe, so their build k
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from kbench.backends import get_backend
 from kbench.config import RunConfig
 from kbench.evaluate.judge import read_worker
-from kbench.sandbox.host import run_worker
+from kbench.sandbox import isolate
+from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.protocol import JobSpec
 from kbench.types import BuildResult, Candidate, Status
+
+
+def static_rejection(candidate: Candidate, cfg: RunConfig) -> BuildResult | None:
+    """The static rules' rejection of `candidate` as a failed build (its verdict), None when they pass it:
+    checked before a build worker imports it, on every path that builds."""
+    if not cfg.static_checks:
+        return None
+    from kbench.checks import SYNTAX_RULE, run_checks
+
+    report = run_checks(candidate.source, candidate.backend, cfg.dtype)
+    first = next((f for f in report.findings if f.severity.value == "reject"), None)
+    if first is None:
+        return None
+    if first.rule == SYNTAX_RULE:
+        status, message, rule = Status.LOAD_ERROR, f"line {first.line}: {first.message}", ""
+    else:
+        status, message, rule = Status.STATIC_REJECT, first.message, f"static:{first.rule}"
+    return BuildResult(ok=False, backend=candidate.backend, status=status.value, message=message, rule=rule)
+
 
 PCH_MIN_BATCH = 16  # queued builds from which a builder makes a precompiled header (~50 s, ~0.8 GB)
 
@@ -93,11 +114,15 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
     backend = get_backend(candidate.backend)
     if not backend.prebuilds:
         return BuildResult(ok=True, backend=candidate.backend)
+    rejected = static_rejection(candidate, cfg)
+    if rejected is not None:  # no code of a candidate the static rules reject ever runs, not even to build it
+        return rejected
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kbench-build-", dir=cfg.cache_dir) as tmp:
         jobdir = Path(tmp)
         path = jobdir / "candidate.py"
         path.write_text(candidate.source)
+        walls = isolate.for_device("cpu", cfg.confine)  # a build sees no GPU
         spec = JobSpec(
             role="build",
             preset=cfg.preset,
@@ -108,13 +133,15 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
             memory_limit_gb=cfg.memory_limit_gb,
             cache_dir=str(cfg.cache_dir),
             confine=cfg.confine,
+            walls=None if walls is None else asdict(walls),
+            budgets=cfg.budgets("build"),
         )
         make_pch = cfg.precompiled_headers == "on" or (
             cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
         )
         env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
         budgets = cfg.budgets("build")
-        exit_ = run_worker("kbench.worker.candidate", jobdir, spec, budgets, env=env, start=cfg.worker_start)
+        exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
     failed = outcome.status is Status.BUILD_ERROR or result is None

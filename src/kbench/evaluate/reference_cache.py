@@ -38,6 +38,9 @@ CREDIT_FILE = "credit"  # in an entry: its credit for trim_cache (text)
 FLOOR_FILE = ".floor"
 MIN_SIZE = 1 << 20  # an entry's size for its credit: outputs of a few bytes still hold a run
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
+# how baselines are timed (referee/timing.py: batches of fresh-input calls on the referee's clock); in the
+# cache key, so timings taken otherwise are never mixed with a candidate timed this way
+TIMING_PROTOCOL = "referee-batches-v1"
 
 
 class DeviceCopies(dict[tuple[int, str], list[Any]]):
@@ -73,7 +76,7 @@ def cache_key(spec: JobSpec, torch_version: str, device_name: str) -> str:
         "torch": torch_version,
         "device": device_name,
         "seeds": spec.seeds,
-        "timing_seeds": spec.timing_seeds,
+        "timing_protocol": TIMING_PROTOCOL,
         "timing": asdict(spec.timing),
         "baselines": spec.baselines,
         "init_seed": spec.init_seed,

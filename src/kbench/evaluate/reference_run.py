@@ -16,7 +16,7 @@ from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
 from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts
 from kbench.evaluate.judge import crash_message
-from kbench.evaluate.plan import REFERENCE_TIMING_SEEDS, Plan, job_spec
+from kbench.evaluate.plan import Plan, job_spec
 from kbench.evaluate.prebuild import reference_env
 from kbench.evaluate.reference_cache import (
     ReferenceData,
@@ -29,7 +29,7 @@ from kbench.evaluate.reference_cache import (
     trim_cache,
 )
 from kbench.hardware import device_name
-from kbench.sandbox.host import run_worker
+from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.offer import Layout
 from kbench.sandbox.protocol import KEY_BYTES, ForgedResult, JobSpec, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors, load_verified
@@ -68,7 +68,6 @@ def get_reference(
         plan,
         role="reference",
         seeds=plan.fixed,
-        timing_seeds=REFERENCE_TIMING_SEEDS,
         baselines=baselines,
         measure=cfg.measure,
     )
@@ -76,7 +75,7 @@ def get_reference(
     t0 = time.perf_counter()
     cached, from_cache = _read_cached(folder)
     lookup = round(time.perf_counter() - t0, 3)  # a hit reads and checks every file of the entry
-    run_seeds = plan.secret + plan.timing + ([] if cached else plan.fixed)
+    run_seeds = plan.secret + ([] if cached else plan.fixed)
     known = layouts(cached.outputs, plan.fixed) if cached else {}
     tmp = open_entry(folder) if cached is None else None  # the worker writes the fixed seeds' files there
     spec = fixed_spec.model_copy(
@@ -147,9 +146,7 @@ def _run(
         deliver = _offer_first(receiver, jobdir, run_seeds, on_layouts)
     watch = LayoutWatch(jobdir, key, known, deliver) if deliver is not None else None
     try:
-        exit_ = run_worker(
-            "kbench.worker.reference", jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key
-        )
+        exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key)
     finally:
         if watch is not None:
             watch.stop()  # layouts not delivered yet come from the signed result below
@@ -237,4 +234,5 @@ def absorb(
     input checksums into `data`."""
     for seed, files in result.outputs.items():
         data.outputs[int(seed)] = load(folder, files, seed) if load else load_tensors(folder, files)
-        data.checksums[int(seed)] = result.input_checksums[seed]
+        if seed in result.input_checksums:
+            data.checksums[int(seed)] = result.input_checksums[seed]

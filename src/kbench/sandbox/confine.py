@@ -50,8 +50,12 @@ _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
-# Filesystem rights (linux/landlock.h). Reading and executing stay unhandled, so they stay allowed.
+# Filesystem rights (linux/landlock.h). Executing stays unhandled; reading is handled only when a caller
+# names the folders it may read (`confine(reads=...)`).
 _WRITE_FILE = 1 << 1
+_READ_FILE = 1 << 2
+_READ_DIR = 1 << 3
+_READS = _READ_FILE | _READ_DIR
 _REMOVE_DIR = 1 << 4
 _REMOVE_FILE = 1 << 5
 _MAKE_CHAR = 1 << 6
@@ -76,7 +80,7 @@ _WRITES_ABI1 = (
     | _MAKE_BLOCK
     | _MAKE_SYM
 )
-_FILE_RIGHTS = _WRITE_FILE | _TRUNCATE  # the only write rights a rule on a non-folder may grant
+_FILE_RIGHTS = _WRITE_FILE | _TRUNCATE | _READ_FILE  # the only rights a rule on a non-folder may grant
 _NET_TCP = (1 << 0) | (1 << 1)  # ABI 4: bind, connect
 _SCOPE_ALL = (1 << 0) | (1 << 1)  # ABI 6: abstract unix sockets, signals
 
@@ -133,10 +137,8 @@ def _handled_fs(version: int) -> int:
     return _WRITES_ABI1 | (_REFER if version >= 2 else 0) | (_TRUNCATE if version >= 3 else 0)
 
 
-def _ruleset(version: int) -> int:
-    attr = _RulesetAttr(
-        _handled_fs(version), _NET_TCP if version >= 4 else 0, _SCOPE_ALL if version >= 6 else 0
-    )
+def _ruleset(version: int, handled: int) -> int:
+    attr = _RulesetAttr(handled, _NET_TCP if version >= 4 else 0, _SCOPE_ALL if version >= 6 else 0)
     # An older kernel takes only the fields it knows: 8 bytes up to ABI 3, 16 up to ABI 5.
     size = 8 if version < 4 else 16 if version < 6 else ctypes.sizeof(attr)
     return _syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
@@ -230,11 +232,12 @@ def job_folders(spec: JobSpec, jobdir: Path) -> list[Path]:
     return folders
 
 
-def confine(folders: Iterable[Path], devices: bool = True) -> str:
+def confine(folders: Iterable[Path], devices: bool = True, reads: Iterable[Path] | None = None) -> str:
     """Restrict this process (its calling thread, and every process it starts later) for good: writes
-    only beneath `folders` (made when missing) and, with `devices`, to `device_nodes`; no TCP; no signal
-    or abstract unix socket outside it. Returns what was applied, `landlock abi N`, or `none: WHY` when
-    nothing was (no Landlock, an ABI older than MIN_ABI, more than one thread)."""
+    only beneath `folders` (made when missing) and, with `devices`, to `device_nodes`; with `reads`,
+    reads only beneath those and `folders` too (a file or a folder each); no TCP; no signal or abstract
+    unix socket outside it. Returns what was applied, `landlock abi N` (`+reads` when reads are limited),
+    or `none: WHY` when nothing was (no Landlock, an ABI older than MIN_ABI, more than one thread)."""
     version, why = abi()
     if version == 0:
         return f"none: {why}"
@@ -243,23 +246,28 @@ def confine(folders: Iterable[Path], devices: bool = True) -> str:
     threads = _threads()
     if threads != 1:
         return f"none: {threads} threads running (Landlock confines the calling thread only)"
-    handled = _handled_fs(version)
+    limited = reads is not None
+    handled = _handled_fs(version) | (_READS if limited else 0)
     grants = [(Path(f), handled) for f in folders]
+    for path in reads or []:
+        grants.append((Path(path), _READS if Path(path).is_dir() else _READ_FILE))
     # The CUDA driver names the threads it starts through /proc/self/task/TID/comm, and cuInit fails
     # ("OS call failed", error 304) when it cannot: writes to this process's own task files stay allowed.
     grants.append((Path(f"/proc/{os.getpid()}/task"), handled & _FILE_RIGHTS))
+    if limited:
+        grants.append((Path(f"/proc/{os.getpid()}"), _READS))
     for node in device_nodes() if devices else []:
         grants.append((node, handled if node.is_dir() else handled & _FILE_RIGHTS))
     try:
-        _apply(version, grants)
+        _apply(version, grants, handled)
     except _Refused as exc:
         return f"none: {exc}"
-    return f"landlock abi {version}"
+    return f"landlock abi {version}" + ("+reads" if limited else "")
 
 
-def _apply(version: int, grants: list[tuple[Path, int]]) -> None:
+def _apply(version: int, grants: list[tuple[Path, int]], handled: int) -> None:
     try:
-        ruleset = _ruleset(version)
+        ruleset = _ruleset(version, handled)
     except OSError as exc:
         raise _Refused(f"landlock_create_ruleset failed: {exc.strerror}") from None
     try:
@@ -285,3 +293,42 @@ def _threads() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return 1  # no /proc: this cannot tell, and Landlock is Linux's
+
+
+_SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys")
+
+
+def standard_reads(extra: Iterable[Path] = ()) -> list[Path]:
+    """What any worker must read to run Python, torch, CUDA, Triton and the compilers, and nothing of the
+    user's own files: the system's folders, the interpreter's prefixes and import path (an editable
+    install's source included), the folders on PATH, the device nodes a worker may open and /proc (a
+    PID namespace shows the runner only its own processes there), plus `extra`. Not the home folder, the
+    temporary folder, /dev/shm (job folders), kbench's cache or results."""
+    import sys
+    import sysconfig
+
+    found: list[Path] = [Path(p) for p in _SYSTEM_READS]
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib", "include", "scripts"):
+        try:
+            prefixes.add(sysconfig.get_paths()[key])
+        except KeyError:
+            continue
+    prefixes.add(os.path.dirname(os.path.realpath(sys.executable)))
+    for entry in [*prefixes, *sys.path, *os.environ.get("PATH", "").split(os.pathsep)]:
+        if entry and os.path.isabs(entry):
+            found.append(Path(entry))
+            found.append(Path(os.path.realpath(entry)))
+    for var in ("CUDA_HOME", "CUDA_PATH", "TRITON_HOME"):
+        if os.environ.get(var):
+            found.append(Path(os.environ[var]))
+    found.append(Path("/proc"))
+    found.extend(device_nodes())
+    found.extend(extra)
+    # Never a folder that holds the user's own files whole: the root, the home folder, the temporary one.
+    too_wide = {"/", str(Path.home()), os.path.realpath(Path.home()), tempfile.gettempdir(), "/tmp", "/dev"}
+    unique: dict[str, Path] = {}
+    for path in found:
+        if path.exists() and str(path) not in too_wide:
+            unique.setdefault(str(path), path)
+    return list(unique.values())

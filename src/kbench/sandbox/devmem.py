@@ -2,7 +2,7 @@
 
 The host hands a GPU candidate worker buffers for its correctness outputs (evaluate/device_outputs.py);
 the worker copies each output into its buffer and the host compares it with the reference where it
-lies, so outputs of hundreds of MiB no longer travel through files (worker/inbox.py).
+lies, so outputs of hundreds of MiB no longer travel through files (sandbox/inbox.py).
 
 Each buffer is its own `cuMemAlloc`, outside torch's caching allocator: an IPC handle opens the whole
 allocation it names, and a block of the caching allocator shares its segment with other tensors (the

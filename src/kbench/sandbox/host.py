@@ -49,6 +49,7 @@ from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
 
+REFEREE = "kbench.referee"  # every job's process: it forks and commands the job's runner (kbench/referee/)
 LOG_TAIL_LINES = 60
 KEY_FIFO = "key.fifo"
 KEY_DELIVERY_S = 600.0  # a forked worker opens its key FIFO first thing; a loaded host may be slow
@@ -150,19 +151,26 @@ def _end_live_workers() -> None:
         procs.kill_session(session)
 
 
+LOG_TAIL_BYTES = 64 << 10  # of a worker's log the host reads: its end, whatever the file's size
+
+
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a log, reading at most its last LOG_TAIL_BYTES bytes: a candidate that
+    printed gigabytes costs the host no more memory than one that printed nothing."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open("rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            text = fh.read(LOG_TAIL_BYTES).decode(errors="replace")
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _limit(pid: int, memory_gb: float, cuda: bool) -> None:
+def _limit(pid: int) -> None:
+    """No core dumps (a dump of the referee would hold its job's key). The memory limit is the runner's,
+    which its referee sets (referee/job.py)."""
     resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
-    if memory_gb > 0:
-        limit = int(memory_gb * 2**30)
-        resource.prlimit(pid, resource.RLIMIT_DATA if cuda else resource.RLIMIT_AS, (limit, limit))
 
 
 Budgets = Mapping[str, float] | float  # phase -> seconds, in the order the worker announces them
@@ -180,6 +188,9 @@ def _phase_of(marker: Path, seen: list[int]) -> str | None:
         return None
 
 
+BACKSTOP_S = 30.0  # the host's grace beyond a phase's budget, which the job's referee keeps itself
+
+
 def _wait(
     proc: subprocess.Popen[bytes] | ForkedProcess,
     jobdir: Path,
@@ -192,19 +203,18 @@ def _wait(
     (or gave up its lease: `guard.violation`).
 
     Before its first announcement a worker has START_BUDGET_S (or `budgets["start"]`): kbench's own
-    start-up. Each announced phase of `budgets` restarts the clock with its own budget; phases only move
-    forward, once each, so a candidate that writes the phase file itself gains at most the sum of the
-    budgets. A float is one budget for the whole job."""
+    start-up. Each phase of `budgets` it announces restarts the clock with that phase's budget plus
+    BACKSTOP_S: the job's referee (trusted) keeps each budget itself and ends its runner on time, so this
+    only catches a referee that no longer answers. A float is one budget for the whole job."""
     plan = {"start": budgets} if isinstance(budgets, float | int) else dict(budgets)
-    order = [name for name in plan if name != "start"]
     phase, budget = "start", float(plan.get("start", START_BUDGET_S))
-    deadline = t0 + budget
+    deadline = t0 + budget + BACKSTOP_S
     marker, seen = jobdir / PHASE_FILE, [0]
     while True:
-        announced = _phase_of(marker, seen) if order else None
-        if announced in order and (phase == "start" or order.index(announced) > order.index(phase)):
+        announced = _phase_of(marker, seen) if len(plan) > 1 or "start" not in plan else None
+        if announced is not None and announced in plan and announced != phase:
             phase, budget = announced, float(plan[announced])
-            deadline = time.monotonic() + budget
+            deadline = time.monotonic() + budget + BACKSTOP_S
         if guard is not None and guard.check(phase):
             return None
         remaining = deadline - time.monotonic()
@@ -261,11 +271,7 @@ def run_worker(
     asked = time.monotonic()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
-    guarded = (
-        guard_lease
-        if guard_lease is not None
-        else spec.role == "candidate" and lease.required(spec.role, spec.device)
-    )
+    guarded = bool(guard_lease)
     if guarded:  # the worker's lease folder is the one the host watches
         env[lease.DIR_ENV] = env.get(lease.DIR_ENV) or str(lease.lease_dir())
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
@@ -329,7 +335,7 @@ def _spawn(
     full = worker_env(env) | {procs.PARENT_ENV: str(os.getpid())}  # the worker dies with this process
     with (jobdir / LOG_FILE).open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(jobdir.resolve())],
+            [sys.executable, "-m", module, str(jobdir.resolve()), spec.role],
             cwd=cwd,
             env=full,
             stdin=subprocess.PIPE,
@@ -338,7 +344,7 @@ def _spawn(
             start_new_session=True,
         )
     try:
-        _limit(proc.pid, spec.memory_limit_gb, spec.device.startswith("cuda"))
+        _limit(proc.pid)
         assert proc.stdin is not None
         proc.stdin.write(key)
         proc.stdin.close()
@@ -358,11 +364,7 @@ def _fork(
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     full[KEY_FIFO_ENV] = str(fifo.resolve())
-    limit = None
-    if spec.memory_limit_gb > 0:
-        name = "RLIMIT_DATA" if spec.device.startswith("cuda") else "RLIMIT_AS"
-        limit = (name, int(spec.memory_limit_gb * 2**30))
-    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, limit)
+    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, None, [spec.role])
     if proc is None:
         fifo.unlink(missing_ok=True)
         return None

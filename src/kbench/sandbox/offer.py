@@ -3,7 +3,7 @@
 `receive.json`: the device buffers the host offers a GPU worker: a candidate's for its correctness
 outputs, the reference's for all its outputs. The host writes it (evaluate/device_outputs.py) into the
 worker's job folder, the worker waits for it and copies each output into its slot's buffer
-(worker/inbox.py). Each slot's CUDA IPC handle is sealed with
+(sandbox/inbox.py). Each slot's CUDA IPC handle is sealed with
 the job's HMAC key, which only this worker holds besides the host.
 
 `layouts.json`: the reference worker's outputs, per seed each one's dtype and shape, signed with its job's

@@ -101,14 +101,16 @@ def age(pid: int | None = None) -> float:
 
 
 def worker_env(extra: dict[str, str] | None = None, bytecode_writes: bool = False) -> dict[str, str]:
-    """The environment of a worker: this process's, the job's additions, and this process as its owner
-    (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`). It reads kbench's
-    bytecode folder where there is one, and writes bytecode nowhere unless `bytecode_writes` (a trusted
-    process that imports no candidate: kbench/bytecode.py)."""
+    """The environment of a worker: of this process's, only what running Python, torch, CUDA and the
+    compilers needs (sandbox/isolate.py `scrubbed_env`: no API key, token or credential reaches a worker
+    or the warm starter, whose memory every forked worker shares), the job's additions, and this process
+    as its owner (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`). It
+    reads kbench's bytecode folder where there is one, and writes bytecode nowhere unless
+    `bytecode_writes` (a trusted process that imports no candidate: kbench/bytecode.py)."""
     from kbench import bytecode
+    from kbench.sandbox.isolate import scrubbed_env
 
-    env = dict(os.environ)
-    env.update(extra or {})
+    env = scrubbed_env(os.environ, extra)
     env.update(bytecode.env(writes=bytecode_writes))
     env[OWNER_ENV] = str(self_ref())
     return env

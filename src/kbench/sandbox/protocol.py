@@ -91,13 +91,15 @@ class JobSpec(BaseModel):
     kernel_names: list[str] = Field(default_factory=list)  # names the host read from the source text
     init_seed: int = 42
     seeds: list[int] = Field(default_factory=list)
-    timing_seeds: list[int] = Field(default_factory=list)
-    sample_count: int = 0  # timed calls whose outputs come back, drawn over the whole loop (timing.Reservoir)
-    sample_whole_bytes: int = 4 << 20  # a sampled output above this comes back at random elements only
     timing: TimingSettings = Field(default_factory=TimingSettings)
     measure: bool = True
     baselines: list[str] = Field(default_factory=list)  # reference only: eager, compile, ...
     memory_limit_gb: float = 0.0
+    # the runner's walls (sandbox/isolate.Walls as a dict; None: none) and the cores it runs on
+    walls: dict[str, Any] | None = None
+    cores: list[int] = Field(default_factory=list)
+    budgets: dict[str, float] = Field(default_factory=dict)  # seconds per phase, kept by the referee
+    min_kernel_share: float = 0.0  # the share of a call's device time the candidate's own kernels must carry
     cache_dir: str = ""
     lease_wait_s: float = 600.0  # a GPU worker's longest wait for the device lease (sandbox/lease.py)
     compile_arch: str = (
@@ -142,12 +144,8 @@ class WorkerResult(BaseModel):
     message: str = ""
     outputs: dict[str, list[TensorFile]] = Field(default_factory=dict)  # seed -> outputs
     input_checksums: dict[str, list[str]] = Field(default_factory=dict)  # seed -> per input
-    samples: list[tuple[int, int, list[TensorFile]]] = Field(default_factory=list)  # (call, set, outs)
     timing: TimingStats | None = None
     timings: dict[str, TimingStats] = Field(default_factory=dict)  # reference: mode -> stats
-    times_ms: list[float] = Field(default_factory=list)  # per timed call, the timer's reading
-    wall_ms: list[float] = Field(default_factory=list)
-    overhead_ms: float = 0.0
     kernels_ran: list[str] = Field(default_factory=list)
     kernel_share: float | None = None
     build_seconds: float = 0.0
@@ -155,11 +153,14 @@ class WorkerResult(BaseModel):
     build_recipe: str = ""  # cache | light-headers[+pch] | pch | standard [(fast recipe failed)]
     build_log: str = ""
     warnings: list[str] = Field(default_factory=list)
-    # a timed call whose outputs disagreed with the other calls on the same inputs (worker/consistency.py); the
-    # host judges it once the outputs are known to be correct (a wrong candidate is a mismatch first)
-    inconsistent: str = ""
+    # Cheats the referee saw that the host judges once the correctness outputs are known to be right (a
+    # wrong candidate is a `mismatch` first): (rule, message), in the order seen -- a checked timed call
+    # unlike the reference, more CPU than its cores, a process left running
+    flagged: list[tuple[str, str]] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)  # seconds per worker phase (harness speed)
-    confinement: str = ""  # candidate worker: "landlock abi N" or "none: WHY" (sandbox/confine.py)
+    # candidate runner: "landlock abi N+reads, namespaces user+pid+..." or "none: WHY" (sandbox/confine.py,
+    # sandbox/isolate.py)
+    confinement: str = ""
 
 
 def sign(body: str, key: bytes) -> str:
@@ -200,10 +201,9 @@ def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | 
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
         raise ForgedResult(f"malformed result file: {type(exc).__name__}") from None
     outputs = [f for listed in result.outputs.values() for f in listed if not f.received]  # received: in
-    samples = [f for s in result.samples for f in s[2]]  # the host's own device buffer, nothing to verify
     from kbench.sandbox.tensorfiles import file_digest  # it imports this module
 
-    for f in outputs + samples if files else []:
+    for f in outputs if files else []:
         for g in (f, f.index) if f.index is not None else (f,):
             target = jobdir / g.name
             if "/" in g.name or not target.is_file() or file_digest(g, target) != g.sha256:

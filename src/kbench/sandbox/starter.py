@@ -325,7 +325,13 @@ def _start_torch_cuda(device: str) -> None:
 
 
 def start_worker(
-    module: str, jobdir: Path, cwd: str, env: dict[str, str], log: Path, limit: tuple[str, int] | None
+    module: str,
+    jobdir: Path,
+    cwd: str,
+    env: dict[str, str],
+    log: Path,
+    limit: tuple[str, int] | None,
+    args: list[str] | None = None,
 ) -> ForkedProcess | None:
     t0 = time.monotonic()
     starter = starter_for(env)
@@ -333,7 +339,7 @@ def start_worker(
         return None
     waited = time.monotonic() - t0
     request = {"module": module, "jobdir": str(jobdir.resolve()), "cwd": cwd, "env": env, "log": str(log),
-               "limit": list(limit) if limit else None}  # fmt: skip
+               "limit": list(limit) if limit else None, "args": args or []}  # fmt: skip
     return starter.start(request, waited)
 
 

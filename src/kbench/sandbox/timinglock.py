@@ -89,6 +89,28 @@ def early_cuda(device: str) -> bool:
         os.close(fd)
 
 
+@contextmanager
+def shared_window(device: str) -> Iterator[bool]:
+    """The device's timing lock held shared, tried once without waiting, for another process's CUDA start
+    (a referee holds it while its runner makes its context); yields whether it was taken. Held, no timing
+    loop begins on the device until it is let go; not taken, a loop runs now and the start waits for the
+    lease."""
+    try:
+        fd = _timing_lock(lease.device_id(device))
+    except Exception:  # no such device, or no lease folder: the job meets it where it did before
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 class EarlyCuda:
     """`early_cuda` on a thread of its own, beside the worker's CPU work of its start (imports, hooks, a
     model built on the CPU): torch leaves the GIL while the driver makes the context. `join()` before the

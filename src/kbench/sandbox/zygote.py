@@ -42,7 +42,7 @@ from kbench.files import write_atomic
 # log ("found in sys.modules ... may result in unpredictable behaviour"); their own code takes ~8 ms, while
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
-ENTRIES = ("kbench.worker.candidate", "kbench.worker.reference")
+ENTRIES = ("kbench.referee.__main__", "kbench.worker.candidate", "kbench.worker.reference")
 PRELOAD = ("torch", *ENTRIES)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
@@ -204,7 +204,7 @@ def _child(req: dict[str, Any]) -> None:
             name, limit = req["limit"]
             resource.setrlimit(getattr(resource, name), (limit, limit))
         sys.path[0] = req["cwd"]  # as `python -m` would have it: the worker's own (empty) folder
-        sys.argv = [req["module"], req["jobdir"]]
+        sys.argv = [req["module"], req["jobdir"], *req.get("args", [])]
         import runpy
 
         runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
@@ -309,6 +309,9 @@ def _unwatch() -> None:
 def main() -> int:
     global _PROTO
     _watch_parent()
+    from kbench.sandbox.isolate import protect_self
+
+    protect_self()  # every worker is forked from here: no candidate reads this process's memory
     _PROTO = os.dup(1)
     os.dup2(2, 1)  # stray prints of imported modules go to the log, not into the protocol
     seconds: dict[str, float] = {}  # each preload's import, for the host's account of a first fork's wait

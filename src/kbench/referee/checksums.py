@@ -1,5 +1,5 @@
-"""Checksums of a call's inputs (worker side): written before and after each call, so a candidate that
-writes into its inputs, or inputs that differ between the reference and the candidate, are caught.
+"""Checksums of a call's inputs (referee side): both referees record them per seed, so inputs that differ
+between the reference's job and the candidate's (a generator that is not deterministic) are caught.
 
 Checksums of CPU tensors are SHA-256 over their bytes; those of GPU tensors are a position-weighted
 digest computed on the device (a permutation or a write changes it), so nothing large crosses to the
@@ -72,14 +72,3 @@ def _xor_all(w: torch.Tensor) -> torch.Tensor:
         half = w.numel() // 2
         w = w[:half] ^ w[half:]
     return w.reshape(-1)[0] if w.numel() else torch.zeros((), dtype=torch.int64, device=w.device)
-
-
-def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when the byte ranges of the two tensors' storages overlap."""
-    if a.device != b.device:
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    if sa.nbytes() == 0 or sb.nbytes() == 0:
-        return False
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()

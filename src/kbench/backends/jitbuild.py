@@ -1,0 +1,97 @@
+"""One extension build, in a process of its own: `python -m kbench.backends.jitbuild REQUEST` (trusted code,
+walled in as a runner is).
+
+The referee (referee/builds.py) starts this for a candidate's `load_inline` call. It runs kbench's code
+only, but the compiler it runs reads the candidate's sources and flags, and flags can run programs
+(`-wrapper`, `-fplugin`): so it first enters namespaces of its own (sandbox/isolate.py: no network, no
+capability outside them) and confines itself (sandbox/confine.py) to write only its staging folder and
+its temporary folder. It never imports what it built. It tries the request's recipes in order
+(backends/fastbuild.py: the cheaper header recipes first, each into a folder of its own), and where asked
+also makes the precompiled header those flags need (backends/pch.py) into its staging folder. The
+referee checks what it left there and moves it into the cache.
+
+The request (JSON): {"attempts": [[label, arguments], ...], "staging": folder, "pch": folder or null,
+"writes": [...], "reads": [...] or null, "walls": {...} or null}. The result: `staging/result.json`
+{"ok", "label", "folder", "errors": {label: error}, "pch_seconds"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULT = "result.json"
+
+
+def _wall_in(request: dict[str, Any]) -> str:
+    from kbench.sandbox import confine, isolate
+
+    parts = []
+    if request.get("walls") is not None:
+        walls = isolate.Walls(**request["walls"])
+        try:
+            parts.append("namespaces " + "+".join(isolate.enter(walls)))
+        except (isolate.Refused, OSError) as exc:
+            parts.append(f"no namespaces: {exc}")
+        isolate.limit_self(walls)
+    reads = request.get("reads")
+    writes = [Path(p) for p in request.get("writes", [])]
+    parts.insert(0, confine.confine(writes, reads=None if reads is None else [Path(p) for p in reads]))
+    return ", ".join(parts)
+
+
+def _build(arguments: dict[str, Any], folder: Path) -> None:
+    import torch.utils.cpp_extension as ext
+
+    folder.mkdir(parents=True, exist_ok=True)
+    # A fresh name each attempt: torch bumps a name it built before in this process to NAME_v1
+    ext.JIT_EXTENSION_VERSIONER.entries.clear()
+    ext.load_inline(**dict(arguments, build_directory=str(folder)))
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    """Build the request's attempts in turn; what happened (also written to `staging/result.json`)."""
+    import torch.utils.cpp_extension as ext
+
+    ext._import_module_from_library = lambda name, path, is_python_module: path  # build, never load
+    staging = Path(request["staging"])
+    maker = None
+    if request.get("pch"):
+        from kbench.backends.pch import PchMaker
+
+        maker = PchMaker(Path(request["pch"]))
+    errors: dict[str, str] = {}
+    done: dict[str, Any] = {"ok": False, "label": "", "folder": "", "errors": errors, "pch_seconds": None}
+    for i, (label, arguments) in enumerate(request["attempts"]):
+        folder = staging / f"attempt-{i}"
+        if maker is not None:
+            maker.watch(folder)  # the PCH compiles from this build's ninja file while the build runs
+        try:
+            _build(arguments, folder)
+        except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
+            errors[label] = str(exc)[-8000:]
+            continue
+        done.update(ok=True, label=label, folder=str(folder))
+        break
+    if maker is not None:
+        done["pch_seconds"] = maker.finish(Path(done["folder"]) if done["ok"] else None)
+    return done
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[1]).read_text())
+    walled = _wall_in(request)
+    os.environ.setdefault("MAX_JOBS", str(max(1, len(os.sched_getaffinity(0)))))
+    done = run(request)
+    done["confinement"] = walled
+    Path(request["staging"], RESULT).write_text(json.dumps(done))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,206 @@
+"""Builds for a job's runner, made and checked by trusted code (referee side).
+
+A runner whose candidate calls `load_inline` for an extension that is not in the cache asks its referee
+(`BuildRequest`, sandbox/commands.py). The referee:
+
+1. checks the arguments are plain data and computes the build's key itself (backends/buildcache.py);
+2. prepares the recipes (backends/fastbuild.py): the shim header folders, made here from the installed
+   headers and kept beside a manifest of their digests, reused only while they match it; a precompiled
+   header folder is used only while it matches its manifest;
+3. runs the compile in a process of its own (backends/jitbuild.py), walled in and confined to write only
+   a staging folder: the compiler reads the candidate's sources and flags, and flags can run programs;
+4. checks what it left -- the module file, a regular file, no links -- writes the manifest of its digest
+   and renames the folder into the cache (`ROOT/KEY`); a precompiled header it made goes to its folder
+   the same way. A runner loads a build only when the module matches the manifest (buildcache.verified).
+
+So no candidate code, and nothing a candidate's flags can run, writes anything another job reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kbench.backends import buildcache, fastbuild, pch
+from kbench.sandbox import confine, isolate
+from kbench.sandbox.commands import BuildAnswer, BuildRequest
+
+STAGING = ".staging"
+_ALLOWED_KEYS = {
+    "name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags", "extra_cuda_cflags",
+    "extra_sycl_cflags", "extra_ldflags", "extra_include_paths", "with_cuda", "with_sycl",
+    "is_python_module", "with_pytorch_error_handling", "keep_intermediates", "use_pch", "no_implicit_headers",
+    "is_standalone",
+}  # fmt: skip
+
+
+def _checked(arguments: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(arguments) - _ALLOWED_KEYS)
+    if unknown:
+        raise ValueError(f"unsupported load_inline arguments: {', '.join(unknown)}")
+    if not isinstance(arguments.get("name"), str) or not arguments["name"].isidentifier():
+        raise ValueError("load_inline's name must be a Python identifier")
+    return buildcache.as_data(arguments)
+
+
+def recipes(
+    arguments: dict[str, Any], pch_folder: Path | None, root: Path
+) -> list[tuple[str, dict[str, Any]]]:
+    """Build attempts in order: per-operator headers, the light headers, then load_inline's own arguments
+    (each fast recipe only where it applies; a precompiled bindings header with either when one exists,
+    else first the same with lean bindings where the C++ sources only declare)."""
+    attempts: list[tuple[str, dict[str, Any]]] = []
+    if fastbuild.fast_recipe():
+        fast, labels = arguments, []
+        light = fastbuild.light_cuda_sources(fast)
+        if light is not None:
+            fast, labels = light, ["light-headers"]
+        precompiled = (
+            pch.with_pch(fast, pch_folder) if pch_folder is not None and pch.ready(pch_folder) else None
+        )
+        if precompiled is not None:
+            fast, labels = precompiled, [*labels, "pch"]
+        shim = fastbuild.op_header_shim(root, fast) if fastbuild.op_headers() else None
+        if shim is not None:
+            attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
+        if labels:
+            attempts.append(("+".join(labels), fast))
+        bindings = fastbuild.bindings_shim(root, arguments) if precompiled is None else None
+        if bindings is not None:
+            label, first = attempts[0] if attempts else ("", arguments)
+            lean = fastbuild.with_include_first(first, bindings)
+            attempts.insert(0, ("+".join([*filter(None, [label]), "lean-bindings"]), lean))
+    attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
+    return attempts
+
+
+def _module_file(folder: Path, name: str) -> Path | None:
+    """The built module, when it is a regular file and nothing in the folder is a link."""
+    import importlib.machinery
+
+    for entry in folder.rglob("*"):
+        if entry.is_symlink():
+            return None
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES[-1:] + [".so"]:
+        path = folder / f"{name}{suffix}"
+        if path.is_file() and not path.is_symlink():
+            return path
+    return None
+
+
+class Builder:
+    """The referee's builds for one job: `__call__` answers a runner's `BuildRequest`."""
+
+    def __init__(
+        self, cache_dir: Path, budget_s: float, env: dict[str, str], confined: bool, log: Path
+    ) -> None:
+        self.root = cache_dir / "builds"
+        self.budget_s = budget_s
+        self.env = env
+        self.confined = confined
+        self.log = log
+        self.pids: set[int] = set()  # builders running now (not a candidate's leftovers)
+        self.timed_out = False  # a build ran past its budget: the job's verdict is `timeout build`
+
+    def __call__(self, request: BuildRequest) -> BuildAnswer:
+        t0 = time.perf_counter()
+        try:
+            arguments = _checked(request.arguments)
+        except ValueError as exc:
+            return BuildAnswer(ok=False, log=str(exc))
+        key = buildcache.build_key(arguments)
+        target = self.root / key
+        if buildcache.verified(target) is not None:
+            return BuildAnswer(
+                ok=True, folder=str(target), name=arguments["name"], recipe="cache", cache_hit=True
+            )
+        answer = self._compile(arguments, key)
+        answer.seconds = round(time.perf_counter() - t0, 3)
+        return answer
+
+    def _compile(self, arguments: dict[str, Any], key: str) -> BuildAnswer:
+        mode = pch.pch_mode()
+        toolchain = buildcache.toolchain(fastbuild.with_cuda(arguments))
+        pch_folder = (
+            pch.pch_dir(self.root, arguments, toolchain)
+            if mode != "off" and fastbuild.fast_recipe()
+            else None
+        )
+        attempts = recipes(arguments, pch_folder, self.root)
+        staging = self.root / STAGING / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
+        staging.mkdir(parents=True)
+        make_pch = mode == "make" and pch_folder is not None and not pch.ready(pch_folder)
+        try:
+            done = self._run(attempts, staging, make_pch)
+            if not done.get("ok"):
+                errors = done.get("errors") or {}
+                return BuildAnswer(
+                    ok=False, log=(list(errors.values()) or [done.get("error", "the build failed")])[-1]
+                )
+            built = Path(done["folder"])
+            module = _module_file(built, arguments["name"])
+            if module is None or built.parent != staging:
+                return BuildAnswer(ok=False, log="the build left no module file, or left links")
+            buildcache.seal(built, [module.name])
+            target = self.root / key
+            buildcache.place(built, target)
+            if make_pch and pch_folder is not None:
+                pch.adopt(staging / "pch", pch_folder)
+            return BuildAnswer(
+                ok=True, folder=str(target), name=arguments["name"], recipe=done.get("label", "")
+            )
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _run(
+        self, attempts: list[tuple[str, dict[str, Any]]], staging: Path, make_pch: bool
+    ) -> dict[str, Any]:
+        tmp = staging / "tmp"
+        tmp.mkdir()
+        request = {
+            "attempts": attempts,
+            "staging": str(staging),
+            "pch": str(staging / "pch") if make_pch else None,
+            "writes": [str(staging)],
+            "reads": [str(p) for p in confine.standard_reads([self.root])] if self.confined else None,
+            "walls": isolate.Walls(mount=False, net=True).__dict__ if self.confined else None,
+        }
+        (staging / "request.json").write_text(json.dumps(request))
+        env = isolate.scrubbed_env(self.env, {"TMPDIR": str(tmp), "HOME": str(tmp)})
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        with (staging / "build.log").open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kbench.backends.jitbuild", str(staging / "request.json")],
+                cwd=staging, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            self.pids.add(proc.pid)
+            try:
+                proc.wait(timeout=self.budget_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                self.timed_out = True
+                return {"ok": False, "error": f"the build ran past its budget of {self.budget_s:.0f} s"}
+            finally:
+                self.pids.discard(proc.pid)
+        try:
+            return json.loads((staging / jitbuild_result()).read_text())
+        except (OSError, ValueError):
+            tail = (staging / "build.log").read_text(errors="replace")[-4000:]
+            return {
+                "ok": False,
+                "error": f"the build process ended without a result (code {proc.returncode}):\n{tail}",
+            }
+
+
+def jitbuild_result() -> str:
+    from kbench.backends.jitbuild import RESULT
+
+    return RESULT

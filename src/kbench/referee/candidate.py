@@ -1,0 +1,233 @@
+"""A candidate's job, from the referee's side: load, correctness, kernel use, timing, the end (trusted).
+
+Steps, each under its phase's budget (referee/session.py):
+1. walls: the runner's namespaces, limits, cores and Landlock (referee/job.py `setup`);
+2. receive (a GPU runner started beside the reference): the host's device buffers for the outputs;
+3. role: the runner's imports, hooks and guard snapshots (its CUDA start beside them where no timing loop
+   runs); then the GPU lease, held by the referee, never by the runner;
+4. load: the candidate imported (its builds made by the referee) and `ModelNew` built;
+5. correctness: one call per seed on inputs the referee made; outputs copied into its slots and handed to
+   the host (files, or the host's device buffers); every input compared with its pristine copy;
+6. kernel use: one profiled call; none of the candidate's kernels ran, or too small a share of the
+   call's device time, is `cheat no-custom-kernel`;
+7. timing: the referee's loop (referee/timing.py), calls drawn after each batch checked against the
+   reference's model in this process (referee/checks.py); on the CPU, the runner's processes may not have
+   used more CPU time than its cores give over the loop (`cheat cpu-cores`);
+8. the end: anything the candidate left running is found (`cheat child-process`) and ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbench.referee import Stop
+from kbench.referee.checks import Checker
+from kbench.referee.feed import Feed, plain
+from kbench.referee.job import Job, cpu_seconds
+from kbench.referee.timing import time_runner
+from kbench.sandbox import slots as slotlib
+from kbench.sandbox.commands import (
+    Bind,
+    Bound,
+    Checked,
+    CompileCheck,
+    Guard,
+    Guarded,
+    Load,
+    Loaded,
+    Profile,
+    Profiled,
+    RunnerSpec,
+)
+from kbench.sandbox.tensorfiles import save_tensors
+from kbench.types import Status
+
+CORES_SLACK = 1.25  # a loop's CPU time may exceed its cores' share of the wall time by this factor
+
+
+class CandidateJob:
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.spec = job.spec
+        self.inbox: Any = None
+        self.feed: Feed | None = None
+        self.layout: list[Any] = []
+
+    def bind(self, made: list[slotlib.Slot]) -> None:
+        fds = [fd for slot in made for fd in slot.fds()]
+        self.job.session.ask(Bind(slots=[slot.ref() for slot in made]), Bound, fds)
+
+    def guard(self, when: str) -> None:
+        found = self.job.session.ask(Guard(when=when), Guarded)
+        if found.rule:
+            raise Stop(Status.CHEAT, found.message, found.rule)
+
+    def run(self) -> None:
+        import shutil
+
+        job, spec = self.job, self.spec
+        job.run.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(spec.candidate_file, job.run / "candidate.py")  # the one file of the job it reads
+        job.setup(untrusted=True)
+        if spec.receive and spec.role != "build":
+            job.phase("receive")
+            with job.timed("receive"):
+                from kbench.sandbox.inbox import Inbox
+
+                self.inbox = Inbox(job.jobdir, job.key)
+        role = RunnerSpec(
+            role=spec.role, problem=spec.problem, preset=spec.preset, dtype=spec.dtype, device=spec.device,
+            backend=spec.backend, candidate_file=str(job.run / "candidate.py"), kernel_names=spec.kernel_names,
+            init_seed=spec.init_seed, cache_dir=spec.cache_dir, compile_arch=spec.compile_arch,
+            threads=spec.timing.threads,
+        )  # fmt: skip
+        job.phase("load" if spec.role != "build" else "build")
+        ready = job.start_role(role)
+        job.result.phases.update({f"runner_{k}": v for k, v in ready.phases.items()})
+        if spec.role != "build":
+            job.take_lease()
+            job.phase("load")
+        self.load()
+        if spec.role == "build" or spec.problem is None:
+            return
+        self.correctness()
+        self.kernel_use()
+        self.compile_check()
+        if spec.measure:
+            if spec.settle:
+                from kbench.sandbox.offer import SETTLED_FILE, wait_for
+
+                job.phase("settle")
+                with job.timed("settle"):
+                    wait_for(job.jobdir / SETTLED_FILE)
+            self.timing()
+
+    def load(self) -> None:
+        job = self.job
+        with job.timed("load"):
+            try:
+                loaded = job.session.ask(Load(), Loaded)
+            except Stop as stop:
+                if job.builder.timed_out:
+                    raise Stop(
+                        Status.TIMEOUT, "the build ran past its budget (build_timeout_s)", "build"
+                    ) from None
+                raise stop
+        res = job.result
+        res.build_seconds, res.build_cache_hit = loaded.build_seconds, loaded.build_cache_hit
+        res.build_recipe, res.build_log = loaded.build_recipe, loaded.build_log
+        res.phases.update({f"runner_{k}": v for k, v in loaded.phases.items()})
+        if self.spec.role != "build":
+            self.guard("import")
+
+    def _feed(self) -> Feed:
+        if self.feed is None:
+            from kbench.problems import load
+
+            assert self.spec.problem is not None
+            loaded = load(self.spec.problem, self.spec.preset)
+            self.feed = Feed(loaded.get_inputs, self.spec.device, self.spec.dtype, self.bind)
+        return self.feed
+
+    def correctness(self) -> None:
+        from kbench.referee.checksums import checksum
+        from kbench.sandbox.commands import Copied, Copy, Ran, Run
+
+        job, feed = self.job, self._feed()
+        job.phase("correctness")
+        with job.timed("correctness"):
+            for seed in self.spec.seeds:
+                filled = feed.fill(0, seed)
+                job.result.input_checksums[str(seed)] = checksum(filled.pristine)
+                feed.ready()
+                metas = job.session.ask(Run(calls=[filled.call()]), Ran).outputs[0]
+                plain(metas, f"the call on seed {seed}")
+                if not self.layout:
+                    self.layout = metas
+                outs = feed.output_slots(metas, 1)
+                job.session.ask(Copy(outputs=[outs[0].ident]), Copied)
+                feed.check_unchanged(filled, "forward")
+                job.result.outputs[str(seed)] = self.keep(str(seed), outs[0].tensors, metas)
+                self.guard("forward")
+            if self.inbox is not None:
+                self.inbox.close()
+                if self.inbox.failed:
+                    job.result.warnings.append(f"outputs went through files: {self.inbox.failed}")
+
+    def keep(self, seed: str, values: list[Any], metas: list[Any]) -> list[Any]:
+        """Each output into the host's device buffer for it where there is one, else into a file; the
+        device the candidate returned it on is what the entry says."""
+        entries = []
+        for i, (value, meta) in enumerate(zip(values, metas, strict=True)):
+            entry = self.inbox.deliver(seed, i, value) if self.inbox is not None else None
+            if entry is None:
+                entry = save_tensors(self.job.jobdir, f"out_{seed}", [value], first=i)[0]
+            entries.append(entry.model_copy(update={"device": meta.device}))
+        return entries
+
+    def kernel_use(self) -> None:
+        job, feed = self.job, self._feed()
+        filled = feed.fill(0, self.spec.seeds[0])
+        feed.ready()
+        with job.timed("kernel_use"):
+            use = job.session.ask(Profile(call=filled.call()), Profiled)
+        job.result.kernels_ran, job.result.kernel_share = use.ran, use.share
+        if not use.ran:
+            seen = f"; device kernels that ran: {', '.join(use.library)}" if use.library else ""
+            raise Stop(
+                Status.CHEAT,
+                f"none of the candidate's own kernels ran during forward{seen}",
+                "no-custom-kernel",
+            )
+        floor = self.spec.min_kernel_share
+        if use.share is not None and floor > 0 and use.share < floor:
+            raise Stop(
+                Status.CHEAT,
+                f"the candidate's own kernels ({', '.join(use.ran)}) took {use.share:.1%} of the call's device "
+                f"time, under {floor:.0%}: library kernels did the work ({', '.join(use.library[:5])})",
+                "no-custom-kernel",
+            )
+
+    def compile_check(self) -> None:
+        job = self.job
+        with job.timed("compile_check"):
+            check = job.session.ask(CompileCheck(), Checked)
+        if check.log:
+            job.result.build_log = (job.result.build_log + "\n" + check.log).strip()
+        if not check.ok:
+            raise Stop(
+                Status.BUILD_ERROR,
+                f"Triton kernel does not compile for {self.spec.compile_arch}:\n{check.log}"[-4000:],
+            )
+
+    def timing(self) -> None:
+        job, feed, spec = self.job, self._feed(), self.spec
+        job.phase("timing")
+        assert spec.problem is not None
+        checker = Checker(spec.problem, spec.preset, spec.dtype, spec.device, spec.init_seed)
+        with job.timed("checker"):
+            checker.prepare()
+        pids = job.runner.descendants()
+        cpu0 = cpu_seconds(pids)
+        with job.timed("timing"):
+            loop = time_runner(job.session, feed, self.layout, spec.timing, checker=checker)
+        job.result.timing = loop.stats
+        if loop.flagged is not None:
+            job.result.flagged.append((loop.flagged.rule, loop.flagged.message))
+            return
+        self._cores(cpu_seconds(job.runner.descendants()) - cpu0, loop.stats)
+        self.guard("timing")
+
+    def _cores(self, cpu_s: float, stats: Any) -> None:
+        """On the CPU: the runner's processes used at most their cores' share of the loop's wall time."""
+        if self.spec.device.startswith("cuda") or not self.spec.cores:
+            return
+        active = float(dict(stats.extra).get("active_s", 0.0))
+        allowed = len(self.spec.cores) * active * CORES_SLACK + 0.05
+        if active > 0 and cpu_s > allowed:
+            self.job.result.flagged.append((
+                "cpu-cores",
+                f"the candidate used {cpu_s:.2f} s of CPU time while its calls ran {active:.2f} s on "
+                f"{len(self.spec.cores)} core(s): more cores than the reference was timed with, or work "
+                "outside its calls",
+            ))  # fmt: skip

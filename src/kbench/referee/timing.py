@@ -1,0 +1,318 @@
+"""The timing loop: the referee times batches of calls it commands, with its own clock (trusted).
+
+The runner holds the model, the referee holds the clock. Each batch is one command: B calls back to back,
+each on inputs made fresh for it (referee/feed.py), then a device-wide synchronise, then the answer. The
+referee's clock runs from the command to the answer. Then it commands the copy of the B calls' outputs
+into its output slots and times that too: a runner that answered before its work was done (work left on
+the device, or on a thread) does the rest during the copy, so whatever the copy takes beyond what the
+same copy takes the referee itself (`Copier`, measured before the loop) is added to the batch. A call's
+time is its batch's time over B. Nothing the runner reports about time is used.
+
+- Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (5 ms on a GPU, 20 ms
+  on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs and
+  outputs. Back to back, a call's launch overlaps the previous call's work, so a batch measures what the
+  device executes, as the profiler sees it, plus the command's round trip once per batch. Because every
+  job's batch runs the same time, that round trip is the same share of every job's calls, and a speedup
+  (a ratio) does not move with it.
+- Length: N calls, fixed before the first timed batch from the warm-up's estimate: at least
+  `settings.min_runs` batches, `settings.min_time_s` of calls and the checked calls (referee/checks.py),
+  at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
+- Checked calls: after each batch's copy, some of its calls are drawn and compared with the reference's
+  output in this process (referee/checks.py), a candidate's loop only.
+- Inputs: every call's own; after each batch every input slot is compared with its pristine copy.
+- GPU: the loop holds the device's timing lock (sandbox/timinglock.py); L2 is flushed by the referee before
+  each batch (its own write of 2x the L2 size); NVML's SM clock is logged (`clocks_moved`); the warm-up
+  ends early once the clock has settled at its maximum (`ClockSettled`).
+
+The statistics (referee/stats.py) are over batches: `n` is their number, `median_ms` the median of their
+per-call times, `calls` the calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kbench.referee import Stop, checks
+from kbench.referee.feed import Feed, plain
+from kbench.referee.stats import summarize_times
+from kbench.sandbox.commands import Call, OutputMeta
+from kbench.types import Status, TimingSettings, TimingStats
+
+_ns = time.perf_counter_ns
+
+
+class Link(Protocol):
+    """What the loop needs of the runner (referee/session.py, or a model in this process for trusted
+    in-process tools): run calls and keep their outputs; copy them into output slots."""
+
+    def run(self, calls: list[Call], mode: str) -> list[list[OutputMeta]]: ...
+
+    def copy(self, outputs: list[int]) -> None: ...
+
+
+@dataclass
+class Loop:
+    stats: TimingStats
+    layout: list[OutputMeta] = field(default_factory=list)
+    flagged: checks.Flagged | None = None  # a checked call unlike the reference: the loop ended there
+
+
+class Copier:
+    """What copying B calls' outputs takes the referee itself: the part of a runner's copy that is not
+    charged to its calls."""
+
+    def __init__(self, slots: list[Any], device: str) -> None:
+        import torch
+
+        self.device = device
+        self.scratch = [[torch.empty_like(t) for t in slot.tensors] for slot in slots]
+        self.sources = [[torch.empty_like(t) for t in slot.tensors] for slot in slots]
+        self.seconds = self._measure()
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
+    def _once(self) -> float:
+        self._sync()
+        t0 = _ns()
+        for dst, src in zip(self.scratch, self.sources, strict=True):
+            for d, s in zip(dst, src, strict=True):
+                d.copy_(s)
+        self._sync()
+        return (_ns() - t0) / 1e9
+
+    def _measure(self) -> float:
+        self._once()  # first touch of fresh pages
+        return min(self._once() for _ in range(5))
+
+
+class _L2:
+    """The referee's own write of 2x the device's L2 before each batch (CUDA; nothing on the CPU)."""
+
+    def __init__(self, device: str, on: bool) -> None:
+        self.buffer = None
+        if on and device.startswith("cuda"):
+            import torch
+
+            props = torch.cuda.get_device_properties(device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+            self.buffer = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+    def flush(self) -> None:
+        if self.buffer is not None:
+            self.buffer.zero_()
+
+
+@contextlib.contextmanager
+def _window(device: str) -> Iterator[bool]:
+    if not device.startswith("cuda"):
+        yield True
+        return
+    from kbench.sandbox import lease, timinglock
+
+    with timinglock.timing_window(lease.device_id(device)) as taken:
+        yield taken
+
+
+def interpreted() -> bool:
+    """Triton's interpreter runs kernels as numpy on the CPU: correct results, meaningless times."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+class _Batches:
+    """One loop's batches against one runner: fill, command, time, copy, check, keep."""
+
+    def __init__(
+        self, link: Link, feed: Feed, mode: str, layout: list[OutputMeta], checker: checks.Checker | None
+    ) -> None:
+        self.link, self.feed, self.mode, self.layout = link, feed, mode, layout
+        self.checker = checker
+        self.copier: Copier | None = None
+        self.active_s = 0.0  # the runner's windows: its commands' round trips, from send to answer
+
+    def one(self, size: int, first: int, share: float) -> float:
+        """Run calls first..first+size-1 and check the mutation of their inputs and, with probability
+        `share` each, their outputs; their per-call seconds."""
+        filled = [self.feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
+        self.feed.ready()
+        t0 = _ns()
+        metas = self.link.run([f.call() for f in filled], self.mode)
+        t1 = _ns()
+        self._validate(metas, first)
+        outs = self.feed.output_slots(self.layout, size)
+        if self.copier is None or len(self.copier.scratch) != size:
+            self.copier = Copier(outs, self.feed.device)
+        t2 = _ns()
+        self.link.copy([slot.ident for slot in outs])
+        t3 = _ns()
+        charged = (t1 - t0) / 1e9 + max(0.0, (t3 - t2) / 1e9 - self.copier.seconds)
+        self.active_s += (t1 - t0 + t3 - t2) / 1e9
+        for j, f in enumerate(filled):
+            self.feed.check_unchanged(f, f"timed call {first + j}")
+        if self.checker is not None:
+            for j in checks.drawn(size, share):  # drawn now, after the calls ran
+                self.checker.check(first + j, filled[j].pristine, filled[j].literals, outs[j].tensors)
+        return charged / size
+
+    def _validate(self, metas: list[list[OutputMeta]], first: int) -> None:
+        for j, call in enumerate(metas):
+            plain(call, f"timed call {first + j}")
+            shapes = [(m.dtype, m.shape, m.device) for m in call]
+            if shapes != [(m.dtype, m.shape, m.device) for m in self.layout]:
+                raise Stop(
+                    Status.CHEAT,
+                    f"timed call {first + j} returned outputs shaped unlike its correctness calls",
+                    "timing-output-mismatch",
+                )
+
+
+def batch_size(per_call_s: float, settings: TimingSettings, cap: int) -> int:
+    """Calls per batch: about `target_batch_s` of them, at least 1, at most `cap`."""
+    if per_call_s <= 0:
+        return max(1, min(cap, settings.max_batch))
+    return max(1, min(cap, settings.max_batch, round(settings.target_batch_s / per_call_s)))
+
+
+def loop_length(per_call_s: float, batch: int, settings: TimingSettings, checked: int) -> int:
+    """N: the loop's calls, a whole number of batches: `min_runs` batches, `min_time_s` of calls and
+    `checked` calls at least; at most what the budget allows (never fewer than `checked`)."""
+    wanted = max(settings.min_runs * batch, math.ceil(settings.min_time_s / max(per_call_s, 1e-9)), checked)
+    most = max(checked, int(settings.budget_s / max(per_call_s, 1e-9) * 0.8))
+    calls = min(wanted, most) if most >= batch else wanted
+    return max(batch, math.ceil(calls / batch) * batch)
+
+
+def memory_cap(feed: Feed, layout: list[OutputMeta]) -> int:
+    """How many calls' inputs and outputs (and pristine copies) fit a quarter of the free memory."""
+    import torch
+
+    from kbench.sandbox.slots import Layout
+
+    per_call = (
+        2 * (feed.layout.nbytes if feed.layout else 0)
+        + 2 * Layout.of([(m.dtype, m.shape) for m in layout]).nbytes
+    )
+    if feed.device.startswith("cuda"):
+        free = torch.cuda.mem_get_info(feed.device)[0]
+    else:
+        import os
+
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(1, int(free // 4 // max(per_call, 1)))
+
+
+def time_runner(
+    link: Link,
+    feed: Feed,
+    layout: list[OutputMeta],
+    settings: TimingSettings,
+    mode: str = "",
+    checker: checks.Checker | None = None,
+) -> Loop:
+    """Time the runner's model (`mode`, for the reference's baselines) on fresh inputs; with `checker` (a
+    candidate's loop), calls drawn after each batch are compared with the reference. `layout`: one call's
+    outputs (its correctness calls')."""
+    with _window(feed.device) as taken:
+        loop = _time(link, feed, layout, settings, mode, checker)
+    if not taken:  # another process held the timing lock past its wait: something may have run beside
+        loop.stats = _with(loop.stats, timing_lock="busy")
+    return loop
+
+
+def _with(stats: TimingStats, **extra: Any) -> TimingStats:
+    from dataclasses import replace
+
+    return replace(stats, extra=tuple(sorted({**dict(stats.extra), **extra}.items())))
+
+
+def _time(
+    link: Link, feed: Feed, layout: list[OutputMeta], settings: TimingSettings, mode: str,
+    checker: checks.Checker | None,
+) -> Loop:  # fmt: skip
+    from kbench.referee.gpu_clock import ClockLog, ClockSettled
+
+    device = feed.device
+    batches = _Batches(link, feed, mode, layout, checker)
+    batches.one(1, 0, 0.0)  # a first call outside the clock: torch.compile compiles here
+    batches.active_s = 0.0
+    l2 = _L2(device, settings.flush_l2)
+    log = ClockLog(__import__("torch").device(device))
+    settled = ClockSettled(log.nvml) if log.nvml is not None else None
+    t0 = _ns()
+    warm: list[float] = []
+    while True:  # warm-up: one call per batch until the clocks settle
+        l2.flush()
+        warm.append(batches.one(1, 0, 0.0))
+        elapsed = (_ns() - t0) / 1e9
+        if len(warm) >= settings.min_warmup and elapsed >= settings.warmup_s:
+            break
+        if elapsed > settings.budget_s / 4:
+            break
+        if (
+            settled is not None
+            and elapsed >= settings.settled_warmup_s
+            and len(warm) >= 2 * settings.min_warmup
+        ):
+            if _level(
+                warm[-settings.min_warmup :], warm[-2 * settings.min_warmup : -settings.min_warmup]
+            ) and settled(elapsed):
+                break
+    estimate = statistics.median(warm[-settings.min_warmup :])
+    size = batch_size(estimate, settings, memory_cap(feed, layout))
+    calls = loop_length(estimate, size, settings, checks.CHECKED if checker is not None else 0)
+    share = checks.share(calls) if checker is not None else 0.0
+    times: list[float] = []
+    start = _ns()
+    stop = "done"
+    flagged = None
+    extra = 0
+    try:
+        for first in range(0, calls, size):
+            log.sample((_ns() - start) / 1e9, force=not times)
+            l2.flush()
+            times.append(batches.one(size, first, share) * 1e3)
+            if (_ns() - start) / 1e9 > settings.budget_s and first + size < calls:
+                stop = "budget"
+                break
+        while checker is not None and checker.checked < checks.CHECKED:
+            # A loop cut short (its budget) or too short checked too few calls: more calls, every one
+            # checked, which the runner cannot tell from the timed ones; their times are not kept.
+            batches.one(size, calls + extra, 1.0)
+            extra += size
+    except checks.Flagged as exc:
+        flagged, stop = exc, "flagged"
+    log.sample((_ns() - start) / 1e9, force=True)
+    wall = (_ns() - start) / 1e9
+    if not times:
+        times = [warm[-1] * 1e3]
+    extras = log.extras() | {
+        "batch": size,
+        "calls": len(times) * size,
+        "checked": checker.checked if checker is not None else 0,
+        "warmup": (round((start - t0) / 1e9, 3), len(warm)),
+        "stop": stop,
+        "wall_s": round(wall, 3),
+        "extra_checked_calls": extra,
+        "active_s": round(batches.active_s, 4),
+        "copy_ms": round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
+    }
+    stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
+                            meaningful=not interpreted(), **extras)  # fmt: skip
+    return Loop(stats=stats, layout=layout, flagged=flagged)
+
+
+def _level(after: list[float], before: list[float], tolerance: float = 0.01) -> bool:
+    a, b = statistics.median(before), statistics.median(after)
+    return abs(b - a) <= tolerance * max(a, 1e-12)

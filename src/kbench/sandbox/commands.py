@@ -1,0 +1,212 @@
+"""The messages between a job's referee (kbench/referee/) and its runner (worker/runner.py), typed.
+
+The referee commands, the runner answers; the runner asks one thing of its own accord, a build
+(`BuildRequest`, answered by `BuildAnswer`). Nothing here is secret: the runner never learns a seed, which
+calls are checked, the job's key or any expected output. Every answer from the runner is untrusted data
+the referee validates (sandbox/channel.py rejects anything else).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbench.sandbox.slots import SlotRef
+from kbench.types import Problem
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- referee -> runner ----------------------------------------------------------------------------------
+
+
+class Setup(_Message):
+    """The runner's walls, sent before anything of the job: namespaces and limits (None: none, for the
+    trusted reference), the cores it runs on, the folders Landlock lets it write and read (None: reads
+    unrestricted), its environment's additions and its memory file system for temporary files."""
+
+    kind: Literal["setup"] = "setup"
+    walls: dict[str, Any] | None = None  # isolate.Walls as a dict
+    cores: list[int] = Field(default_factory=list)
+    confine: bool = False
+    writes: list[str] = Field(default_factory=list)
+    reads: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    tmp: str = ""
+    cwd: str = ""
+    memory: tuple[str, int] | None = None  # (RLIMIT name, bytes)
+
+
+class RunnerSpec(_Message):
+    """What a runner needs to build its model and serve calls (no seeds, no checks, no key)."""
+
+    kind: Literal["spec"] = "spec"
+    role: str  # candidate | build | reference
+    problem: Problem | None = None
+    preset: str = ""
+    dtype: str = "fp32"
+    device: str = "cpu"
+    backend: str = ""
+    candidate_file: str = ""
+    kernel_names: list[str] = Field(default_factory=list)
+    init_seed: int = 42
+    cache_dir: str = ""
+    compile_arch: str = "sm_90"
+    threads: int = 0
+    baselines: list[str] = Field(default_factory=list)  # reference: the modes it serves (eager, compile...)
+    early_cuda: bool = False  # start CUDA before the first command, where no timing loop runs
+
+
+class Bind(_Message):
+    """Map these slots (their memory files come with the message on the CPU)."""
+
+    kind: Literal["bind"] = "bind"
+    slots: list[SlotRef]
+
+
+class Release(_Message):
+    kind: Literal["release"] = "release"
+    slots: list[int]
+
+
+class Call(_Message):
+    inputs: int  # the input slot
+    literals: list[Any] = Field(default_factory=list)  # the non-tensor inputs, in order (None: a tensor)
+
+
+class Run(_Message):
+    """Run the model once per call, back to back, keep the outputs, synchronise, answer `Ran`."""
+
+    kind: Literal["run"] = "run"
+    calls: list[Call]
+    mode: str = ""  # reference: which baseline mode serves the calls
+
+
+class Copy(_Message):
+    """Copy the outputs the last `Run` kept into these output slots (one per call), synchronise, answer."""
+
+    kind: Literal["copy"] = "copy"
+    outputs: list[int]
+
+
+class Profile(_Message):
+    """Run one call under the kernel-use profiler."""
+
+    kind: Literal["profile"] = "profile"
+    call: Call
+
+
+class Guard(_Message):
+    kind: Literal["guard"] = "guard"
+    when: str
+
+
+class CompileCheck(_Message):
+    kind: Literal["compile_check"] = "compile_check"
+
+
+class Load(_Message):
+    kind: Literal["load"] = "load"
+
+
+class Quit(_Message):
+    kind: Literal["quit"] = "quit"
+
+
+Command = Setup | RunnerSpec | Bind | Release | Run | Copy | Profile | Guard | CompileCheck | Load | Quit
+
+
+# --- runner -> referee ----------------------------------------------------------------------------------
+
+
+class Failed(_Message):
+    """The command failed: a candidate's failure as data (status, message, rule)."""
+
+    kind: Literal["failed"] = "failed"
+    status: str
+    message: str = ""
+    rule: str = ""
+
+
+class Ready(_Message):
+    kind: Literal["ready"] = "ready"
+    confinement: str = ""
+    phases: dict[str, float] = Field(default_factory=dict)
+
+
+class Loaded(_Message):
+    kind: Literal["loaded"] = "loaded"
+    build_seconds: float = 0.0
+    build_cache_hit: bool = True
+    build_recipe: str = ""
+    build_log: str = ""
+    phases: dict[str, float] = Field(default_factory=dict)
+
+
+class OutputMeta(_Message):
+    """One output of one call as the runner saw it; `type` is the class's name when it is not a plain
+    torch.Tensor."""
+
+    dtype: str = ""
+    shape: list[int] = Field(default_factory=list)
+    device: str = ""
+    type: str = "Tensor"
+    aliases: int = -1  # the input it shares storage with, -1: none
+
+
+class Ran(_Message):
+    kind: Literal["ran"] = "ran"
+    outputs: list[list[OutputMeta]]  # per call
+    seconds: float = 0.0  # the runner's own clock around the calls: reported, never trusted
+
+
+class Copied(_Message):
+    kind: Literal["copied"] = "copied"
+
+
+class Profiled(_Message):
+    kind: Literal["profiled"] = "profiled"
+    ran: list[str] = Field(default_factory=list)
+    share: float | None = None
+    library: list[str] = Field(default_factory=list)
+
+
+class Guarded(_Message):
+    kind: Literal["guarded"] = "guarded"
+    rule: str = ""
+    message: str = ""
+
+
+class Checked(_Message):
+    kind: Literal["checked"] = "checked"
+    ok: bool = True
+    log: str = ""
+
+
+class BuildRequest(_Message):
+    """A `load_inline` call the runner's candidate made: its arguments, for the referee's trusted builder."""
+
+    kind: Literal["build"] = "build"
+    arguments: dict[str, Any]
+
+
+class Bound(_Message):
+    kind: Literal["bound"] = "bound"
+
+
+Answer = Failed | Ready | Loaded | Ran | Copied | Profiled | Guarded | Checked | Bound
+FromRunner = Answer | BuildRequest
+
+
+class BuildAnswer(_Message):
+    kind: Literal["built"] = "built"
+    ok: bool
+    folder: str = ""  # the finished build's folder in the build cache
+    name: str = ""  # the module name to import from it
+    log: str = ""
+    recipe: str = ""
+    seconds: float = 0.0
+    cache_hit: bool = False

@@ -1,0 +1,214 @@
+"""A runner's command loop (worker side): serve the referee's commands on a model, answer, repeat.
+
+The referee (kbench/referee/) forked this process, walled it in and sends it commands over a socket
+(sandbox/commands.py): map these slots, run these calls, copy their outputs, profile a call, check the
+guards, quit. The runner answers with what it saw; the referee decides what any of it means. Nothing a
+verdict depends on is computed here: no clock, no seed, no comparison, no key. A role (`Role`: the
+candidate's in worker/candidate.py, the reference's in worker/reference.py) supplies the model and what
+only it knows how to do (loading, profiling, compile checks).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from kbench.sandbox import slots
+from kbench.sandbox.channel import Channel, ChannelError
+from kbench.sandbox.commands import (
+    Bind,
+    Bound,
+    Command,
+    CompileCheck,
+    Copied,
+    Copy,
+    Failed,
+    Guard,
+    Guarded,
+    Load,
+    OutputMeta,
+    Profile,
+    Quit,
+    Ran,
+    Release,
+    Run,
+    RunnerSpec,
+)
+from kbench.types import Status
+
+FD_ENV = "KBENCH_RUNNER_FD"  # the runner's end of the socket, inherited from the referee
+
+
+class Role:
+    """What a runner serves: the default answers suit a role without that ability."""
+
+    def __init__(self, spec: RunnerSpec, channel: Channel) -> None:
+        self.spec, self.channel = spec, channel
+
+    def load(self) -> Any:
+        raise NotImplementedError
+
+    def model(self, mode: str) -> Any:
+        raise NotImplementedError
+
+    def profile(self, inputs: list[Any]) -> Any:
+        return Failed(status=Status.RUNTIME_ERROR.value, message="this runner has no profiler")
+
+    def guard(self, when: str) -> Guarded:
+        return Guarded()
+
+    def compile_check(self) -> Any:
+        from kbench.sandbox.commands import Checked
+
+        return Checked()
+
+
+def failure(exc: BaseException, default: Status) -> Failed:
+    """A candidate's exception as data: out of memory is `oom`, anything else `default` with its trace."""
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return Failed(status=Status.OOM.value, message=f"{type(exc).__name__}: {exc}"[:2000])
+    tb = "".join(traceback.format_exception(exc)[-8:])
+    return Failed(status=default.value, message=f"{type(exc).__name__}: {exc}\n{tb}"[-4000:])
+
+
+def _flatten(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def _meta(value: Any, inputs: list[Any]) -> OutputMeta:
+    import torch
+
+    if type(value) is not torch.Tensor:
+        return OutputMeta(type=type(value).__qualname__)
+    from kbench.sandbox.protocol import dtype_name
+
+    aliases = -1
+    for j, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and _shares(value, x):
+            aliases = j
+            break
+    return OutputMeta(
+        dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device), aliases=aliases
+    )
+
+
+def _shares(a: Any, b: Any) -> bool:
+    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+        return False
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    lo_a, lo_b = sa.data_ptr(), sb.data_ptr()
+    return lo_a < lo_b + sb.nbytes() and lo_b < lo_a + sa.nbytes()
+
+
+class Server:
+    def __init__(self, channel: Channel, role: Role) -> None:
+        self.channel, self.role = channel, role
+        self.device = role.spec.device
+        self.mapped: dict[int, slots.Mapped] = {}
+        self.kept: list[list[Any]] = []  # the last Run's outputs, per call
+
+    def _inputs(self, call: Any) -> list[Any]:
+        tensors = iter(self.mapped[call.inputs].tensors)
+        return [next(tensors) if v is None else v for v in call.literals]
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def run(self, cmd: Run) -> Any:
+        model = self.role.model(cmd.mode)
+        self.kept = []
+        metas = []
+        t0 = time.perf_counter()
+        try:
+            for call in cmd.calls:
+                inputs = self._inputs(call)
+                out = _flatten(model(*inputs))
+                self.kept.append(out)
+                metas.append([_meta(v, inputs) for v in out])
+            self._sync()
+        except (Exception, SystemExit) as exc:
+            self.kept = []
+            return failure(exc, Status.RUNTIME_ERROR)
+        return Ran(outputs=metas, seconds=time.perf_counter() - t0)
+
+    def copy(self, cmd: Copy) -> Any:
+        import torch
+
+        try:
+            for out, ident in zip(self.kept, cmd.outputs, strict=False):
+                targets = self.mapped[ident].tensors
+                for value, target in zip(out, targets, strict=False):
+                    if (
+                        isinstance(value, torch.Tensor)
+                        and value.shape == target.shape
+                        and value.dtype == target.dtype
+                    ):
+                        target.copy_(value)
+            self._sync()
+        except (Exception, SystemExit) as exc:
+            return failure(exc, Status.RUNTIME_ERROR)
+        self.kept = []
+        return Copied()
+
+    def bind(self, cmd: Bind, fds: list[int]) -> Any:
+        per = 0 if self.device.startswith("cuda") else 1
+        for i, ref in enumerate(cmd.slots):
+            self.mapped[ref.ident] = slots.attach(ref, fds[i * per : (i + 1) * per], self.device)
+        return Bound()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                cmd, fds = self.channel.receive(Command)
+            except ChannelError:
+                return  # the referee is gone or done: nothing more to do
+            if isinstance(cmd, Quit):
+                return
+            try:
+                answer = self.answer(cmd, fds)
+            except (Exception, SystemExit) as exc:  # a command the candidate's code broke: its failure
+                answer = failure(exc, Status.RUNTIME_ERROR)
+            self.channel.send(answer)
+
+    def answer(self, cmd: Any, fds: list[int]) -> Any:
+        if isinstance(cmd, Bind):
+            return self.bind(cmd, fds)
+        if isinstance(cmd, Release):
+            for ident in cmd.slots:
+                mapped = self.mapped.pop(ident, None)
+                if mapped is not None:
+                    mapped.close()
+            return Bound()
+        if isinstance(cmd, Run):
+            return self.run(cmd)
+        if isinstance(cmd, Copy):
+            return self.copy(cmd)
+        if isinstance(cmd, Load):
+            return self.role.load()
+        if isinstance(cmd, Profile):
+            return self.role.profile(self._inputs(cmd.call))
+        if isinstance(cmd, Guard):
+            return self.role.guard(cmd.when)
+        if isinstance(cmd, CompileCheck):
+            return self.role.compile_check()
+        return Failed(status=Status.RUNTIME_ERROR.value, message=f"unexpected command {type(cmd).__name__}")
+
+
+def main(make_role: Any) -> int:
+    """The runner's life: its spec, then commands until the referee says quit or hangs up."""
+    channel = Channel(socket.socket(fileno=int(os.environ.pop(FD_ENV))))
+    spec, _ = channel.receive(RunnerSpec)
+    role = make_role(spec, channel)
+    Server(channel, role).serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: the candidate's atexit hooks and destructors run nothing more
