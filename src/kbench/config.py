@@ -259,6 +259,18 @@ class RunConfig(BaseModel):
         }
 
 
+# The setting that sets each phase's budget (RunConfig.budgets), named in a timeout's message.
+PHASE_SETTINGS = {
+    "load": "load_timeout_s",
+    "correctness": "correctness_timeout_s",
+    "timing": "timing_timeout_s",
+    "build": "build_timeout_s",
+    "reference": "reference_timeout_s",
+    "receive": "reference_timeout_s",
+    "settle": "reference_timeout_s",
+}
+
+
 def _coerce_env(name: str, raw: str) -> Any:
     field = RunConfig.model_fields[name]
     if "list" in str(field.annotation):

@@ -10,11 +10,28 @@ from typing import Any
 import pytest
 
 from kbench.backends import KernelRecorder, backend_names, get_backend
-from kbench.backends.buildcache import DONE, _build, _count_calls, build_key
+from kbench.backends.buildcache import MANIFEST, _count_calls, build_key, verified
 from kbench.backends.cudasrc import cuda_strings, kernels_only
 from kbench.errors import ConfigError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "backends"
+
+
+def _build(load: Any, arguments: dict[str, Any], root: Path, key: str, recorder: KernelRecorder) -> str:
+    """The referee's build (referee/builds.py) with `load` in this process instead of a confined builder,
+    recorded as a runner records it."""
+    from kbench.backends.jitbuild import run
+    from kbench.referee.builds import build
+
+    answer = build(arguments, key, root, lambda request: run(request, load))
+    recorder.extra["build_recipe"] = answer.recipe
+    if answer.errors:
+        recorder.extra["fast_recipe_errors"] = dict(answer.errors)
+    if answer.pch_seconds is not None:
+        recorder.extra["pch_seconds"] = round(answer.pch_seconds, 1)
+    if not answer.ok:
+        raise RuntimeError(answer.log)
+    return "module"
 
 
 def test_registry() -> None:
@@ -58,7 +75,8 @@ def test_concurrent_builders_leave_one_entry(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert results == ["module"] * 3 and len(set(calls)) == 3
-    assert (tmp_path / "k" / DONE).exists() and (tmp_path / "k" / "m.so").read_text() == "binary"
+    assert (tmp_path / "k" / MANIFEST).exists() and (tmp_path / "k" / "m.so").read_text() == "binary"
+    assert verified(tmp_path / "k") is not None
     assert list((tmp_path / ".staging").iterdir()) == []
 
 

@@ -14,9 +14,26 @@ from typing import Any
 import pytest
 
 from kbench.backends import KernelRecorder, fastbuild, pch
-from kbench.backends.buildcache import _build, _recipes
+from kbench.referee.builds import recipes as _recipes
 
 CUDA = "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n__global__ void k() {}\n"
+
+
+def _build(load: Any, arguments: dict[str, Any], root: Path, key: str, recorder: KernelRecorder) -> str:
+    """The referee's build (referee/builds.py) with `load` in this process instead of a confined builder,
+    recorded as a runner records it."""
+    from kbench.backends.jitbuild import run
+    from kbench.referee.builds import build
+
+    answer = build(arguments, key, root, lambda request: run(request, load))
+    recorder.extra["build_recipe"] = answer.recipe
+    if answer.errors:
+        recorder.extra["fast_recipe_errors"] = dict(answer.errors)
+    if answer.pch_seconds is not None:
+        recorder.extra["pch_seconds"] = round(answer.pch_seconds, 1)
+    if not answer.ok:
+        raise RuntimeError(answer.log)
+    return "module"
 
 
 def test_light_headers_drop_only_the_full_header() -> None:
@@ -120,8 +137,7 @@ def test_lean_bindings_come_first_and_only_while_no_pch_exists(
         ][0]
         == "op-headers+light-headers"
     )
-    (folder / "torch").mkdir(parents=True)
-    (folder / pch.PCH_FILE).write_text("pch")  # with a PCH the bindings compile faster through it
+    _adopt_pch(tmp_path / "made", folder)  # with a PCH the bindings compile faster through it
     labels = [label for label, _ in _recipes(args, folder, tmp_path)]
     assert labels == ["op-headers+light-headers+pch", "light-headers+pch", "standard (fast recipe failed)"]
 
@@ -202,7 +218,7 @@ def test_a_real_extension_built_with_lean_bindings_binds_the_same(
 
     recorder = KernelRecorder()
     monkeypatch.setattr(ext, "load_inline", load_inline)
-    install(recorder, tmp_path / "builds")
+    install(recorder, tmp_path / "builds", _builds_here(tmp_path / "builds"))
     module = ext.load_inline(
         name="lean_bindings_twice",
         cpp_sources="// defined in twice.o\ntorch::Tensor twice(torch::Tensor x, double s);\n",
@@ -287,7 +303,8 @@ def test_lean_shim_shadows_each_named_operator_header_for_nvcc_only(tmp_path: Pa
     # lean=False: the plain shim, one types.h and nothing else
     plain = fastbuild.op_header_shim(tmp_path, {"cuda_sources": [src]}, lean=False)
     assert plain is not None and plain != folder
-    assert [p.relative_to(plain).as_posix() for p in plain.rglob("*") if p.is_file()] == ["torch/types.h"]
+    files = [p.relative_to(plain).as_posix() for p in plain.rglob("*") if p.is_file()]
+    assert sorted(files) == ["manifest.json", "torch/types.h"]  # and its manifest (the referee made it)
 
 
 def test_lean_shim_files_are_whole_when_threads_make_them_at_once(tmp_path: Path) -> None:
@@ -396,23 +413,41 @@ def _ninja(cxx: Path, whole: bool = True) -> str:
     return text + ("default m.so\n" if whole else "")
 
 
-def _waits_for_pch(cxx: Path, pch: Path, log: list[str], fail: bool = False) -> Any:
+def _builds_here(root: Path) -> Any:
+    """A runner's build request answered by the referee's build in this process (not confined)."""
+    from kbench.backends.buildcache import build_key
+    from kbench.backends.jitbuild import run
+    from kbench.referee.builds import build
+
+    return lambda arguments: build(arguments, build_key(arguments), root, run)
+
+
+def _adopt_pch(made: Path, folder: Path) -> None:
+    """A precompiled header as the referee keeps one: made elsewhere, adopted into `folder` with its
+    manifest."""
+    (made / "torch").mkdir(parents=True)
+    (made / pch.PCH_FILE).write_text("pch")
+    assert pch.adopt(made, folder) and pch.ready(folder)
+
+
+def _waits_for_pch(cxx: Path, log: list[str], fail: bool = False) -> Any:
     """A load_inline that writes its ninja file first (half, then whole), then compiles until the PCH
-    exists: it returns only if the PCH was made while it ran."""
+    exists in its builder's staging folder: it returns only if the PCH was made while it ran."""
 
     def load_inline(**arguments: Any) -> str:
         build = Path(arguments["build_directory"])
+        pch_file = build.parent / "pch" / pch.PCH_FILE
         (build / "build.ninja").write_text(_ninja(cxx, whole=False))
         time.sleep(0.3)
-        log.append(f"half read: {pch.exists() or (pch.parent.parent / '.claim').exists()}")
+        log.append(f"half read: {pch_file.exists() or (pch_file.parent.parent / '.claim').exists()}")
         (build / "build.ninja").write_text(_ninja(cxx))
         if fail:
             time.sleep(0.2)  # the PCH's compiler has started
             raise RuntimeError("Error building extension 'm'")
         deadline = time.monotonic() + 10
-        while not pch.exists() and time.monotonic() < deadline:
+        while not pch_file.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        log.append(f"pch during the build: {pch.exists()}")
+        log.append(f"pch during the build: {pch_file.exists()}")
         (build / "m.so").write_text("binary")
         return "module"
 
@@ -431,12 +466,12 @@ def test_the_pch_is_made_beside_the_build_from_its_whole_ninja_file(
     monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
     log: list[str] = []
     recorder = KernelRecorder()
-    assert _build(_waits_for_pch(cxx, folder / pch.PCH_FILE, log), args, tmp_path, "k", recorder)
+    assert _build(_waits_for_pch(cxx, log), args, tmp_path, "k", recorder)
     assert log == ["half read: False", "pch during the build: True"]
     assert recorder.extra["pch_seconds"] >= 0 and recorder.extra["build_recipe"] == "light-headers"
     calls = (tmp_path / "cxx-calls").read_text().splitlines()
     assert len(calls) == 1 and "-x c++-header" in calls[0] and "cand_1" not in calls[0]
-    assert (tmp_path / "k" / "m.so").is_file()
+    assert (tmp_path / "k" / "m.so").is_file() and pch.ready(folder)
 
     log.clear()  # the next build of the batch finds it and makes none
     recorder = KernelRecorder()
@@ -453,11 +488,11 @@ def test_a_failed_build_still_finishes_the_pch_it_started(
     folder = tmp_path / "pch"
     monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
     log: list[str] = []
-    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), folder / pch.PCH_FILE, log, fail=True)
+    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), log, fail=True)
     with pytest.raises(RuntimeError, match="Error building"):
         _build(builder, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
-    # the compile begun beside the build was waited for: a maker that left would strand its claim
-    assert (folder / pch.PCH_FILE).is_file() and not list(folder.glob("torch/*.part"))
+    # the compile begun beside the build was waited for, and the referee adopted what it made
+    assert pch.ready(folder) and not list(folder.glob("torch/*.part"))
 
 
 def test_without_a_ninja_file_in_time_the_pch_comes_from_the_finished_build(tmp_path: Path) -> None:

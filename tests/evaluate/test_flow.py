@@ -38,7 +38,8 @@ def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
     v = run("cpp_honest.py", cache_dir)
     assert v.status is Status.OK, v.message + v.log_tail
     assert v.correctness is not None and v.correctness.passed and len(v.correctness.seeds) == 4
-    assert v.timing is not None and v.timing.n >= 20 and v.timing.method == "perf_counter"
+    assert v.timing is not None and v.timing.n >= 10 and v.timing.method == "referee-batches"
+    assert dict(v.timing.extra)["checked"] >= 50  # timed calls checked against the reference
     assert v.speedup("eager") is not None and v.speedup("eager") > 0
     assert v.build is not None and "gemm_relu" in v.build.kernels
     again = run("cpp_honest.py", cache_dir, measure=False)
@@ -63,7 +64,7 @@ def test_wrong_result_is_mismatch_with_report(cache_dir: Path) -> None:
         ("cpp_reference_patch.py", Status.CHEAT, "reference-patched"),
         ("cpp_no_kernel.py", Status.CHEAT, "no-custom-kernel"),
         ("cpp_child.py", Status.CHEAT, "child-process"),
-        ("cpp_forged.py", Status.CHEAT, "result-forged"),
+        ("cpp_forged.py", Status.CRASHED, ""),
         ("py_segfault.py", Status.CRASHED, ""),
         ("py_exit0.py", Status.CRASHED, ""),
         ("py_raise.py", Status.RUNTIME_ERROR, ""),
@@ -76,15 +77,9 @@ def test_protocol_rules_fire(cache_dir: Path, name: str, status: Status, rule: s
     assert (v.status, v.rule) == (status, rule), v.message + v.log_tail
 
 
-@pytest.mark.parametrize("whole_mib", [32, 0])  # 0: every sampled output comes back at random elements
-def test_output_sampled_during_timing_is_rechecked(cache_dir: Path, whole_mib: int) -> None:
-    v = run("cpp_stale.py", cache_dir, sample_whole_mib=whole_mib)
+def test_stale_timed_outputs_are_caught_by_the_checked_calls(cache_dir: Path) -> None:
+    v = run("cpp_stale.py", cache_dir)
     assert (v.status, v.rule) == (Status.CHEAT, "timing-output-mismatch"), v.message
-
-
-def test_honest_outputs_sampled_at_random_elements_pass(cache_dir: Path) -> None:
-    v = run("cpp_honest.py", cache_dir, sample_whole_mib=0)
-    assert v.status is Status.OK, v.message + v.log_tail
 
 
 def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,6 +272,6 @@ def test_a_reference_that_dies_says_how(cache_dir: Path) -> None:
     problem = replace(problem, code=dying)
     cfg = cpu_config(cache_dir, backend="triton", measure=False)
     with pytest.raises(
-        ProblemError, match="reference failed: worker exited with code 3 without writing a result"
+        ProblemError, match="reference failed: crashed: the runner exited with code 3 before answering"
     ):
         evaluate(problem, Candidate(problem.key, "triton", fixture_source("triton_honest.py")), cfg)

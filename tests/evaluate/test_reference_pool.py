@@ -21,7 +21,7 @@ def _data(nbytes: int = 400) -> ReferenceData:
 
 
 def _plan(secret: int) -> Plan:
-    return Plan(device="cpu", fixed=[1000], secret=[secret], timing=[secret + 1])
+    return Plan(device="cpu", fixed=[1000], secret=[secret])
 
 
 def test_one_run_per_key_and_later_calls_get_its_plan() -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kbench.problems.inputs import make_inputs
-from kbench.worker.checksums import checksum
+from kbench.referee.checksums import checksum
 
 
 def test_seeded_inputs_are_reproducible_and_cast() -> None:
@@ -40,7 +40,7 @@ def test_ieee_numerics_turns_tf32_off() -> None:
 @pytest.mark.gpu
 def test_gpu_inputs_and_checksums_are_made_on_the_device() -> None:
     import kbench.problems.inputs as c
-    from kbench.worker.checksums import checksum
+    from kbench.referee.checksums import checksum
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")

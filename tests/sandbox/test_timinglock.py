@@ -1,5 +1,6 @@
-"""The device's timing lock: a worker's CUDA start before its lease only while no timing loop runs, and a
-loop that waits for a start in progress (sandbox/timinglock.py)."""
+"""The device's timing lock: a runner's CUDA start before its lease only while no timing loop runs (its
+referee holds the lock shared meanwhile), and a loop that waits for a start in progress
+(sandbox/timinglock.py)."""
 
 from __future__ import annotations
 
@@ -16,43 +17,35 @@ from kbench.sandbox import lease, timinglock
 
 @pytest.fixture
 def one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A lease folder of this test's own and a device named as one GPU (the CUDA start itself runs on the
-    CPU here: `early_cuda` makes a tensor on the device it is given)."""
-    import torch
-
+    """A lease folder of this test's own and a device named as one GPU."""
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
     monkeypatch.setattr(lease, "device_id", lambda device: "gpu-test")
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    return "cpu"
+    return "cuda:0"
 
 
 def test_an_early_cuda_start_runs_only_while_no_timing_loop_does(one_gpu: str) -> None:
-    assert timinglock.early_cuda(one_gpu)  # nothing times: the CUDA start runs before the lease
+    with timinglock.shared_window(one_gpu) as early:
+        assert early  # nothing times: the runner starts CUDA before the lease
+        with timinglock.shared_window(one_gpu) as again:
+            assert again  # shared: several runners may start at once
     with timinglock.timing_window("gpu-test") as taken:
         assert taken
         t0 = time.monotonic()
-        assert not timinglock.early_cuda(one_gpu)  # a loop runs: nothing done, and no wait
+        with timinglock.shared_window(one_gpu) as early:
+            assert not early  # a loop runs: nothing done, and no wait
         assert time.monotonic() - t0 < 0.5
-    assert timinglock.early_cuda(one_gpu)  # the loop is over
+    with timinglock.shared_window(one_gpu) as early:
+        assert early  # the loop is over
     assert not list((Path(os.environ[lease.DIR_ENV])).glob("*.lock"))  # no lease of its own: not listed
 
 
-def test_an_early_cuda_start_on_a_thread_says_whether_it_ran(one_gpu: str) -> None:
-    """The workers start CUDA on a thread beside their other start-up work (`EarlyCuda`): joined, it gives
-    the seconds the start took, or None where a timing loop ran and the start was left to the lease."""
-    seconds = timinglock.EarlyCuda(one_gpu).join()
-    assert seconds is not None and seconds >= 0.0
-    with timinglock.timing_window("gpu-test"):
-        assert timinglock.EarlyCuda(one_gpu).join() is None
-
-
-def test_a_cuda_start_beside_the_workers_phases_is_not_added_to_them() -> None:
+def test_a_runners_phases_are_shown_and_not_added_to_its_jobs() -> None:
     from kbench.evaluate.phases import Account
 
     acct = Account()
-    acct.worker("cand", {"wall": 2.0, "cuda": 0.3, "setup": 0.8, "timing": 0.6})
-    assert acct.nested["cand:cuda"] == 0.3  # shown
-    assert acct.nested["cand:start"] == 0.6  # 2.0 - 0.8 - 0.6: the CUDA start ran beside the set-up
+    acct.worker("cand", {"wall": 2.0, "runner_cuda": 0.3, "setup": 0.8, "timing": 0.6, "runner_import": 0.5})
+    assert acct.nested["cand:runner_cuda"] == 0.3  # shown
+    assert acct.nested["cand:start"] == 0.6  # 2.0 - 0.8 - 0.6: the runner's phases ran inside its referee's
 
 
 HOLDS_SHARED = """
@@ -90,13 +83,17 @@ def test_a_timing_loop_waits_for_a_cuda_start_in_progress_then_runs(one_gpu: str
 def test_a_cpu_timing_loop_takes_no_timing_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
+    from kbench.referee.feed import Feed
+    from kbench.referee.timing import LocalLink, time_runner
+    from kbench.sandbox.commands import OutputMeta
     from kbench.types import TimingSettings
-    from kbench.worker.timing import time_callable
 
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
     settings = TimingSettings(budget_s=0.2, warmup_s=0.01, min_time_s=0.01, min_runs=5)
-    res = time_callable(lambda x: x + 1, [[torch.ones(4)]], settings, torch.device("cpu"))
-    assert res.stats.n >= 5 and "timing_lock" not in dict(res.stats.extra)
+    feed = Feed(lambda: [torch.ones(4)], "cpu", "fp32", lambda slots: None)
+    layout = [OutputMeta(dtype="float32", shape=[4], device="cpu")]
+    loop = time_runner(LocalLink(lambda x: x + 1, feed), feed, layout, settings)
+    assert loop.stats.n >= 5 and "timing_lock" not in dict(loop.stats.extra)
     assert not (tmp_path / "leases").exists()
 
 
@@ -108,10 +105,11 @@ if with_loop:
     window = timinglock.timing_window(lease.device_id("cuda:0"))
     assert window.__enter__()
     import subprocess
-    other = subprocess.run([sys.executable, "-c", "from kbench.sandbox import timinglock; print(timinglock.early_cuda('cuda:0'))"],
-                           capture_output=True, text=True)
+    probe = "from kbench.sandbox import timinglock\nwith timinglock.shared_window('cuda:0') as t: print(t)"
+    other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     print("beside a loop", other.stdout.strip())
-print("alone", timinglock.early_cuda("cuda:0"), torch.cuda.is_initialized())
+with timinglock.shared_window("cuda:0") as taken:
+    print("alone", taken)
 """
 
 
@@ -121,6 +119,6 @@ def test_gpu_a_worker_starts_cuda_early_unless_a_loop_times(
 ) -> None:
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
     out = subprocess.run([sys.executable, "-c", EARLY, "alone"], capture_output=True, text=True, timeout=120)
-    assert "alone True True" in out.stdout, out.stderr[-2000:]
+    assert "alone True" in out.stdout, out.stderr[-2000:]
     out = subprocess.run([sys.executable, "-c", EARLY, "loop"], capture_output=True, text=True, timeout=120)
     assert "beside a loop False" in out.stdout, out.stdout + out.stderr[-2000:]

@@ -71,6 +71,9 @@ class EvaluatorOptions:
     build_ahead: bool = True
     devices: tuple[str, ...] = ()
     reference_bytes: int | None = None
+    # only problems of the config's source, by LEVEL/ID or name, never a path: for problem addresses that
+    # come from clients (the service); a problem's code is trusted and runs unconfined in the reference
+    sources_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,13 +155,14 @@ class Evaluator:
         """The run this Evaluator files its verdicts in (None without recording)."""
         return self.session.run_id
 
-    def problem(self, address: str | Problem) -> Problem:
-        """Resolve a problem address in the config's source (ProblemError naming what was asked for)."""
+    def problem(self, address: str | Problem, strict: bool = False) -> Problem:
+        """Resolve a problem address in the config's source (ProblemError naming what was asked for);
+        with `strict` (or `sources_only`), only a problem of that source, never a path."""
         if isinstance(address, Problem):
             return address
         from kbench.problems import get_problem
 
-        return get_problem(address, self.config.source)
+        return get_problem(address, self.config.source, strict or self.options.sources_only)
 
     def next_sample(
         self, problem: str | Problem, backend: str | None = None, model: str | None = None

@@ -222,6 +222,10 @@ def _requested(request: Request | None, arguments: dict[str, Any], recorder: Ker
     answer = request(as_data(arguments))
     recorder.build_log = answer.log[-8000:]
     recorder.extra["build_recipe"] = answer.recipe
+    if answer.errors:
+        recorder.extra["fast_recipe_errors"] = dict(answer.errors)
+    if answer.pch_seconds is not None:
+        recorder.extra["pch_seconds"] = round(answer.pch_seconds, 1)
     if not answer.ok:
         raise BuildFailed(answer.log[-8000:] or "the build failed")
     folder = Path(answer.folder)

@@ -52,7 +52,7 @@ def serve_cmd(
     max_wait: float = typer.Option(60.0, "--max-wait", help="longest long poll, seconds"),
 ) -> None:
     """Evaluate candidates submitted over HTTP, on this machine's GPUs (or its CPU), warm and recorded."""
-    from kbench.api import Evaluator
+    from kbench.api import Evaluator, EvaluatorOptions
     from kbench.serve import ServiceLimits, check_bind, read_token, serve
 
     flags = dict(source=source, backend=backend, preset=preset, dtype=dtype, device=device, store=store,
@@ -63,7 +63,7 @@ def serve_cmd(
     prewarm_starter(cfg)
     cfg = _cpu_defaults(cfg)
     limits = ServiceLimits(int(max_body_mib * 2**20), max_queue, max_wait)
-    evaluator = Evaluator(cfg)
+    evaluator = Evaluator(cfg, EvaluatorOptions(sources_only=True))
 
     def announce(url: str) -> None:
         console.print(

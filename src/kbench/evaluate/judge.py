@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbench.config import PHASE_SETTINGS
 from kbench.errors import WorkerError
 from kbench.evaluate.compare import Comparison, compare, seed_label, summarize_correctness
 from kbench.evaluate.device_outputs import Receiver, mirrored
@@ -47,14 +48,7 @@ def crash_message(code: int | None) -> str:
     return f"worker exited with code {code} without writing a result"
 
 
-# The setting that sets each phase's budget (config.RunConfig.budgets), named in a timeout's message.
-BUDGET_SETTINGS = {
-    "load": "load_timeout_s",
-    "correctness": "correctness_timeout_s",
-    "timing": "timing_timeout_s",
-    "build": "build_timeout_s",
-    "reference": "reference_timeout_s",
-}
+BUDGET_SETTINGS = PHASE_SETTINGS  # the setting behind each phase's budget, named in a timeout's message
 
 
 def read_worker(exit_: WorkerExit, jobdir: Path) -> WorkerOutcome:

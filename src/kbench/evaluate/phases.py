@@ -13,9 +13,8 @@ Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each work
 (from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
 first use; of it, `starter` is the wait for a starter still coming up, and then `starter_start` that
 starter's own start, from its launch to its answer, with its imports in `starter_torch` and
-`starter_kbench`), a worker's CUDA start before its lease (the reference's `cuda_start`, one of its
-phases; the candidate's `cuda`, made on a thread beside its set-up and not added to its phases) and the
-host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it checked, before
+`starter_kbench`), the runner's own phases as it reports them (`runner_import`, `runner_cuda`...: inside
+its referee's phases, shown and not added) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it checked, before
 its worker starts). Nested ones overlap their segment and are not added to the total.
 """
 
@@ -44,7 +43,7 @@ class Account:
 
     def worker(self, segment: str, phases: Mapping[str, float]) -> None:
         """A worker's phases under `segment`; its `start` is its wall time (`wall`) less its phases."""
-        own = {k: v for k, v in phases.items() if k not in HOST_KEYS and k not in BESIDE}
+        own = {k: v for k, v in phases.items() if k not in HOST_KEYS and not k.startswith(BESIDE)}
         wall = own.pop("wall", None)
         for key, value in phases.items():
             if key not in ("wall",):
@@ -66,9 +65,8 @@ class Account:
 # host parts kept with a worker's phases (`lookup`: the reference's disk cache entry read and checked;
 # `starter...`: the part of `spawn` spent waiting for the warm starter to come up, and its own start)
 HOST_KEYS = ("spawn", "read", "lookup", "cache", "compare", "samples", *START_PHASES)
-# a worker's phases that ran on a thread beside its others (its CUDA start, sandbox/timinglock.EarlyCuda): shown,
-# not added to the worker's accounted time
-BESIDE = ("cuda",)
+# the runner's own phases, inside its referee's (kbench/referee/): shown, not added to the job's accounted time
+BESIDE = "runner_"
 
 
 def accounted(phases: Mapping[str, float] | tuple[tuple[str, float], ...]) -> float:

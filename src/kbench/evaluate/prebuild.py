@@ -144,7 +144,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start)
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
-    failed = outcome.status is Status.BUILD_ERROR or result is None
+    failed = outcome.status is not Status.OK or result is None
     status = outcome.status.value if failed else ""
     if result is None:
         return BuildResult(

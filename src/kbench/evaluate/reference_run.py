@@ -33,7 +33,7 @@ from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.offer import Layout
 from kbench.sandbox.protocol import KEY_BYTES, ForgedResult, JobSpec, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors, load_verified
-from kbench.types import Problem
+from kbench.types import Problem, Status
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,10 @@ def _run(
     result = read_result(jobdir, exit_.key, files=False) if not exit_.timed_out else None
     if result is not None and result.error:
         raise WorkerError(result.error)
-    if result is None:
-        if exit_.timed_out:
+    if result is None or result.status is not Status.OK:
+        if result is not None:  # its referee saw the problem's code fail: "the runner exited with code 3..."
+            why = f"failed: {result.status.value}: {result.message}"
+        elif exit_.timed_out:
             why = f"ran past its {exit_.phase} budget of {exit_.budget_s:.0f} s"
         else:  # e.g. "worker exited with code 70 without writing a result"
             why = f"failed: {crash_message(exit_.returncode)}"

@@ -16,7 +16,15 @@ from kbench.problems.loader import LoadedProblem, build_model, load
 from kbench.problems.sources import load_source, parse_spec
 from kbench.types import Problem
 
-__all__ = ["LoadedProblem", "build_model", "get_problem", "load", "select", "source_problems"]
+__all__ = [
+    "LoadedProblem",
+    "build_model",
+    "check_in_source",
+    "get_problem",
+    "load",
+    "select",
+    "source_problems",
+]
 
 _ID_RE = re.compile(r"^(\d+)/(\d+)$")
 
@@ -40,11 +48,41 @@ def _split(address: str) -> tuple[str, str]:
     return "kbench", address
 
 
-def get_problem(address: str, source: str | None = None) -> Problem:
-    """Resolve one address to a Problem, or raise ProblemError naming what was asked for."""
+def check_in_source(address: str, source: str) -> None:
+    """ProblemError unless `address` names a problem of `source` by LEVEL/ID or name: no file or folder
+    of this machine (a problem's code is trusted and run unconfined by the reference), no other source."""
+    spec, sep, rest = address.rpartition(":")
+    where = f"this service evaluates problems of source {source!r} only, by LEVEL/ID or name (see GET /v1/problems)"
+    if sep and spec != source:
+        raise ProblemError(f"problem {address!r}: {where}")
+    name = rest if sep else address
+    if _ID_RE.match(name):
+        return
+    if (
+        not name
+        or ".." in name
+        or "/" in name
+        or "\\" in name
+        or name.endswith(".py")
+        or name.startswith("~")
+    ):
+        raise ProblemError(f"problem {address!r}: a path is not a problem here; {where}")
+
+
+def get_problem(address: str, source: str | None = None, strict: bool = False) -> Problem:
+    """Resolve one address to a Problem, or raise ProblemError naming what was asked for. `strict` (the
+    service, the RL environment): only problems of `source`, never a file, a folder or another source."""
+    if strict:
+        check_in_source(address, source or "kbench")
+        spec, rest = source or "kbench", address.rpartition(":")[2]
+        return _resolve(address, spec, rest)
     spec, rest = _split(address)
     if source is not None and ":" not in address and spec != address:
         spec = source
+    return _resolve(address, spec, rest)
+
+
+def _resolve(address: str, spec: str, rest: str) -> Problem:
     problems = source_problems(spec)
     if len(problems) == 1 and rest in ("", "0/0", problems[0].name):
         return problems[0]

@@ -25,6 +25,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -95,17 +97,61 @@ def _module_file(folder: Path, name: str) -> Path | None:
     return None
 
 
+Compile = Callable[[dict[str, Any]], dict[str, Any]]  # a request -> what jitbuild.run returns
+
+
+def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) -> BuildAnswer:
+    """Build `arguments` (checked plain data) under `key` into the cache at `root`: the recipes and shims
+    made here, the compile by `compile_` (a confined process: `Builder._spawn`; tests pass one that runs
+    in this process), what it left checked, sealed and moved into place."""
+    mode = pch.pch_mode()
+    toolchain = buildcache.toolchain(fastbuild.with_cuda(arguments))
+    fast = mode != "off" and fastbuild.fast_recipe()
+    pch_folder = pch.pch_dir(root, arguments, toolchain) if fast else None
+    attempts = recipes(arguments, pch_folder, root)
+    staging = root / STAGING / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
+    staging.mkdir(parents=True)
+    make_pch = mode == "make" and pch_folder is not None and not pch.ready(pch_folder)
+    try:
+        request = {
+            "attempts": attempts,
+            "staging": str(staging),
+            "pch": str(staging / "pch") if make_pch else None,
+        }
+        done = compile_(request)
+        if (
+            make_pch and pch_folder is not None
+        ):  # a header made beside a build that failed is good all the same
+            pch.adopt(staging / "pch", pch_folder)
+        errors = dict(done.get("errors") or {})
+        if not done.get("ok"):
+            log = (list(errors.values()) or [done.get("error", "the build failed")])[-1]
+            return BuildAnswer(ok=False, log=log, errors=errors)
+        built = Path(done["folder"])
+        module = _module_file(built, arguments["name"])
+        if module is None or built.parent != staging:
+            return BuildAnswer(ok=False, log="the build left no module file, or left links", errors=errors)
+        buildcache.seal(built, [module.name])
+        buildcache.place(built, root / key)
+        return BuildAnswer(
+            ok=True, folder=str(root / key), name=arguments["name"], recipe=done.get("label", ""),
+            errors=errors, pch_seconds=done.get("pch_seconds"),
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 class Builder:
     """The referee's builds for one job: `__call__` answers a runner's `BuildRequest`."""
 
     def __init__(
-        self, cache_dir: Path, budget_s: float, env: dict[str, str], confined: bool, log: Path
+        self, cache_dir: Path, budget_s: float, env: dict[str, str], confined: bool, nice: int = 0
     ) -> None:
         self.root = cache_dir / "builds"
+        self.nice = nice  # a build ahead of the GPU queue runs below the lanes (jitbuild.BUILD_NICE)
         self.budget_s = budget_s
         self.env = env
         self.confined = confined
-        self.log = log
         self.pids: set[int] = set()  # builders running now (not a candidate's leftovers)
         self.timed_out = False  # a build ran past its budget: the job's verdict is `timeout build`
 
@@ -121,56 +167,20 @@ class Builder:
             return BuildAnswer(
                 ok=True, folder=str(target), name=arguments["name"], recipe="cache", cache_hit=True
             )
-        answer = self._compile(arguments, key)
+        answer = build(arguments, key, self.root, self._spawn)
         answer.seconds = round(time.perf_counter() - t0, 3)
         return answer
 
-    def _compile(self, arguments: dict[str, Any], key: str) -> BuildAnswer:
-        mode = pch.pch_mode()
-        toolchain = buildcache.toolchain(fastbuild.with_cuda(arguments))
-        pch_folder = (
-            pch.pch_dir(self.root, arguments, toolchain)
-            if mode != "off" and fastbuild.fast_recipe()
-            else None
-        )
-        attempts = recipes(arguments, pch_folder, self.root)
-        staging = self.root / STAGING / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
-        staging.mkdir(parents=True)
-        make_pch = mode == "make" and pch_folder is not None and not pch.ready(pch_folder)
-        try:
-            done = self._run(attempts, staging, make_pch)
-            if not done.get("ok"):
-                errors = done.get("errors") or {}
-                return BuildAnswer(
-                    ok=False, log=(list(errors.values()) or [done.get("error", "the build failed")])[-1]
-                )
-            built = Path(done["folder"])
-            module = _module_file(built, arguments["name"])
-            if module is None or built.parent != staging:
-                return BuildAnswer(ok=False, log="the build left no module file, or left links")
-            buildcache.seal(built, [module.name])
-            target = self.root / key
-            buildcache.place(built, target)
-            if make_pch and pch_folder is not None:
-                pch.adopt(staging / "pch", pch_folder)
-            return BuildAnswer(
-                ok=True, folder=str(target), name=arguments["name"], recipe=done.get("label", "")
-            )
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    def _run(
-        self, attempts: list[tuple[str, dict[str, Any]]], staging: Path, make_pch: bool
-    ) -> dict[str, Any]:
+    def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The compile in a process of its own, walled in and confined to its staging folder."""
+        staging = Path(request["staging"])
         tmp = staging / "tmp"
         tmp.mkdir()
-        request = {
-            "attempts": attempts,
-            "staging": str(staging),
-            "pch": str(staging / "pch") if make_pch else None,
+        request = request | {
             "writes": [str(staging)],
             "reads": [str(p) for p in confine.standard_reads([self.root])] if self.confined else None,
-            "walls": isolate.Walls(mount=False, net=True).__dict__ if self.confined else None,
+            "walls": asdict(isolate.Walls(mount=False, net=True)) if self.confined else None,
+            "nice": self.nice,
         }
         (staging / "request.json").write_text(json.dumps(request))
         env = isolate.scrubbed_env(self.env, {"TMPDIR": str(tmp), "HOME": str(tmp)})

@@ -46,12 +46,12 @@ class Job:
         self.result = WorkerResult()
         self.run = jobdir / RUN_FOLDER
         self.leased = False
+        from kbench.backends.jitbuild import BUILD_NICE
         from kbench.referee.builds import Builder
 
-        self.builder = Builder(
-            Path(spec.cache_dir), spec.budgets.get("build", 600.0), dict(os.environ), spec.confine,
-            jobdir / LOG_FILE,
-        )  # fmt: skip
+        nice = BUILD_NICE if spec.role == "build" else 0  # ahead of the GPU queue: below the lanes
+        budget = spec.budgets.get("build", 600.0)
+        self.builder = Builder(Path(spec.cache_dir), budget, dict(os.environ), spec.confine, nice)
         self.session = Session(runner, self.builder if spec.role != "reference" else None, self.log_tail)
 
     def log_tail(self, nbytes: int = 16 << 10) -> str:
@@ -84,6 +84,7 @@ class Job:
         cache = Path(self.spec.cache_dir)
         reads = None
         if untrusted and self.spec.confine:
+            (cache / "builds").mkdir(parents=True, exist_ok=True)  # Landlock grants reads on what exists
             extra = [self.run, cache / "builds", cache / "pycache", cache / "triton-key.json"]
             reads = [str(p) for p in confine.standard_reads(extra)]
         memory = None

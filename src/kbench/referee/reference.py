@@ -23,12 +23,10 @@ from kbench.referee.feed import Feed
 from kbench.referee.job import Job
 from kbench.referee.timing import time_runner
 from kbench.sandbox import slots as slotlib
-from kbench.sandbox.commands import Bind, Bound, Copied, Copy, Load, Loaded, Ran, Run, RunnerSpec
+from kbench.sandbox.commands import Bind, Bound, Copied, Copy, Load, Loaded, Place, Ran, Run, RunnerSpec
 from kbench.sandbox.offer import write_layouts
 from kbench.sandbox.protocol import TensorFile
 from kbench.sandbox.tensorfiles import save_tensors
-
-OFFER_WAIT_S = 30.0  # the host offers within milliseconds of the layouts; past this, files as before
 
 
 class Keeper:
@@ -81,12 +79,14 @@ class ReferenceJob:
             init_seed=spec.init_seed, cache_dir=spec.cache_dir, threads=spec.timing.threads,
             baselines=spec.baselines if spec.measure else [],
         ))  # fmt: skip
-        job.result.phases.update(ready.phases)
+        job.result.phases.update({f"runner_{k}": v for k, v in ready.phases.items()})
         with job.timed("construct"):
             loaded = job.session.ask(Load(), Loaded)
-        job.result.phases.update(loaded.phases)
+        job.result.phases.update({f"runner_{k}": v for k, v in loaded.phases.items()})
         job.take_lease()
         job.phase("reference")
+        with job.timed("device"):  # on a GPU, the runner's CUDA start unless it came before the lease
+            job.session.ask(Place(), Loaded)
         self.feed = Feed(load(spec.problem, spec.preset).get_inputs, spec.device, spec.dtype, self.bind)
         keep = Keeper(spec.device)
         outputs: dict[str, list[Any]] = {}
@@ -119,7 +119,8 @@ class ReferenceJob:
         from kbench.sandbox.inbox import Inbox
 
         t0 = time.perf_counter()
-        inbox = Inbox(self.job.jobdir, self.job.key, wait_s=OFFER_WAIT_S)
+        # the host offers within milliseconds of the layouts; past the wait, files as before
+        inbox = Inbox(self.job.jobdir, self.job.key, wait_s=self.spec.offer_wait_s)
         try:
             found = {}
             for tag, values in outputs.items():

@@ -44,8 +44,16 @@ class LogRelay:
         self.thread.start()
 
     def _run(self) -> None:
-        last_flush = time.monotonic()
+        import select
+
+        last_flush, pending = time.monotonic(), False
         while True:
+            ready = select.select([self.source], [], [], _TAIL_FLUSH_S)[0]
+            if not ready:  # quiet for a while: what the tail holds goes to the file now
+                if pending:
+                    self._flush_tail()
+                    last_flush, pending = time.monotonic(), False
+                continue
             try:
                 data = os.read(self.source, 1 << 16)
             except OSError:
@@ -62,9 +70,10 @@ class LogRelay:
                 self.dropped += len(data)
                 self.tail += data
                 del self.tail[: max(0, len(self.tail) - LOG_TAIL)]
+                pending = True
                 if time.monotonic() - last_flush > _TAIL_FLUSH_S:
                     self._flush_tail()
-                    last_flush = time.monotonic()
+                    last_flush, pending = time.monotonic(), False
         self._flush_tail()
 
     def _flush_tail(self) -> None:

@@ -61,9 +61,13 @@ class Phase:
         return self.budget_s - (time.monotonic() - self.start - self.building_s)
 
     def expired(self) -> Stop:
+        from kbench.config import PHASE_SETTINGS
+
+        setting = PHASE_SETTINGS.get(self.name)
+        named = f" ({setting})" if setting else ""
         return Stop(
             Status.TIMEOUT,
-            f"{self.name} ran past its budget of {self.budget_s:.0f} s; the runner was killed",
+            f"{self.name} ran past its budget of {self.budget_s:.0f} s{named}; its runner was killed",
             self.name,
         )
 

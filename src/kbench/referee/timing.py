@@ -64,6 +64,44 @@ class Loop:
     flagged: checks.Flagged | None = None  # a checked call unlike the reference: the loop ended there
 
 
+class LocalLink:
+    """The Link for a model in this process: trusted in-process tools and tests time a model with the
+    loop a runner is timed with, over the same slots."""
+
+    def __init__(self, model: Any, feed: Feed) -> None:
+        self.model, self.feed = model, feed
+        self.kept: list[list[Any]] = []
+
+    def _slot(self, ident: int) -> Any:
+        for filled in self.feed.inputs:
+            if filled.slot.ident == ident:
+                return filled.slot
+        for pool in self.feed.outputs.values():
+            for slot in pool:
+                if slot.ident == ident:
+                    return slot
+        raise KeyError(ident)
+
+    def run(self, calls: list[Call], mode: str) -> list[list[OutputMeta]]:
+        from kbench.sandbox.protocol import dtype_name
+
+        self.kept, metas = [], []
+        for call in calls:
+            tensors = iter(self._slot(call.inputs).tensors)
+            out = self.model(*[next(tensors) if v is None else v for v in call.literals])
+            out = list(out) if isinstance(out, tuple | list) else [out]
+            self.kept.append(out)
+            metas.append([
+                OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
+            ])  # fmt: skip
+        return metas
+
+    def copy(self, outputs: list[int]) -> None:
+        for out, ident in zip(self.kept, outputs, strict=False):
+            for value, target in zip(out, self._slot(ident).tensors, strict=False):
+                target.copy_(value)
+
+
 class Copier:
     """What copying B calls' outputs takes the referee itself: the part of a runner's copy that is not
     charged to its calls."""
@@ -185,13 +223,26 @@ def batch_size(per_call_s: float, settings: TimingSettings, cap: int) -> int:
     return max(1, min(cap, settings.max_batch, round(settings.target_batch_s / per_call_s)))
 
 
-def loop_length(per_call_s: float, batch: int, settings: TimingSettings, checked: int) -> int:
+def loop_length(
+    per_call_s: float, batch: int, settings: TimingSettings, checked: int, wall_per_call_s: float = 0.0
+) -> int:
     """N: the loop's calls, a whole number of batches: `min_runs` batches, `min_time_s` of calls and
-    `checked` calls at least; at most what the budget allows (never fewer than `checked`)."""
-    wanted = max(settings.min_runs * batch, math.ceil(settings.min_time_s / max(per_call_s, 1e-9)), checked)
-    most = max(checked, int(settings.budget_s / max(per_call_s, 1e-9) * 0.8))
+    `checked` calls at least; at most what the budget allows at `wall_per_call_s` of the referee's wall
+    time per call (its own work included), never fewer than `checked`."""
+    wanted = max(
+        settings.min_runs * batch, math.ceil(settings.min_time_s / max(per_call_s, 1e-9) - 1e-6), checked
+    )
+    wall = max(per_call_s, wall_per_call_s, 1e-9)
+    most = max(checked, int(settings.budget_s / wall * 0.8))
     calls = min(wanted, most) if most >= batch else wanted
     return max(batch, math.ceil(calls / batch) * batch)
+
+
+def fit_batch(batch: int, per_call_wall_s: float, settings: TimingSettings) -> int:
+    """A batch small enough that `min_runs` of them fit the budget, where the referee's own work per call
+    (fresh inputs, checks) is what the wall time is made of: at least 1."""
+    room = int(settings.budget_s * 0.8 / max(per_call_wall_s, 1e-9) / max(settings.min_runs, 1))
+    return max(1, min(batch, room))
 
 
 def memory_cap(feed: Feed, layout: list[OutputMeta]) -> int:
@@ -252,6 +303,7 @@ def _time(
     settled = ClockSettled(log.nvml) if log.nvml is not None else None
     t0 = _ns()
     warm: list[float] = []
+    early = False
     while True:  # warm-up: one call per batch until the clocks settle
         l2.flush()
         warm.append(batches.one(1, 0, 0.0))
@@ -260,18 +312,14 @@ def _time(
             break
         if elapsed > settings.budget_s / 4:
             break
-        if (
-            settled is not None
-            and elapsed >= settings.settled_warmup_s
-            and len(warm) >= 2 * settings.min_warmup
-        ):
-            if _level(
-                warm[-settings.min_warmup :], warm[-2 * settings.min_warmup : -settings.min_warmup]
-            ) and settled(elapsed):
-                break
+        if warmed(warm, elapsed, settings, settled):
+            early = True
+            break
     estimate = statistics.median(warm[-settings.min_warmup :])
-    size = batch_size(estimate, settings, memory_cap(feed, layout))
-    calls = loop_length(estimate, size, settings, checks.CHECKED if checker is not None else 0)
+    wall_per_call = (_ns() - t0) / 1e9 / max(len(warm), 1)  # the referee's own work per call included
+    size = fit_batch(batch_size(estimate, settings, memory_cap(feed, layout)), wall_per_call, settings)
+    checked = checks.CHECKED if checker is not None else 0
+    calls = loop_length(estimate, size, settings, checked, wall_per_call)
     share = checks.share(calls) if checker is not None else 0.0
     times: list[float] = []
     start = _ns()
@@ -301,7 +349,7 @@ def _time(
         "batch": size,
         "calls": len(times) * size,
         "checked": checker.checked if checker is not None else 0,
-        "warmup": (round((start - t0) / 1e9, 3), len(warm)),
+        "warmup": (round((start - t0) / 1e9, 3), len(warm), "settled" if early else "full"),
         "stop": stop,
         "wall_s": round(wall, 3),
         "extra_checked_calls": extra,
@@ -311,6 +359,17 @@ def _time(
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
                             meaningful=not interpreted(), **extras)  # fmt: skip
     return Loop(stats=stats, layout=layout, flagged=flagged)
+
+
+def warmed(times: list[float], elapsed: float, settings: TimingSettings, settled: Any) -> bool:
+    """Whether the warm-up may end early: `settled_warmup_s` in, two windows of calls whose medians agree
+    within 1 %, and the SM clock settled at its maximum (`settled`, NVML's test; None: never)."""
+    k = settings.min_warmup
+    if settled is None or settings.settled_warmup_s <= 0 or elapsed < settings.settled_warmup_s:
+        return False
+    if len(times) < 2 * k:
+        return False
+    return _level(times[-k:], times[-2 * k : -k]) and bool(settled(elapsed))
 
 
 def _level(after: list[float], before: list[float], tolerance: float = 0.01) -> bool:

@@ -74,7 +74,7 @@ class KernelEnv:
         from kbench.prompts import PromptOptions, build_prompt
 
         cfg = self.evaluator.config
-        self.problem = self.evaluator.problem(problem)
+        self.problem = self.evaluator.problem(problem, strict=True)  # its source's problems, never a path
         options = PromptOptions(self.backend, cfg.dtype, cfg.shots, cfg.hardware_facts, cfg.chain_of_thought)
         self.prompt = build_prompt(self.problem, options)
         self.sample = self.evaluator.next_sample(self.problem, self.backend, self.options.model)

@@ -112,11 +112,19 @@ class Load(_Message):
     kind: Literal["load"] = "load"
 
 
+class Place(_Message):
+    """Move the model to its device (the reference, once its referee holds the GPU lease)."""
+
+    kind: Literal["place"] = "place"
+
+
 class Quit(_Message):
     kind: Literal["quit"] = "quit"
 
 
-Command = Setup | RunnerSpec | Bind | Release | Run | Copy | Profile | Guard | CompileCheck | Load | Quit
+Command = (
+    Setup | RunnerSpec | Bind | Release | Run | Copy | Profile | Guard | CompileCheck | Load | Place | Quit
+)
 
 
 # --- runner -> referee ----------------------------------------------------------------------------------
@@ -210,3 +218,5 @@ class BuildAnswer(_Message):
     recipe: str = ""
     seconds: float = 0.0
     cache_hit: bool = False
+    errors: dict[str, str] = Field(default_factory=dict)  # each failed recipe's error (fastbuild.py)
+    pch_seconds: float | None = None  # a precompiled header made beside the build

@@ -322,6 +322,10 @@ def standard_reads(extra: Iterable[Path] = ()) -> list[Path]:
     for var in ("CUDA_HOME", "CUDA_PATH", "TRITON_HOME"):
         if os.environ.get(var):
             found.append(Path(os.environ[var]))
+    for var in ("CC", "CXX"):  # a compiler named by path, wherever it is (a wrapper script is read to run)
+        tool = os.environ.get(var, "").split()[0] if os.environ.get(var, "").strip() else ""
+        if os.path.isabs(tool):
+            found.append(Path(tool))
     found.append(Path("/proc"))
     found.extend(device_nodes())
     found.extend(extra)

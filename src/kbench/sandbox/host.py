@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbench.sandbox import lease, procs
+from kbench.sandbox import procs
 from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
@@ -90,7 +90,6 @@ class WorkerExit:
     spawn_s: float = 0.0  # from the call to the worker's start (a fork, or the starter's own start first)
     # a fork's share of spawn_s spent waiting for the starter, and the starter's own start (ForkedProcess)
     start_phases: dict[str, float] = field(default_factory=dict)
-    lease_lost: str = ""  # how a candidate's worker gave up its GPU lease while it ran (lease.Guard)
 
 
 _live: set[int] = set()  # sessions of running workers (a worker's pid leads its session)
@@ -197,26 +196,27 @@ def _wait(
     budgets: Budgets,
     t0: float,
     cancel: threading.Event | None = None,
-    guard: lease.Guard | None = None,
+    backstop_s: float = 0.0,
 ) -> tuple[str, float] | None:
-    """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended
-    (or gave up its lease: `guard.violation`).
+    """Wait for the worker; (phase, budget) of the phase that ran past its budget, or None if it ended.
 
     Before its first announcement a worker has START_BUDGET_S (or `budgets["start"]`): kbench's own
-    start-up. Each phase of `budgets` it announces restarts the clock with that phase's budget plus
-    BACKSTOP_S: the job's referee (trusted) keeps each budget itself and ends its runner on time, so this
-    only catches a referee that no longer answers. A float is one budget for the whole job."""
+    start-up. Each announced phase of `budgets` restarts the clock with its own budget plus `backstop_s`;
+    phases only move forward, once each, but for `build`, which a referee enters from the phase a build
+    was asked for in and leaves back to it. A referee (trusted) keeps each budget itself and ends its
+    runner on time: its `backstop_s` (BACKSTOP_S) only catches a referee that no longer answers. A float
+    is one budget for the whole job."""
     plan = {"start": budgets} if isinstance(budgets, float | int) else dict(budgets)
-    phase, budget = "start", float(plan.get("start", START_BUDGET_S))
-    deadline = t0 + budget + BACKSTOP_S
+    order = [name for name in plan if name != "start"]
+    phase, budget, before_build = "start", float(plan.get("start", START_BUDGET_S)), ""
+    deadline = t0 + budget + backstop_s
     marker, seen = jobdir / PHASE_FILE, [0]
     while True:
-        announced = _phase_of(marker, seen) if len(plan) > 1 or "start" not in plan else None
-        if announced is not None and announced in plan and announced != phase:
+        announced = _phase_of(marker, seen) if order else None
+        if announced in order and _moves(phase, announced, order, before_build):
+            before_build = phase if announced == "build" else ""
             phase, budget = announced, float(plan[announced])
-            deadline = time.monotonic() + budget + BACKSTOP_S
-        if guard is not None and guard.check(phase):
-            return None
+            deadline = time.monotonic() + budget + backstop_s
         remaining = deadline - time.monotonic()
         if remaining <= 0 or _stopping or (cancel is not None and cancel.is_set()):
             return phase, budget
@@ -225,6 +225,14 @@ def _wait(
             return None
         except subprocess.TimeoutExpired:
             continue
+
+
+def _moves(phase: str, announced: str, order: list[str], before_build: str) -> bool:
+    if announced == phase:
+        return False
+    if announced == "build" or (phase == "build" and announced == before_build):
+        return True
+    return phase == "start" or order.index(announced) > order.index(phase)
 
 
 def one_gpu(spec: JobSpec, env: dict[str, str] | None) -> tuple[JobSpec, dict[str, str]]:
@@ -255,7 +263,6 @@ def run_worker(
     start: str = "auto",
     cancel: threading.Event | None = None,
     key: bytes | None = None,
-    guard_lease: bool | None = None,
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
     raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
@@ -264,16 +271,12 @@ def run_worker(
     starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
     when a starter runs here and spawns otherwise. Setting `cancel` kills the worker and raises
     `Cancelled` (its caller no longer needs the job). `key`: the job's HMAC key when the caller has used
-    it already (evaluate/device_outputs.Receiver seals with it), else a new one. `guard_lease`: watch
-    that the worker keeps its GPU lease until it ends (lease.Guard; by default for a candidate on a GPU).
+    it already (evaluate/device_outputs.Receiver seals with it), else a new one.
     """
     _check_stop()
     asked = time.monotonic()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
-    guarded = bool(guard_lease)
-    if guarded:  # the worker's lease folder is the one the host watches
-        env[lease.DIR_ENV] = env.get(lease.DIR_ENV) or str(lease.lease_dir())
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())
     key = key or secrets.token_bytes(KEY_BYTES)
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
@@ -293,12 +296,12 @@ def run_worker(
         # killed the child before it led its own group.
         t0 = time.monotonic()
         pgid = proc.pid  # a new session makes the worker its group's and session's leader
-        guard = lease.Guard(jobdir, Path(env[lease.DIR_ENV]), proc.pid) if guarded else None
         with _live_lock:
             _live.add(pgid)
         try:
-            ran_out = _wait(proc, jobdir, budgets, t0, cancel, guard)
-            if ran_out is not None or (guard is not None and guard.violation):
+            backstop = BACKSTOP_S if module == REFEREE else 0.0
+            ran_out = _wait(proc, jobdir, budgets, t0, cancel, backstop)
+            if ran_out is not None:
                 procs.kill_session(pgid)
                 if proc.poll() is None:
                     procs.kill(proc.pid)  # not yet its session's leader (setsid is its first step)
@@ -308,8 +311,6 @@ def run_worker(
         finally:
             with _live_lock:
                 _live.discard(pgid)
-            if guard is not None:
-                guard.close()
     _check_stop()  # killed by stop_all: whatever it left is not the candidate's verdict
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"{module} job cancelled by its caller")
@@ -325,7 +326,6 @@ def run_worker(
         budget_s=ran_out[1] if ran_out else 0.0,
         spawn_s=t0 - asked,
         start_phases=proc.start_phases() if isinstance(proc, ForkedProcess) else {},
-        lease_lost=guard.violation if guard is not None else "",
     )
 
 

@@ -6,17 +6,10 @@ an exclusive `flock` on a file named by the GPU's UUID, before any candidate cod
 imports overlap, but only one process at a time builds candidate models, checks outputs or times on that
 GPU, and the lease covers kbench runs that share a machine too.
 
-A candidate's lease is never released by hand: the lock belongs to the open file, which the worker and
-any child it forked hold until they die, and the host kills the worker's whole session when the job
-ends. Candidate code left running in a background thread or child therefore cannot overlap the next
-job's timing. The reference worker runs trusted code only: it builds the reference model on the CPU
+The lease is taken by each job's referee (kbench/referee/), trusted code, never by its runner: a
+candidate's code has no descriptor of the lock to give up, and the referee lets the lock go only once
+the runner and everything it started are dead. The reference's referee builds its model on the CPU
 before taking the lease and `release`s it once its GPU work is done, before writing its files.
-
-A candidate's worker that gives its lease up anyway (candidate code can `flock(LOCK_UN)` or close the
-inherited descriptor) is caught by the host (`Guard`): from the worker's first phase under the lease it
-checks, at every look at the worker, that /proc/locks still shows the lease's lock taken by that worker.
-If not, and the worker is not exiting, the host takes the lock itself (so no other job starts its GPU
-phase beside the candidate), ends the worker and judges it `cheat` (rule `lease-released`).
 
 A worker's CUDA start need not wait for the lease where no timing loop runs: sandbox/timinglock.py.
 
@@ -269,101 +262,8 @@ def _busy(lock: Path) -> bool:
         os.close(fd)
 
 
-# the phases a candidate worker announces once it holds the lease (worker/candidate.py)
-HELD_PHASES = ("load", "correctness", "settle", "timing")
-
-
-class Guard:
-    """The host's watch over a candidate worker's lease (module doc).
-
-    `check(phase)` runs at each of the host's looks at the worker. From the first phase of HELD_PHASES on,
-    the worker's holder record (written after it took the lock, before any candidate code ran) must name
-    this job and the worker, and /proc/locks must show the lock taken by the worker. A record gone or
-    the lock not the worker's while the worker lives, and is not exiting, is a violation: the host then
-    holds the lock itself until `close()`, after the worker's session is ended. Where /proc/locks does not
-    show this process's own locks, nothing is checked (`locks_visible`)."""
-
-    def __init__(self, jobdir: Path, folder: Path, worker: int) -> None:
-        self.job = jobdir.resolve()
-        self.folder = folder
-        self.worker = worker
-        self.lock: Path | None = None
-        self.violation = ""
-        self._fd: int | None = None
-        self.active = locks_visible()
-
-    def check(self, phase: str) -> bool:
-        """True once the worker has given up its lease (`violation` says how)."""
-        if not self.active or self.violation or phase not in HELD_PHASES:
-            return bool(self.violation)
-        if self.lock is None:
-            self.lock = self._find()
-            if self.lock is None:
-                return self._lost("the worker's lease record is gone")
-        taker = locker(self.lock)
-        if taker == self.worker:
-            return False
-        who = "no process" if taker is None else f"pid {taker}"
-        return self._lost(f"the lease's lock is held by {who}, not the candidate's worker")
-
-    def _find(self) -> Path | None:
-        for record in self.folder.glob("*.holder"):
-            holder = read_holder_at(record)
-            ref = procs.ProcRef.parse(holder.worker) if holder else None
-            if holder is not None and ref is not None and ref.pid == self.worker:
-                if Path(holder.job).resolve() == self.job:
-                    return record.with_suffix(".lock")
-        return None
-
-    def _lost(self, how: str) -> bool:
-        if procs.exiting(self.worker):
-            return False  # its files close as it exits: the lock goes with them, no cheat
-        if self.lock is not None:
-            self._hold(self.lock)
-        if procs.exiting(self.worker):
-            return False
-        self.violation = f"the candidate gave up the GPU lease while it ran ({how})"
-        return True
-
-    def _hold(self, lock: Path) -> None:
-        try:
-            fd = os.open(lock, os.O_RDWR)
-        except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self._fd = fd
-        except BlockingIOError:
-            os.close(fd)  # another job has it already: the worker is ended at once all the same
-
-    def close(self) -> None:
-        """Give back a lock the host took from a worker that let it go (after the worker's session ended)."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
 def read_holder_at(record: Path) -> Holder | None:
     try:
         return Holder(**json.loads(record.read_text()))
     except (OSError, ValueError, TypeError):
         return None
-
-
-_visible: list[bool] = []
-
-
-def locks_visible() -> bool:
-    """Whether /proc/locks shows this process's own flock with its pid (checked once per process)."""
-    if not _visible:
-        fd, name = tempfile.mkstemp(prefix="kbench-lockcheck-")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _visible.append(locker(Path(name)) == os.getpid())
-        except OSError:
-            _visible.append(False)
-        finally:
-            os.close(fd)
-            os.unlink(name)
-    return _visible[0]

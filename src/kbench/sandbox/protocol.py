@@ -35,7 +35,6 @@ LOG_FILE = "log.txt"
 PHASE_FILE = "phase"  # the phase a worker is in, for the host's per-phase budgets (sandbox/host.py)
 COUNT_FILE = "count.json"  # a counts worker's request (worker/counts.py, evaluate/floor.py)
 KEY_BYTES = 32
-SAMPLE_ELEMENTS = 1 << 20  # random elements kept of a sampled output above JobSpec.sample_whole_bytes
 
 
 def read_key() -> bytes:
@@ -109,6 +108,7 @@ class JobSpec(BaseModel):
     # on a GPU: wait for the host's offer (sandbox/offer.py) and copy outputs into its buffers -- a candidate
     # its correctness outputs, the reference every output (before it gives up the lease)
     receive: bool = False
+    offer_wait_s: float = 30.0  # reference: its longest wait for the host's offer (milliseconds, normally)
     # reference: seeds whose outputs it writes into `cache_folder` (the fixed seeds, on a cache miss), delivered
     # to the host's buffers or not; a temporary folder beside the cache entry, which the host renames
     cache_seeds: list[int] = Field(default_factory=list)
@@ -126,10 +126,6 @@ class TensorFile(BaseModel):
     device: str = ""
     dtype: str = ""  # e.g. "float32"; empty: a .pt file
     shape: list[int] = Field(default_factory=list)
-    # A sampled output kept at random elements only (`Subsample`): the flat positions (an int64 file) and
-    # the whole output's shape. The values file then holds the elements at those positions.
-    index: TensorFile | None = None
-    whole_shape: list[int] | None = None
     # The output went into the host's device buffer for it (sandbox/offer.py), not into a file (no name, no digest):
     # the host compares the buffer it owns, whatever this entry says.
     received: bool = False
@@ -204,8 +200,7 @@ def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | 
     from kbench.sandbox.tensorfiles import file_digest  # it imports this module
 
     for f in outputs if files else []:
-        for g in (f, f.index) if f.index is not None else (f,):
-            target = jobdir / g.name
-            if "/" in g.name or not target.is_file() or file_digest(g, target) != g.sha256:
-                raise ForgedResult(f"tensor file {g.name} missing or altered")
+        target = jobdir / f.name
+        if "/" in f.name or not target.is_file() or file_digest(f, target) != f.sha256:
+            raise ForgedResult(f"tensor file {f.name} missing or altered")
     return result

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,30 +100,13 @@ def raw_layout(path: Path, f: TensorFile) -> tuple[Any, int]:
     return dtype, nbytes
 
 
-@dataclass
-class Subsample:
-    """Elements of one output at random flat positions, drawn after the call returned it."""
-
-    values: Any
-    index: Any
-    shape: tuple[int, ...]
-    device: str
-
-
 def save_tensors(jobdir: Path, tag: str, values: list[Any], first: int = 0) -> list[TensorFile]:
-    """Write `values` (plain tensors, or `Subsample`s) as raw `TAG_i.bin` files, i counting from `first`;
-    returns their names, digests, dtypes, shapes (a subsample's positions go to `TAG_i.index.bin`)."""
-
-    files = []
-    for i, value in enumerate(values, start=first):
-        if isinstance(value, Subsample):
-            f = _save_one(jobdir, f"{tag}_{i}.bin", value.values, value.device)
-            f.index = _save_one(jobdir, f"{tag}_{i}.index.bin", value.index, value.device)
-            f.whole_shape = list(value.shape)
-        else:
-            f = _save_one(jobdir, f"{tag}_{i}.bin", value, str(value.device))
-        files.append(f)
-    return files
+    """Write `values` (tensors) as raw `TAG_i.bin` files, i counting from `first`; returns their names,
+    digests, dtypes, shapes."""
+    return [
+        _save_one(jobdir, f"{tag}_{i}.bin", value, str(value.device))
+        for i, value in enumerate(values, start=first)
+    ]
 
 
 def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:

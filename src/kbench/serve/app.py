@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse
 
 import kbench
 from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
-from kbench.errors import KbenchError
+from kbench.errors import KbenchError, ProblemError
 from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import API, Health, JobView, ProblemView, QueueView, SubmitRequest
 
@@ -221,12 +221,15 @@ def _info_routes(evaluator: Evaluator, limits: ServiceLimits) -> APIRouter:
 
 
 def _allowed(address: str, source: str) -> None:
-    """The service evaluates problems of its own source only: a problem's code is trusted (the reference
-    worker runs it), so a client must not name a folder or file of this machine as a source."""
-    if ":" in address and address.rpartition(":")[0] != source:
-        raise HTTPException(
-            400, f"problem {address!r}: this service evaluates problems of source {source!r} only"
-        )
+    """The service evaluates problems of its own source only, named by LEVEL/ID or name: a problem's code
+    is trusted (the reference worker runs it unconfined), so a client must never name a file or folder of
+    this machine, a `..`, or another source."""
+    from kbench.problems import check_in_source
+
+    try:
+        check_in_source(address, source)
+    except ProblemError as exc:
+        raise HTTPException(400, str(exc)) from None
 
 
 def _submit(evaluator: Evaluator, body: SubmitRequest) -> Ticket:

@@ -50,24 +50,22 @@ class ReferenceRole(Role):
         self.eager = model
         return Loaded(phases=self.phases)
 
-    def _placed(self) -> Any:
-        """The model on its device, moved at its first call: the referee loads it on the CPU before the
-        GPU lease, as another job may hold the device meanwhile."""
+    def place(self) -> Any:
+        """The model to its device: the referee loads it on the CPU before the GPU lease (another job may
+        hold the device meanwhile) and places it once it holds the lease."""
         import torch
 
         from kbench.problems.inputs import TORCH_DTYPES
 
         if not self.placed:
-            t0 = time.perf_counter()
             self.eager = self.eager.to(torch.device(self.spec.device))
             if self.spec.dtype != "fp32":
                 self.eager = self.eager.to(TORCH_DTYPES[self.spec.dtype])
             self.placed = True
-            self.phases["device"] = round(time.perf_counter() - t0, 3)
-        return self.eager
+        return Loaded()
 
     def model(self, mode: str) -> Any:
-        self._placed()
+        self.place()
         if mode in ("", "eager"):
             return self.eager
         if mode not in self.compiled:

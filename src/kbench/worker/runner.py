@@ -30,7 +30,9 @@ from kbench.sandbox.commands import (
     Guard,
     Guarded,
     Load,
+    Loaded,
     OutputMeta,
+    Place,
     Profile,
     Quit,
     Ran,
@@ -65,6 +67,9 @@ class Role:
         from kbench.sandbox.commands import Checked
 
         return Checked()
+
+    def place(self) -> Any:
+        return Loaded()
 
 
 def failure(exc: BaseException, default: Status) -> Failed:
@@ -200,6 +205,8 @@ class Server:
             return self.role.guard(cmd.when)
         if isinstance(cmd, CompileCheck):
             return self.role.compile_check()
+        if isinstance(cmd, Place):
+            return self.role.place()
         return Failed(status=Status.RUNTIME_ERROR.value, message=f"unexpected command {type(cmd).__name__}")
 
 

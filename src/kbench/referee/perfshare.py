@@ -1,0 +1,173 @@
+"""The share of a CPU runner's time spent in the candidate's own code, sampled from outside (trusted).
+
+On the CPU no profiler inside the runner can be trusted: the candidate runs there. The referee samples
+the runner from its own process instead, with the kernel's performance events (`perf_event_open`, a
+task-clock event per thread of the runner, inherited by the threads it starts): every `PERIOD_NS` of a
+thread's run time the kernel records the instruction it was at. The instructions that fall in the
+candidate's extension modules (the files the referee's builds put in the build cache, as the runner's
+memory map shows them) over all of them is the share. A candidate that calls a kernel of its own that
+does nothing, beside PyTorch operators that do the work, gets a share near zero (`no-custom-kernel`).
+
+Where the kernel refuses the events (`/proc/sys/kernel/perf_event_paranoid` above 2 without
+CAP_PERFMON, a seccomp filter that forbids the call: some container runtimes' defaults) nothing is
+measured and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+PERIOD_NS = 50_000  # a sample every 50 us of a thread's run time
+_PAGES = 16  # data pages per ring buffer (64 KiB: ~2,700 samples)
+_NR_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
+_PERF_TYPE_SOFTWARE, _SW_TASK_CLOCK = 1, 1
+_SAMPLE_IP, _SAMPLE_TID = 1 << 0, 1 << 1
+_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
+_IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
+_RECORD_SAMPLE = 9
+
+
+class _Attr(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("config", ctypes.c_uint64),
+        ("sample_period", ctypes.c_uint64),
+        ("sample_type", ctypes.c_uint64),
+        ("read_format", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+        ("wakeup_events", ctypes.c_uint32),
+        ("bp_type", ctypes.c_uint32),
+        ("config1", ctypes.c_uint64),
+        ("config2", ctypes.c_uint64),
+        ("branch_sample_type", ctypes.c_uint64),
+        ("sample_regs_user", ctypes.c_uint64),
+        ("sample_stack_user", ctypes.c_uint32),
+        ("clockid", ctypes.c_int32),
+        ("sample_regs_intr", ctypes.c_uint64),
+        ("aux_watermark", ctypes.c_uint32),
+        ("sample_max_stack", ctypes.c_uint16),
+        ("reserved", ctypes.c_uint16),
+    ]
+
+
+class Unavailable(Exception):
+    """The kernel refused the events; the message says why."""
+
+
+def _open(tid: int) -> int:
+    import platform
+
+    number = _NR_PERF_EVENT_OPEN.get(platform.machine())
+    if number is None:
+        raise Unavailable(f"no perf_event_open number known for {platform.machine()}")
+    attr = _Attr(type=_PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_Attr), config=_SW_TASK_CLOCK)
+    attr.sample_period = PERIOD_NS
+    attr.sample_type = _SAMPLE_IP | _SAMPLE_TID
+    attr.flags = _DISABLED | _INHERIT | _EXCLUDE_KERNEL | _EXCLUDE_HV
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = int(libc.syscall(ctypes.c_long(number), ctypes.byref(attr), tid, -1, -1, ctypes.c_ulong(0)))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise Unavailable(f"perf_event_open: {os.strerror(code)}")
+    return fd
+
+
+class Sampler:
+    """Samples the threads of `pids` (and the threads they start) while inside `with`."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.events: list[tuple[int, mmap.mmap]] = []
+        self.page = mmap.PAGESIZE
+        try:
+            for pid in pids:
+                for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+                    fd = _open(tid)
+                    ring = mmap.mmap(
+                        fd, (1 + _PAGES) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+                    )
+                    self.events.append((fd, ring))
+        except (Unavailable, OSError) as exc:
+            self.close()
+            raise Unavailable(str(exc)) from None
+
+    def __enter__(self) -> Sampler:
+        import fcntl
+
+        for fd, _ in self.events:
+            fcntl.ioctl(fd, _IOC_ENABLE, 0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        for fd, _ in self.events:
+            fcntl.ioctl(fd, _IOC_DISABLE, 0)
+
+    def instructions(self) -> list[tuple[int, int]]:
+        """(pid, instruction address) of every sample taken."""
+        found: list[tuple[int, int]] = []
+        size = _PAGES * self.page
+        for _, ring in self.events:
+            head = struct.unpack_from("<Q", ring, 1024)[0]
+            tail = struct.unpack_from("<Q", ring, 1032)[0]
+            data = bytes(ring[self.page : self.page + size])
+            pos = tail
+            while pos + 8 <= head:
+                kind, _, length = struct.unpack_from("<IHH", _wrapped(data, pos % size, 8))
+                if length < 8:
+                    break
+                if kind == _RECORD_SAMPLE and length >= 24:
+                    ip, pid, _tid = struct.unpack_from("<QII", _wrapped(data, (pos + 8) % size, 16))
+                    found.append((pid, ip))
+                pos += length
+        return found
+
+    def close(self) -> None:
+        for fd, ring in self.events:
+            ring.close()
+            os.close(fd)
+        self.events = []
+
+
+def _wrapped(data: bytes, start: int, n: int) -> bytes:
+    end = start + n
+    return data[start:end] if end <= len(data) else data[start:] + data[: end - len(data)]
+
+
+def mappings(pid: int) -> list[tuple[int, int, str]]:
+    """The file-backed executable mappings of `pid`: (start, end, path)."""
+    found: list[tuple[int, int, str]] = []
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            found.append((start, end, parts[5]))
+    return found
+
+
+def share(
+    samples: list[tuple[int, int]],
+    pid_maps: dict[int, list[tuple[int, int, str]]],
+    ours: Callable[[str], bool],
+) -> float | None:
+    """Of the samples, the share whose instruction lies in a file `ours` accepts (None: no samples)."""
+    if not samples:
+        return None
+    hits = 0
+    for pid, ip in samples:
+        for start, end, path in pid_maps.get(pid, ()):
+            if start <= ip < end:
+                hits += ours(path)
+                break
+    return hits / len(samples)

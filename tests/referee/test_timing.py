@@ -1,0 +1,270 @@
+"""The referee's timing loop (referee/timing.py) on the CPU, with the model in this process (LocalLink):
+batches on the referee's clock, fresh inputs per call, the copy's charge, mutation, checked calls."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+import torch
+
+from kbench.referee import Stop, checks
+from kbench.referee.feed import Feed
+from kbench.referee.stats import summarize_times
+from kbench.referee.timing import LocalLink, batch_size, loop_length, time_runner, warmed
+from kbench.sandbox.commands import OutputMeta
+from kbench.types import TimingSettings
+
+FAST = TimingSettings(
+    budget_s=2.0, warmup_s=0.01, min_warmup=3, min_runs=5, min_time_s=0.01, target_batch_s=0.005
+)
+
+
+def _inputs() -> list[Any]:
+    return [torch.randn(64, 32)]
+
+
+def _feed(get_inputs: Any = _inputs) -> Feed:
+    return Feed(get_inputs, "cpu", "fp32", lambda slots: None)
+
+
+def _layout() -> list[OutputMeta]:
+    return [OutputMeta(dtype="float32", shape=[64, 32], device="cpu")]
+
+
+class Sleepy(torch.nn.Module):
+    """Sleeps `ms` per call and doubles its input."""
+
+    def __init__(self, ms: float) -> None:
+        super().__init__()
+        self.ms, self.calls, self.seen = ms, 0, []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.seen.append(float(x[0, 0]))
+        time.sleep(self.ms / 1e3)
+        return x * 2
+
+
+def test_summarize_statistics() -> None:
+    s = summarize_times([1.0, 2.0, 3.0, 4.0, 100.0], "cpu", "referee-batches")
+    assert s.median_ms == 3.0 and s.min_ms == 1.0 and s.n == 5
+    assert s.mean_ms == pytest.approx(22.0)
+    assert s.rse == pytest.approx(s.std_ms / 5**0.5 / s.mean_ms)
+
+
+def test_a_call_is_timed_by_the_referees_clock_in_batches() -> None:
+    model, feed = Sleepy(1.0), _feed()
+    loop = time_runner(LocalLink(model, feed), feed, _layout(), FAST)
+    extra = dict(loop.stats.extra)
+    assert loop.stats.method == "referee-batches" and loop.stats.meaningful
+    assert 1.0 <= loop.stats.median_ms <= 10.0  # a 1 ms sleep, its share of the round trip (and any load)
+    assert 1 <= extra["batch"] <= 5  # ~5 ms of calls per batch
+    assert extra["calls"] == loop.stats.n * extra["batch"] and loop.stats.n >= FAST.min_runs
+    assert extra["stop"] == "done" and extra["warmup"][2] == "full"
+
+
+def test_every_call_gets_inputs_of_its_own() -> None:
+    """No memo can hit: the loop's calls never see the same input values twice."""
+    model, feed = Sleepy(0.0), _feed()
+    time_runner(LocalLink(model, feed), feed, _layout(), FAST)
+    assert len(model.seen) > 20 and len(set(model.seen)) == len(model.seen)
+
+
+def test_batch_size_and_loop_length() -> None:
+    settings = TimingSettings(target_batch_s=0.005, max_batch=2000, min_runs=20, min_time_s=0.2, budget_s=5.0)
+    assert batch_size(0.001, settings, cap=10_000) == 5
+    assert batch_size(1e-7, settings, cap=10_000) == 2000  # at most max_batch
+    assert batch_size(1e-7, settings, cap=7) == 7  # at most what memory holds
+    assert batch_size(0.5, settings, cap=10_000) == 1
+    assert loop_length(0.001, 5, settings, checked=50) == 200  # 0.2 s of calls
+    assert loop_length(0.5, 1, settings, checked=50) == 50  # the checked calls at least, past the budget
+    assert loop_length(1e-6, 2000, settings, checked=50) == 200_000  # 0.2 s of calls
+    assert loop_length(1e-4, 100, settings, checked=50) == 2_000  # min_runs batches
+    assert loop_length(0.001, 7, settings, checked=50) % 7 == 0
+
+
+def test_work_left_to_the_copy_is_charged_to_the_calls() -> None:
+    """A runner that answers before its work is done and does it while copying gains nothing: the copy's
+    time beyond the referee's own copy of the same bytes is added to the batch."""
+
+    class Deferred(LocalLink):
+        def run(self, calls: list[Any], mode: str) -> list[list[OutputMeta]]:
+            return super().run(calls, mode)  # answers at once
+
+        def copy(self, outputs: list[int]) -> None:
+            time.sleep(0.002 * len(outputs))  # the calls' real work, done now
+            super().copy(outputs)
+
+    feed = _feed()
+    honest = time_runner(LocalLink(Sleepy(2.0), feed), feed, _layout(), FAST)
+    feed2 = _feed()
+    cheat = time_runner(Deferred(Sleepy(0.0), feed2), feed2, _layout(), FAST)
+    assert cheat.stats.median_ms >= 0.8 * honest.stats.median_ms
+
+
+def test_a_timed_call_that_writes_its_inputs_is_caught() -> None:
+    class Writer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            if self.calls > 12:  # past the warm-up: the result written into the input, returned
+                return x.mul_(2)
+            return x * 2
+
+    feed = _feed()
+    with pytest.raises(Stop) as caught:
+        time_runner(LocalLink(Writer(), feed), feed, _layout(), FAST)
+    assert caught.value.rule == "inputs-mutated" and "timed call" in caught.value.message
+
+
+def test_a_timed_call_of_another_shape_is_caught() -> None:
+    class Shifty(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:1] * 2
+
+    feed = _feed()
+    with pytest.raises(Stop) as caught:
+        time_runner(LocalLink(Shifty(), feed), feed, _layout(), FAST)
+    assert caught.value.rule == "timing-output-mismatch"
+
+
+class _Problem:
+    """What checks.Checker needs of a problem, with the doubling model as the reference."""
+
+    def tol(self, dtype: str) -> float:
+        return 1e-4
+
+
+class _Checker(checks.Checker):
+    def __init__(self) -> None:
+        super().__init__(_Problem(), "small", "fp32", "cpu", 42)
+        self.model = lambda x: x * 2
+
+
+def test_checked_calls_are_drawn_after_each_batch_and_a_wrong_one_flags_the_loop() -> None:
+    class Lazy(torch.nn.Module):
+        """Right on every call but one in ten, where it returns its input (cheap, wrong)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = itertools.count()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.clone() if next(self.calls) % 10 == 9 else x * 2
+
+    caught = 0
+    for _ in range(5):
+        feed = _feed()
+        loop = time_runner(LocalLink(Lazy(), feed), feed, _layout(), FAST, checker=_Checker())
+        caught += loop.flagged is not None and loop.flagged.rule == "timing-output-mismatch"
+    assert caught == 5
+
+    feed, checker = _feed(), _Checker()
+    honest = time_runner(LocalLink(Sleepy(0.0), feed), feed, _layout(), FAST, checker=checker)
+    assert honest.flagged is None and checker.checked >= checks.CHECKED
+    assert dict(honest.stats.extra)["checked"] == checker.checked
+
+
+def test_a_short_loop_checks_extra_calls_the_runner_cannot_tell_apart() -> None:
+    settings = TimingSettings(budget_s=0.05, warmup_s=0.01, min_warmup=3, min_runs=2, min_time_s=0.01)
+    feed, checker = _feed(), _Checker()
+    loop = time_runner(LocalLink(Sleepy(2.0), feed), feed, _layout(), settings, checker=checker)
+    extra = dict(loop.stats.extra)
+    assert extra["stop"] == "budget" and extra["extra_checked_calls"] > 0
+    assert checker.checked >= checks.CHECKED
+
+
+def test_the_miss_probability_is_under_one_percent_at_ten_percent_whatever_the_loop() -> None:
+    for calls in (1, 10, 50, 51, 200, 2000, 100_000):
+        n = max(calls, checks.CHECKED)  # a loop has at least CHECKED checked calls (extra ones if short)
+        assert checks.miss_probability(0.1, n) < 0.01, calls
+    assert checks.miss_probability(0.02, 10_000) < 1e-8  # a long loop catches rarer cheats too
+    assert checks.share(10) == 1.0 and checks.share(100_000) == checks.MIN_SHARE
+
+
+def test_draws_follow_their_probability() -> None:
+    drawn = sum(len(checks.drawn(1000, 0.1)) for _ in range(20))
+    assert 1600 < drawn < 2400
+    assert checks.drawn(100, 1.0) == list(range(100)) and checks.drawn(100, 0.0) == []
+
+
+def test_warmup_ends_early_on_a_settled_clock_and_level_calls() -> None:
+    settings = TimingSettings(warmup_s=0.5, settled_warmup_s=0.03, min_warmup=5)
+    level = [1.0] * 10
+    assert warmed(level, 0.05, settings, lambda now: True)
+    assert not warmed(level, 0.01, settings, lambda now: True)  # too early
+    assert not warmed(level, 0.05, settings, lambda now: False)  # the clock not settled
+    assert not warmed(level, 0.05, settings, None)  # no NVML: never early
+    assert not warmed([2.0] * 5 + [1.0] * 5, 0.05, settings, lambda now: True)  # still speeding up
+    off = TimingSettings(warmup_s=0.15, settled_warmup_s=0.0, min_warmup=5)
+    assert not warmed(level, 0.05, off, lambda now: True)
+
+
+class _FakeNvml:
+    """NVML as `ClockSettled` sees it: a maximum SM clock and readings taken from a script."""
+
+    handle = object()
+
+    def __init__(self, top: float | None, readings: list[float]) -> None:
+        self.top, self.readings = top, readings
+
+    def max_sm_clock(self) -> float | None:
+        return self.top
+
+    def read(self) -> tuple[float, float, int] | None:
+        clock = self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+        return clock, 40.0, 0
+
+
+def test_clock_settled_needs_a_high_reading_held_over_its_window() -> None:
+    from kbench.referee.gpu_clock import ClockSettled
+
+    gate = ClockSettled(_FakeNvml(1980.0, [345.0, 1980.0, 1975.0, 1200.0, 1980.0]), hold_s=0.02)  # type: ignore[arg-type]
+    assert not gate(0.00)  # idle clock
+    assert not gate(0.01)  # high now, not yet held
+    assert not gate(0.02)  # held 10 ms
+    assert not gate(0.03)  # dropped: starts over
+    assert not gate(0.04)
+    assert gate(0.061)  # high since 0.04
+    assert gate(0.0615)  # between readings the answer stands
+
+
+def test_clock_settled_never_passes_without_a_known_maximum_or_below_it() -> None:
+    from kbench.referee.gpu_clock import ClockSettled
+
+    unknown = ClockSettled(_FakeNvml(None, [1980.0]))  # type: ignore[arg-type]
+    capped = ClockSettled(_FakeNvml(1980.0, [1750.0]))  # type: ignore[arg-type]  # power-capped or locked
+    assert not any(unknown(t / 100) for t in range(20))
+    assert not any(capped(t / 100) for t in range(20))
+
+
+@pytest.mark.gpu
+def test_gpu_batches_time_like_the_profiler() -> None:
+    """On a GPU, a batch of back-to-back calls timed by the referee's clock gives each call's device time
+    within a few percent of CUDA events around the same calls (the round trip is a batch's small share)."""
+    device = "cuda"
+    x = torch.randn(16 << 20, device=device)
+
+    def get_inputs() -> list[Any]:
+        return [torch.randn(16 << 20)]
+
+    model = torch.nn.ReLU()
+    feed = Feed(get_inputs, device, "fp32", lambda slots: None)
+    layout = [OutputMeta(dtype="float32", shape=[16 << 20], device="cuda:0")]
+    loop = time_runner(LocalLink(model, feed), feed, layout, TimingSettings())
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(10):
+        model(x)
+    start.record()
+    for _ in range(100):
+        model(x)
+    end.record()
+    end.synchronize()
+    events_ms = start.elapsed_time(end) / 100
+    assert abs(loop.stats.median_ms - events_ms) <= 0.05 * events_ms
