@@ -192,9 +192,11 @@ class RunConfig(BaseModel):
     # how long one timed batch of calls runs (referee/timing.py): its command's round trip is the same share
     # of every job's calls
     timing_batch_ms: float = _ref(TimingSettings.target_batch_s * 1e3, gt=0.0)
-    # the share of a call's device time the candidate's own kernels must carry (rule no-custom-kernel); the
-    # share is measured where a profiler sees the kernels (a GPU), and always reported
-    min_kernel_share: float = Field(default=0.05, ge=0.0, le=1.0)
+    # The share of a call's time the candidate's own kernels must take (rule no-custom-kernel): always
+    # measured and reported (the device's on a GPU, the CPU's sampled from outside on the CPU), enforced
+    # above 0. Whether they do the work at all is the ablation's to say (referee/candidate.py): a GEMM in a
+    # library with an epilogue of the candidate's own is honest fusion at a share of a few percent.
+    min_kernel_share: float = Field(default=0.0, ge=0.0, le=1.0)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (

@@ -29,9 +29,47 @@ class KernelRecorder:
     build_failed: bool = False
     build_log: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific records (Triton launches)
+    # the ablation call (rule no-custom-kernel): what each kernel of the candidate's produced is made NaN
+    ablate: bool = False
 
     def hit(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
+
+    def call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call one of the candidate's kernels, counted once it returns (a call that raises did no work);
+        in an ablation call, its results -- the tensors it returned, and those of its arguments it wrote --
+        are then filled with NaN, so an output that does not change did not need it."""
+        before = _snapshot(args, kwargs) if self.ablate else None
+        out = fn(*args, **kwargs)
+        self.hit(name)
+        if before is not None:
+            _spoil(out, before)
+        return out
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, tuple | list):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _snapshot(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
+    return [(t, t.detach().clone()) for t in _tensors([*args, *kwargs.values()])]
+
+
+def _spoil(out: Any, before: list[tuple[Any, Any]]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for t in _tensors(out):
+            t.fill_(float("nan"))
+        for t, old in before:
+            if not torch.equal(t, old):  # written by the kernel: its output
+                t.fill_(float("nan"))
 
 
 @dataclass(frozen=True)

@@ -142,9 +142,7 @@ def _count_calls(module: Any, recorder: KernelRecorder) -> None:
         recorder.exported.add(attr)
 
         def counted(*args: Any, _fn: Callable[..., Any] = fn, _name: str = attr, **kwargs: Any) -> Any:
-            out = _fn(*args, **kwargs)
-            recorder.hit(_name)  # only calls that return: a call that raises did no work
-            return out
+            return recorder.call(_name, _fn, args, kwargs)
 
         setattr(module, attr, counted)
 

@@ -138,7 +138,8 @@ class TritonBackend(Backend):
         if os.environ.get("TRITON_INTERPRET") != "1":
             # trusted and CPU-only: here, before the lease, not at the first launch; stored by the host
             prewarm_cache_key(cache_dir)
-            return  # on a GPU the profiler sees Triton kernels by name
+            _ablatable_launches(recorder)  # on a GPU the profiler sees Triton kernels by name
+            return
         from triton.runtime.interpreter import InterpretedFunction
 
         original = InterpretedFunction.run
@@ -149,9 +150,8 @@ class TritonBackend(Backend):
             name = self.fn.__name__
             if name not in launches:
                 launches[name] = describe_launch(self, args, kwargs)
-            out = original(self, *args, grid=grid, warmup=warmup, **kwargs)
-            recorder.hit(name)  # counted once it returns, like the cpp wrapper
-            return out
+            launch = lambda *a, **k: original(self, *a, grid=grid, warmup=warmup, **k)  # noqa: E731
+            return recorder.call(name, launch, args, kwargs)  # counted once it returns, like the cpp wrapper
 
         InterpretedFunction.run = run  # type: ignore[method-assign]
 
@@ -160,6 +160,22 @@ class TritonBackend(Backend):
             "Triton kernels are compile-checked from a dry run: `kbench eval --backend triton --device cpu` "
             "compiles every launched kernel for sm_90"
         )
+
+
+def _ablatable_launches(recorder: KernelRecorder) -> None:
+    """Compiled launches through the recorder only in an ablation call (`KernelRecorder.call`): every other
+    launch runs as Triton runs it, its overhead untouched."""
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.run
+
+    def run(self: Any, *args: Any, grid: Any, warmup: Any, **kwargs: Any) -> Any:
+        if not recorder.ablate or warmup:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        launch = lambda *a, **k: original(self, *a, grid=grid, warmup=warmup, **k)  # noqa: E731
+        return recorder.call(self.fn.__name__, launch, args, kwargs)
+
+    JITFunction.run = run  # type: ignore[method-assign]
 
 
 def prewarm_cache_key(cache_dir: Path | str | None = None) -> None:

@@ -18,10 +18,13 @@ Steps, each under its phase's budget (referee/session.py):
 
 from __future__ import annotations
 
+import secrets
+import time
+from pathlib import Path
 from typing import Any
 
 from kbench.referee import Stop
-from kbench.referee.checks import Checker
+from kbench.referee.checks import Checker, Flagged
 from kbench.referee.feed import Feed, plain
 from kbench.referee.job import Job, cpu_seconds
 from kbench.referee.timing import time_runner
@@ -43,6 +46,8 @@ from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import Status
 
 CORES_SLACK = 1.25  # a loop's CPU time may exceed its cores' share of the wall time by this factor
+SHARE_SAMPLE_S = 0.1  # of calls sampled for a CPU candidate's kernel share (~2,000 samples of 50 us)
+SHARE_SAMPLES = 100  # samples in the candidate's code or PyTorch's before a share is told (up to 1 s)
 
 
 class CandidateJob:
@@ -52,6 +57,7 @@ class CandidateJob:
         self.inbox: Any = None
         self.feed: Feed | None = None
         self.layout: list[Any] = []
+        self.checker: Checker | None = None
 
     def bind(self, made: list[slotlib.Slot]) -> None:
         fds = [fd for slot in made for fd in slot.fds()]
@@ -92,6 +98,7 @@ class CandidateJob:
             return
         self.correctness()
         self.kernel_use()
+        self.ablation()
         self.compile_check()
         if spec.measure:
             if spec.settle:
@@ -167,11 +174,14 @@ class CandidateJob:
 
     def kernel_use(self) -> None:
         job, feed = self.job, self._feed()
-        filled = feed.fill(0, self.spec.seeds[0])
+        filled = feed.fill(0, secrets.randbelow(2**62))  # inputs of its own: no memo of a correctness call
         feed.ready()
         with job.timed("kernel_use"):
             use = job.session.ask(Profile(call=filled.call()), Profiled)
-        job.result.kernels_ran, job.result.kernel_share = use.ran, use.share
+            share = use.share
+            if self._native_on_cpu():
+                share = self._cpu_share()
+        job.result.kernels_ran, job.result.kernel_share = use.ran, share
         if not use.ran:
             seen = f"; device kernels that ran: {', '.join(use.library)}" if use.library else ""
             raise Stop(
@@ -180,13 +190,91 @@ class CandidateJob:
                 "no-custom-kernel",
             )
         floor = self.spec.min_kernel_share
-        if use.share is not None and floor > 0 and use.share < floor:
+        if share is not None and floor > 0 and share < floor:
+            where = (
+                "device time" if self.spec.device.startswith("cuda") else "CPU time (sampled by its referee)"
+            )
+            others = f": library code did the work ({', '.join(use.library[:5])})" if use.library else ""
             raise Stop(
                 Status.CHEAT,
-                f"the candidate's own kernels ({', '.join(use.ran)}) took {use.share:.1%} of the call's device "
-                f"time, under {floor:.0%}: library kernels did the work ({', '.join(use.library[:5])})",
+                f"the candidate's own kernels ({', '.join(use.ran)}) took {share:.1%} of the call's {where}, "
+                f"under {floor:.0%}{others}",
                 "no-custom-kernel",
             )
+
+    def ablation(self) -> None:
+        """`cheat no-custom-kernel` when one call, made while everything the candidate's own kernels produce
+        is made NaN (KernelRecorder.call), still matches the reference on its inputs: kernels that run
+        beside PyTorch operators doing the work, their results unused. Fresh inputs, and the reference's
+        model in this process (referee/checks.py), judge it."""
+        from kbench.sandbox.commands import Copied, Copy, Ran, Run
+
+        job, feed = self.job, self._feed()
+        with job.timed("ablation"):
+            checker = self._checker()
+            filled = feed.fill(0, secrets.randbelow(2**62))
+            feed.ready()
+            metas = job.session.ask(Run(calls=[filled.call()], ablate=True), Ran).outputs[0]
+            plain(metas, "the ablation call")
+            slot = feed.output_slots(metas, 1)[0]
+            job.session.ask(Copy(outputs=[slot.ident]), Copied)
+            try:
+                checker.check(-1, filled.pristine, filled.literals, slot.tensors, count=False)
+            except Flagged:
+                return  # its kernels' results matter: without them the outputs are wrong
+        raise Stop(
+            Status.CHEAT,
+            "with everything the candidate's own kernels produced made NaN, its outputs still matched the "
+            "reference: they run, and PyTorch does the work",
+            "no-custom-kernel",
+        )
+
+    def _checker(self) -> Checker:
+        if self.checker is None:
+            spec = self.spec
+            assert spec.problem is not None
+            self.checker = Checker(spec.problem, spec.preset, spec.dtype, spec.device, spec.init_seed)
+            self.checker.prepare()
+        return self.checker
+
+    def _native_on_cpu(self) -> bool:
+        """A CPU candidate whose kernels are native code from the build cache (cpp): its share is sampled
+        from outside (referee/perfshare.py); an interpreted Triton kernel has no code of its own to find."""
+        from kbench.backends import get_backend
+
+        return not self.spec.device.startswith("cuda") and get_backend(self.spec.backend).prebuilds
+
+    def _cpu_share(self) -> float | None:
+        """The share of the runner's CPU time in the candidate's own modules over a few of its calls, sampled
+        by the kernel's performance events from this process; None (and a warning) where there are none."""
+        from kbench.referee import perfshare
+        from kbench.sandbox.commands import Ran, Run
+
+        job, feed = self.job, self._feed()
+        pids = [p for p in job.runner.descendants() if p not in job.builder.pids]
+        try:
+            sampler = perfshare.Sampler(pids)
+        except perfshare.Unavailable as exc:
+            job.result.warnings.append(f"kernel share not measured: {exc}")
+            return None
+        builds = str(Path(self.spec.cache_dir).resolve() / "builds") + "/"
+        try:
+            t0, share = time.monotonic(), None
+            while time.monotonic() - t0 < 10 * SHARE_SAMPLE_S:
+                filled = feed.fill(0, secrets.randbelow(2**62))
+                feed.ready()
+                with sampler:  # the runner's calls only: not its copies, nor the referee's inputs
+                    job.session.ask(Run(calls=[filled.call()]), Ran)
+                if time.monotonic() - t0 >= SHARE_SAMPLE_S:
+                    samples = sampler.instructions()
+                    maps = {pid: perfshare.mappings(pid) for pid in {pid for pid, _ in samples}}
+                    share, counted = perfshare.share(samples, maps, lambda path: path.startswith(builds))
+                    if counted >= SHARE_SAMPLES:
+                        return share
+        finally:
+            sampler.close()
+        job.result.warnings.append("kernel share not measured: too few samples of its calls (a loaded CPU)")
+        return None
 
     def compile_check(self) -> None:
         job = self.job
@@ -203,10 +291,7 @@ class CandidateJob:
     def timing(self) -> None:
         job, feed, spec = self.job, self._feed(), self.spec
         job.phase("timing")
-        assert spec.problem is not None
-        checker = Checker(spec.problem, spec.preset, spec.dtype, spec.device, spec.init_seed)
-        with job.timed("checker"):
-            checker.prepare()
+        checker = self._checker()
         pids = job.runner.descendants()
         cpu0 = cpu_seconds(pids)
         with job.timed("timing"):

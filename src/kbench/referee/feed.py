@@ -128,10 +128,27 @@ def fill_nan(slot: Slot) -> None:
             _bytes(t).fill_(0xFF)
 
 
+MAX_OUTPUT_BYTES = 1 << 40  # an output the runner claims beyond this is no output a problem has
+
+
 def plain(metas: list[OutputMeta], what: str) -> None:
     """`cheat tensor-subclass` unless every output is a plain torch.Tensor; `output-aliases-input` when
-    one shares its storage with an input (as the runner saw it)."""
+    one shares its storage with an input (as the runner saw it); `cheat protocol` for a description no
+    tensor has (the runner's answers are untrusted data)."""
+    import torch
+
     for i, meta in enumerate(metas):
+        if meta.type == "Tensor":
+            dtype = getattr(torch, meta.dtype, None) if meta.dtype.isidentifier() else None
+            count = 1
+            for n in meta.shape:
+                count *= max(n, 0)
+            if (
+                not isinstance(dtype, torch.dtype)
+                or any(n < 0 for n in meta.shape)
+                or count > MAX_OUTPUT_BYTES
+            ):
+                raise Stop(Status.CHEAT, f"{what}'s output {i} was described as no tensor is", "protocol")
         if meta.type != "Tensor":
             raise Stop(
                 Status.CHEAT, f"{what}'s output {i} is a {meta.type}, not torch.Tensor", "tensor-subclass"

@@ -5,8 +5,13 @@ the runner from its own process instead, with the kernel's performance events (`
 task-clock event per thread of the runner, inherited by the threads it starts): every `PERIOD_NS` of a
 thread's run time the kernel records the instruction it was at. The instructions that fall in the
 candidate's extension modules (the files the referee's builds put in the build cache, as the runner's
-memory map shows them) over all of them is the share. A candidate that calls a kernel of its own that
-does nothing, beside PyTorch operators that do the work, gets a share near zero (`no-custom-kernel`).
+memory map shows them, less the bindings and templates compiled into them: `GLUE`, by the modules'
+symbols), against those in the libraries that compute for PyTorch (its own libraries,
+OpenMP's, BLAS and its kin: `LIBRARIES`), is the share. The interpreter, PyTorch's Python bindings and the
+C and math libraries are left out of both: there the runner's command handling, which surrounds every
+call, the candidate's Python wrapper, and the math functions both its kernels and PyTorch's call, look
+alike. A candidate that calls a kernel of its own that does nothing, beside PyTorch operators
+that do the work, gets a share near zero (`no-custom-kernel`).
 
 Where the kernel refuses the events (`/proc/sys/kernel/perf_event_paranoid` above 2 without
 CAP_PERFMON, a seccomp filter that forbids the call: some container runtimes' defaults) nothing is
@@ -16,9 +21,12 @@ measured and the verdict says so.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
+import re
 import struct
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +35,7 @@ _PAGES = 16  # data pages per ring buffer (64 KiB: ~2,700 samples)
 _NR_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 _PERF_TYPE_SOFTWARE, _SW_TASK_CLOCK = 1, 1
 _SAMPLE_IP, _SAMPLE_TID = 1 << 0, 1 << 1
-_DISABLED, _INHERIT, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
+_DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 _IOC_ENABLE, _IOC_DISABLE = 0x2400, 0x2401
 _RECORD_SAMPLE = 9
 
@@ -69,7 +77,7 @@ def _open(tid: int) -> int:
     attr = _Attr(type=_PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_Attr), config=_SW_TASK_CLOCK)
     attr.sample_period = PERIOD_NS
     attr.sample_type = _SAMPLE_IP | _SAMPLE_TID
-    attr.flags = _DISABLED | _INHERIT | _EXCLUDE_KERNEL | _EXCLUDE_HV
+    attr.flags = _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV  # a per-thread event with a ring: no inherit
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     fd = int(libc.syscall(ctypes.c_long(number), ctypes.byref(attr), tid, -1, -1, ctypes.c_ulong(0)))
@@ -141,9 +149,9 @@ def _wrapped(data: bytes, start: int, n: int) -> bytes:
     return data[start:end] if end <= len(data) else data[start:] + data[: end - len(data)]
 
 
-def mappings(pid: int) -> list[tuple[int, int, str]]:
-    """The file-backed executable mappings of `pid`: (start, end, path)."""
-    found: list[tuple[int, int, str]] = []
+def mappings(pid: int) -> list[tuple[int, int, int, str]]:
+    """The file-backed executable mappings of `pid`: (start, end, file offset, path)."""
+    found: list[tuple[int, int, int, str]] = []
     try:
         lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
@@ -152,22 +160,74 @@ def mappings(pid: int) -> list[tuple[int, int, str]]:
         parts = line.split(maxsplit=5)
         if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
             start, end = (int(x, 16) for x in parts[0].split("-"))
-            found.append((start, end, parts[5]))
+            found.append((start, end, int(parts[2], 16), parts[5]))
     return found
+
+
+# What an extension module carries that is not its author's code: the bindings pybind11 generates around
+# every function, and PyTorch's and its standard library's templates instantiated there
+GLUE = re.compile(
+    r"^(_ZN[KS]*\d*(pybind11|c10|at|torch|std|__gnu_cxx)|_ZNK?St|PyInit_|_GLOBAL__|_init|_fini|__)"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def symbols(path: str) -> tuple[tuple[int, int, str], ...]:
+    """The defined code symbols of a module file: (address, size, name), by address (`nm`); () where the
+    file has none or nm is missing."""
+    try:
+        out = subprocess.run(
+            ["nm", "--defined-only", "--print-size", "--no-demangle", path],
+            capture_output=True, text=True, timeout=60, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    found = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "TtWw":
+            found.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+    return tuple(sorted(found))
+
+
+def _glue(path: str, ip: int, start: int, offset: int) -> bool:
+    """Whether the instruction at `ip` (in the mapping of `path` at `start`, file offset `offset`) lies in
+    binding or template code rather than the candidate's own functions."""
+    address = ip - start + offset  # as the file's symbols name it (its code's addresses are its offsets)
+    table = symbols(path)
+    lo, hi = 0, len(table)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if table[mid][0] <= address:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return False
+    begin, size, name = table[lo - 1]
+    return address < begin + max(size, 1) and bool(GLUE.match(name))
+
+
+# PyTorch's computing libraries (not its Python bindings, which wrap every call alike) and their kin
+LIBRARIES = re.compile(
+    r"lib(torch_cpu|torch|c10|gomp|omp|iomp5|mkl[^/]*|openblas|blas|lapack|sleef|dnnl)[.-][^/]*$"
+)
 
 
 def share(
     samples: list[tuple[int, int]],
-    pid_maps: dict[int, list[tuple[int, int, str]]],
+    pid_maps: dict[int, list[tuple[int, int, int, str]]],
     ours: Callable[[str], bool],
-) -> float | None:
-    """Of the samples, the share whose instruction lies in a file `ours` accepts (None: no samples)."""
-    if not samples:
-        return None
-    hits = 0
+) -> tuple[float | None, int]:
+    """Of the samples in the candidate's own functions (in a file `ours` accepts, not its GLUE) or in
+    LIBRARIES, the share in the candidate's (None when there are none of either), and their number."""
+    mine = theirs = 0
     for pid, ip in samples:
-        for start, end, path in pid_maps.get(pid, ()):
+        for start, end, offset, path in pid_maps.get(pid, ()):
             if start <= ip < end:
-                hits += ours(path)
+                if ours(path):
+                    mine += not _glue(path, ip, start, offset)
+                elif LIBRARIES.search(path):
+                    theirs += 1
                 break
-    return hits / len(samples)
+    return (mine / (mine + theirs) if mine + theirs else None), mine + theirs

@@ -227,6 +227,11 @@ class RunnerProcess:
             os.close(out_r)
             _child(child_sock, out_w, module, referee)
         child_sock.close()
+        # The referee's own output takes the same pipe: one writer of the log file, the relay.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
         os.close(out_w)
         self.pid = pid
         self.channel = chan.Channel(parent_sock)
@@ -303,6 +308,13 @@ class RunnerProcess:
             time.sleep(0.005)
         self.wait(5.0)
         self.channel.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        after = os.open(self.relay.path, os.O_WRONLY | os.O_APPEND) if self.relay is not None else None
+        null = os.open(os.devnull, os.O_WRONLY) if after is None else after
+        os.dup2(null, 1)  # the pipe's last writer goes: the relay reads its end, writes the tail, stops
+        os.dup2(null, 2)
+        os.close(null)
         if self.relay is not None:
             self.relay.close()
 

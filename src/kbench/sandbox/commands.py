@@ -83,6 +83,8 @@ class Run(_Message):
     kind: Literal["run"] = "run"
     calls: list[Call]
     mode: str = ""  # reference: which baseline mode serves the calls
+    # the ablation call: what the candidate's own kernels produce is made NaN (backends KernelRecorder)
+    ablate: bool = False
 
 
 class Copy(_Message):

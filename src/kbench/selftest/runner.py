@@ -6,7 +6,9 @@ next to a self-contained `problem.py` per folder. Each fixture starts with heade
     # expect: STATUS [RULE] [| STATUS [RULE] ...]   the verdicts that count as caught (alternatives: |)
     # static: off                                   run with static checks disabled (tests the runtime rule)
     # timeout: SECONDS                              the worker's wall-clock limit for this fixture
-    # requires: gpu                                 needs a CUDA device (cuda fixtures always do)
+    # requires: gpu | cpus                          needs a CUDA device (cuda fixtures always do), or 2 CPUs
+    # min-ms: MILLISECONDS                          an `ok` must have been timed at least this slow (the
+                                                    candidate's forged speed must not show)
     # warns: RULE                                   a warning finding the verdict must carry
     # include: FILE                                 completed with FILE's text first (a shared source)
 
@@ -18,6 +20,7 @@ caught by correctness when the allocator reuses an address, by the timing re-che
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from kbench.errors import ConfigError
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.types import Candidate, Problem, Verdict
 
-_KEYS = ("expect", "static", "timeout", "requires", "warns", "include")
+_KEYS = ("expect", "static", "timeout", "requires", "warns", "include", "min-ms")
 _GROUPS = ("correct", "wrong")
 # CPU runs use the `small` preset and a short timing budget: the suite checks verdicts, not speed.
 _CPU_TIMING_BUDGET_S = 1.0
@@ -58,6 +61,8 @@ class Fixture:
     timeout_s: float | None = None
     requires_gpu: bool = False
     warns: tuple[str, ...] = ()
+    min_ms: float | None = None  # an ok verdict timed at least this slow
+    requires_cpus: bool = False  # shows only where this process may use two CPUs
 
     @property
     def id(self) -> str:
@@ -136,6 +141,8 @@ def load_fixture(path: Path) -> Fixture:
         timeout_s=float(head["timeout"]) if "timeout" in head else None,
         requires_gpu=get_backend(backend).needs_gpu or head.get("requires") == "gpu",
         warns=tuple(head["warns"].split()) if "warns" in head else (),
+        min_ms=float(head["min-ms"]) if "min-ms" in head else None,
+        requires_cpus=head.get("requires") == "cpus",
     )
 
 
@@ -150,6 +157,8 @@ def discover(
         for path in sorted(root.glob(f"*/{group}/*.py")):
             fx = load_fixture(path)
             if (wanted is None or fx.backend in wanted) and (gpu or not fx.requires_gpu):
+                if fx.requires_cpus and len(os.sched_getaffinity(0)) < 2:
+                    continue  # one CPU: a second core's use cannot be shown here
                 fixtures.append(fx)
     return fixtures
 
@@ -183,6 +192,9 @@ def judge(fixture: Fixture, verdict: Verdict) -> bool:
     if not any(e.status == status and (not e.rule or e.rule == rule) for e in fixture.expect):
         return False
     warned = {f"static:{f.rule}" for f in verdict.checks.findings} | set(verdict.warnings)
+    if fixture.min_ms is not None and status == "ok":
+        if verdict.timing is None or verdict.timing.median_ms < fixture.min_ms:
+            return False
     return all(w in warned for w in fixture.warns)
 
 

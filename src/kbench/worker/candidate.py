@@ -137,6 +137,9 @@ class CandidateRole(Role):
     def model(self, mode: str) -> Any:
         return self.model_obj
 
+    def ablating(self, on: bool) -> None:
+        self.recorder.ablate = on
+
     def profile(self, inputs: list[Any]) -> Any:
         from kbench.backends.profile import cpu_calls, gpu_kernels
 

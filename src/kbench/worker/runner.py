@@ -71,6 +71,9 @@ class Role:
     def place(self) -> Any:
         return Loaded()
 
+    def ablating(self, on: bool) -> None:
+        """Make the candidate's kernels' results NaN while `on` (a role without kernels of its own: no-op)."""
+
 
 def failure(exc: BaseException, default: Status) -> Failed:
     """A candidate's exception as data: out of memory is `oom`, anything else `default` with its trace."""
@@ -133,6 +136,7 @@ class Server:
         self.kept = []
         metas = []
         t0 = time.perf_counter()
+        self.role.ablating(cmd.ablate)
         try:
             for call in cmd.calls:
                 inputs = self._inputs(call)
@@ -143,6 +147,8 @@ class Server:
         except (Exception, SystemExit) as exc:
             self.kept = []
             return failure(exc, Status.RUNTIME_ERROR)
+        finally:
+            self.role.ablating(False)
         return Ran(outputs=metas, seconds=time.perf_counter() - t0)
 
     def copy(self, cmd: Copy) -> Any:
