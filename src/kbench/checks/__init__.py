@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kbench.checks import rules_harness as _rules_harness  # noqa: F401  (registers rules)
 from kbench.checks import rules_kernel as _rules_kernel  # noqa: F401  (registers rules)
 from kbench.checks import rules_state as _rules_state  # noqa: F401  (registers rules)
 from kbench.checks.context import CheckContext

@@ -222,33 +222,19 @@ _INTROSPECTION_NAMES = (
     "sys.addaudithook",
 )
 _DYNAMIC_BUILTINS = {"globals", "vars", "eval", "exec", "compile"}
-_FRAME_ATTRS = {
-    "f_back",
-    "f_locals",
-    "f_globals",
-    "gi_frame",
-    "tb_frame",
-    "__globals__",
-    "__subclasses__",
-    "__builtins__",
-    "__code__",
-    "__closure__",
-}
 
 
 @register_rule("introspection")
 def introspection(ctx: CheckContext) -> Iterator[Hit]:
     """gc, inspect, frames, ctypes and builtins let a candidate find objects it was never given (the
     reference's expected output on the heap, the harness's tensors) or rewrite the interpreter's rules.
-    A kernel needs none of them."""
+    A kernel needs none of them. Frame and code attributes by any route are `frame-access`."""
     for mod, line in ctx.imported_modules:
         if matches(mod, _INTROSPECTION_MODULES):
             yield Hit(line, f"imports {mod} (introspection of foreign objects)")
     for node in ctx.nodes:
         if isinstance(node, ast.Attribute):
-            if node.attr in _FRAME_ATTRS:
-                yield Hit(node.lineno, f"reads .{node.attr} (frames/globals of other code)")
-            elif matches(ctx.qualname(node), _INTROSPECTION_NAMES):
+            if matches(ctx.qualname(node), _INTROSPECTION_NAMES):
                 yield Hit(node.lineno, f"uses {ctx.qualname(node)}")
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):
             yield Hit(node.lineno, f"uses {node.id}")
