@@ -89,3 +89,20 @@ def test_build_jobs_compile_at_lower_priority(tmp_path: Path) -> None:
     finally:
         os.environ.pop("CXX") if old is None else os.environ.update(CXX=old)
     assert not built.ok and f"niceness={min(19, os.nice(0) + BUILD_NICE)}" in built.log + built.message
+
+
+def test_a_statically_rejected_candidate_never_runs_not_even_to_build(tmp_path: Path) -> None:
+    """Static checks come before any of the candidate's code runs, on the batch path's build step as in a
+    verdict: its module-level code would leave a file behind if it ran."""
+    marker = tmp_path / "ran"
+    source = (
+        fixture_source("cpp_honest.py") + f"\nimport subprocess\nopen({str(marker)!r}, 'w').write('ran')\n"
+    )
+    problem = get_problem("kbench:2/1")
+    candidate = Candidate(problem.key, "cpp", source)
+    cfg = cpu_config(tmp_path / "cache", static_checks=True, measure=False)
+    built = prebuild(candidate, cfg, "cpu")
+    assert (built.ok, built.status, built.rule) == (False, "static_reject", "static:threads-processes")
+    verdict = evaluate(problem, candidate, cfg)
+    assert (verdict.status, verdict.rule) == (Status.STATIC_REJECT, "static:threads-processes")
+    assert not marker.exists()

@@ -146,22 +146,27 @@ def test_root_in_a_user_namespace_has_no_capability_over_the_machine() -> None:
     assert got["uid"] == 0 and not got["raised"]  # root inside, no capability outside
 
 
-def test_a_size_capped_temporary_folder(tmp_path: Path) -> None:
+def test_a_size_capped_working_folder_keeps_what_it_held(tmp_path: Path) -> None:
     _needs_namespaces()
-    folder = tmp_path / "tmp"
+    folder = tmp_path / "run"
+    (folder / "home" / "deep").mkdir(parents=True)
+    (folder / "candidate.py").write_text("x = 1\n")
 
     def probe() -> dict[str, Any]:
         ok = isolate.mount_tmp(folder, 1)
-        try:
-            (folder / "big").write_bytes(b"x" * (2 << 20))
+        held = (folder / "candidate.py").read_text() == "x = 1\n" and (folder / "home" / "deep").is_dir()
+        try:  # in small files too: the cap is the folder's, not a file's
+            for i in range(4):
+                (folder / "home" / f"part{i}").write_bytes(b"x" * (512 << 10))
             wrote = True
         except OSError:
             wrote = False
-        return {"mounted": ok, "wrote": wrote}
+        return {"mounted": ok, "held": held, "wrote": wrote}
 
     got = _in_child(isolate.Walls(), probe)
-    assert got["mounted"] and not got["wrote"]
-    assert not (folder / "big").exists()  # the mount, and what was written there, stayed in the namespace
+    assert got["mounted"] and got["held"] and not got["wrote"], got
+    assert not (folder / "home" / "part0").exists()  # the mount, and what was written there, stayed in it
+    assert (folder / "candidate.py").read_text() == "x = 1\n"
 
 
 def test_limits_bound_files_and_their_size(tmp_path: Path) -> None:
@@ -214,3 +219,42 @@ def test_walls_by_device() -> None:
     assert gpu is not None and not gpu.pid and not gpu.net and gpu.user
     assert isolate.for_device("cpu", False) is None
     assert "subreaper" in isolate.describe(["user"], True)
+
+
+def test_no_process_outside_a_runners_user_namespace_has_a_readable_environ() -> None:
+    """A GPU runner shares the host's PID namespace; its user namespace is what keeps every other process's
+    environment (API keys, a service's token) and memory out of its reach: /proc/PID/environ of a process
+    outside needs CAP_SYS_PTRACE in that process's namespace. kbench's own processes are besides not
+    dumpable (`protect_self`), which holds where user namespaces are refused and kbench is not root."""
+    import ctypes
+    import subprocess
+    import sys
+
+    _needs_namespaces()
+    secret = "sk-isolate-test-secret"
+    code = (
+        "import sys, time\n"
+        "from kbench.sandbox import isolate\n"
+        "if sys.argv[1] == 'protect':\n    isolate.protect_self()\n"
+        "print('ready', flush=True)\ntime.sleep(30)\n"
+    )
+    env = {**os.environ, "KBENCH_TEST_SECRET": secret}
+    for mode in ("open", "protect"):
+        child = subprocess.Popen([sys.executable, "-c", code, mode], env=env, stdout=subprocess.PIPE)
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+            assert secret.encode() in Path(f"/proc/{child.pid}/environ").read_bytes() or mode == "protect"
+
+            def probe(pid: int = child.pid) -> dict[str, Any]:
+                try:
+                    return {"read": secret.encode() in Path(f"/proc/{pid}/environ").read_bytes()}
+                except OSError as exc:
+                    return {"read": False, "why": exc.strerror}
+
+            got = _in_child(isolate.for_device("cuda", True) or isolate.Walls(), probe)
+            assert got["read"] is False and got["why"] == "Permission denied", (mode, got)
+        finally:
+            child.kill()
+            child.wait()
+    isolate.protect_self()  # idempotent; this test's process is kbench's host here
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE

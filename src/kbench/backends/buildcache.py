@@ -6,11 +6,13 @@ wrapper that changes nothing about what the code means, only where it is built:
 
 - the key is a hash of every argument that affects the binary (name, sources, functions, flags, include
   paths, CUDA/PCH switches) plus the toolchain (torch, Python, compiler, nvcc, CUDA arch list);
-- a finished build (`ROOT/KEY/manifest.json`) is loaded once its module's digest matches the manifest's
-  (`verified`): a file changed after the referee moved it into the cache is never loaded;
-- otherwise the wrapper asks the referee for the build (`request`: the call's arguments as data), which
-  compiles it in a process of its own, checks it and moves it into the cache (referee/builds.py), then
-  loads it the same way.
+- the wrapper asks the referee for the build (`request`: the call's arguments as data); the referee
+  answers from the cache or compiles it in a process of its own, checks it and moves it into the cache
+  (referee/builds.py), and hands the job a copy in a folder of its own: a runner never reads the shared
+  cache, so it learns neither its layout nor another candidate's binary;
+- a build is loaded once every file's digest matches its manifest (`verified`): a file changed after
+  its builder sealed it is never loaded. A trusted caller without a referee (`request` None) reads
+  finished builds from the cache itself.
 
 Unusual forms (`is_python_module=False`, an explicit `build_directory`) build as torch would, in the
 runner's own folders. The wrapper also records the exported functions and wraps them to count the calls
@@ -191,10 +193,9 @@ def cached_load_inline(
             else:
                 name = arguments["name"]
                 folder = root / build_key(arguments)
-                if verified(folder) is not None:
-                    recorder.extra["build_recipe"] = "cache"
+                if request is None and verified(folder) is not None:
+                    recorder.extra["build_recipe"] = "cache"  # a trusted caller reads the cache itself
                 else:
-                    recorder.cache_hit = False
                     folder = _requested(request, arguments, recorder)
                 module = _import_module_from_library(name, str(folder), True)
         except Exception as exc:
@@ -218,6 +219,7 @@ def _requested(request: Request | None, arguments: dict[str, Any], recorder: Ker
     if request is None:
         raise BuildFailed("this extension is not in the build cache, and nothing here may build it")
     answer = request(as_data(arguments))
+    recorder.cache_hit = recorder.cache_hit and answer.cache_hit
     recorder.build_log = answer.log[-8000:]
     recorder.extra["build_recipe"] = answer.recipe
     if answer.errors:

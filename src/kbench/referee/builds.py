@@ -145,9 +145,18 @@ class Builder:
     """The referee's builds for one job: `__call__` answers a runner's `BuildRequest`."""
 
     def __init__(
-        self, cache_dir: Path, budget_s: float, env: dict[str, str], confined: bool, nice: int = 0
+        self,
+        cache_dir: Path,
+        budget_s: float,
+        env: dict[str, str],
+        confined: bool,
+        nice: int = 0,
+        hand_to: Path | None = None,
     ) -> None:
         self.root = cache_dir / "builds"
+        # Where the job's runner gets its copy of each build (a folder it may read, not write); None:
+        # the cache's own folder (a caller that loads in its own, trusted process).
+        self.hand_to = hand_to
         self.nice = nice  # a build ahead of the GPU queue runs below the lanes (jitbuild.BUILD_NICE)
         self.budget_s = budget_s
         self.env = env
@@ -164,12 +173,33 @@ class Builder:
         key = buildcache.build_key(arguments)
         target = self.root / key
         if buildcache.verified(target) is not None:
-            return BuildAnswer(
+            answer = BuildAnswer(
                 ok=True, folder=str(target), name=arguments["name"], recipe="cache", cache_hit=True
             )
-        answer = build(arguments, key, self.root, self._spawn)
+        else:
+            answer = build(arguments, key, self.root, self._spawn)
+        if answer.ok and self.hand_to is not None:
+            answer = self._hand_over(answer, key)
         answer.seconds = round(time.perf_counter() - t0, 3)
         return answer
+
+    def _hand_over(self, answer: BuildAnswer, key: str) -> BuildAnswer:
+        """Copy a verified build to the job's own folder: its runner reads that copy and never the shared
+        cache (no other candidate's binary, no cache layout to learn). Copied files are checked again."""
+        assert self.hand_to is not None
+        source, copy = Path(answer.folder), self.hand_to / key
+        if buildcache.verified(copy) is None:
+            shutil.rmtree(copy, ignore_errors=True)
+            manifest = buildcache.verified(source)
+            if manifest is None:
+                return BuildAnswer(ok=False, log=f"the cached build {key} changed while it was handed over")
+            for rel in [*manifest["files"], buildcache.MANIFEST]:
+                (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / rel, copy / rel)
+            if buildcache.verified(copy) is None:
+                shutil.rmtree(copy, ignore_errors=True)
+                return BuildAnswer(ok=False, log=f"the copy of build {key} does not match its manifest")
+        return answer.model_copy(update={"folder": str(copy)})
 
     def _spawn(self, request: dict[str, Any]) -> dict[str, Any]:
         """The compile in a process of its own, walled in and confined to its staging folder."""

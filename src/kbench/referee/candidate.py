@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from pathlib import Path
 from typing import Any
 
 from kbench.referee import Stop
@@ -257,7 +256,7 @@ class CandidateJob:
         except perfshare.Unavailable as exc:
             job.result.warnings.append(f"kernel share not measured: {exc}")
             return None
-        builds = str(Path(self.spec.cache_dir).resolve() / "builds") + "/"
+        builds = str(job.builds.resolve()) + "/"  # the job's copies of its builds: what the runner maps
         try:
             t0, share = time.monotonic(), None
             while time.monotonic() - t0 < 10 * SHARE_SAMPLE_S:

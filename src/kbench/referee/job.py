@@ -23,6 +23,7 @@ from kbench.sandbox.commands import Ready, RunnerSpec, Setup
 from kbench.sandbox.protocol import LOG_FILE, JobSpec, WorkerResult, announce
 
 RUN_FOLDER = "run"
+BUILDS_FOLDER = "builds"  # the job's copies of its verified builds: its runner reads them, never writes
 
 
 def runner_env(run: Path, device: str) -> dict[str, str]:
@@ -51,7 +52,10 @@ class Job:
 
         nice = BUILD_NICE if spec.role == "build" else 0  # ahead of the GPU queue: below the lanes
         budget = spec.budgets.get("build", 600.0)
-        self.builder = Builder(Path(spec.cache_dir), budget, dict(os.environ), spec.confine, nice)
+        self.builds = jobdir / BUILDS_FOLDER
+        self.builder = Builder(
+            Path(spec.cache_dir), budget, dict(os.environ), spec.confine, nice, hand_to=self.builds
+        )
         self.session = Session(runner, self.builder if spec.role != "reference" else None, self.log_tail)
 
     def log_tail(self, nbytes: int = 16 << 10) -> str:
@@ -83,9 +87,9 @@ class Job:
         env = runner_env(self.run, self.spec.device)
         cache = Path(self.spec.cache_dir)
         reads = None
+        self.builds.mkdir(exist_ok=True)  # Landlock grants reads on what exists
         if untrusted and self.spec.confine:
-            (cache / "builds").mkdir(parents=True, exist_ok=True)  # Landlock grants reads on what exists
-            extra = [self.run, cache / "builds", cache / "pycache", cache / "triton-key.json"]
+            extra = [self.run, self.builds, cache / "pycache", cache / "triton-key.json"]
             reads = [str(p) for p in confine.standard_reads(extra)]
         memory = None
         if self.spec.memory_limit_gb > 0:
@@ -98,7 +102,7 @@ class Job:
             writes=[str(self.run)],
             reads=reads,
             env=env,
-            tmp=str(self.run / "tmp"),
+            tmp=str(self.run),  # its memory file system: every byte it writes counts against its cap
             cwd=str(self.run),
             memory=memory,
         )

@@ -35,7 +35,7 @@ class Setup(_Message):
     writes: list[str] = Field(default_factory=list)
     reads: list[str] | None = None
     env: dict[str, str] = Field(default_factory=dict)
-    tmp: str = ""
+    tmp: str = ""  # a folder the runner covers with its capped memory file system (what it held copied in)
     cwd: str = ""
     memory: tuple[str, int] | None = None  # (RLIMIT name, bytes)
 

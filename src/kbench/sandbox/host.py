@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbench.sandbox import procs
+from kbench.sandbox import isolate, procs
 from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
@@ -275,6 +275,10 @@ def run_worker(
     """
     _check_stop()
     asked = time.monotonic()
+    # This process holds what a candidate must never read (API keys in its environment, a service's
+    # token, expected outputs in its memory): from its first job on it is not dumpable, so no process of
+    # its user without CAP_SYS_PTRACE over it -- a GPU runner shares its PID namespace -- reads its /proc.
+    isolate.protect_self()
     jobdir.mkdir(parents=True, exist_ok=True)
     spec, env = one_gpu(spec, env)
     (jobdir / JOB_FILE).write_text(spec.model_dump_json())

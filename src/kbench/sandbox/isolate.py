@@ -51,7 +51,7 @@ class Walls:
     pid: bool = False  # CPU jobs: the runner is its namespace's init
     net: bool = False
     mount: bool = True  # a private /proc (with pid) and a capped temporary folder
-    tmp_mib: int = 2048  # the runner's memory file system for temporary files (mount)
+    tmp_mib: int = 2048  # the memory file system on the runner's working folder: all it may write (mount)
     files: int = 4096  # open files (RLIMIT_NOFILE)
     file_mib: int = 1024  # largest file it may write (RLIMIT_FSIZE); logs are capped separately
     procs: int = 256  # processes of the job where a cgroup or RLIMIT_NPROC can count them
@@ -158,14 +158,33 @@ def mount_proc() -> bool:
 
 
 def mount_tmp(path: Path, mib: int) -> bool:
-    """A memory file system of at most `mib` MiB on `path` (in this mount namespace only): what the
-    candidate writes there is bounded and vanishes with it."""
+    """A memory file system of at most `mib` MiB on `path` (in this mount namespace only), holding what
+    `path` held (its folders and files, copied in): what the candidate writes there is bounded and
+    vanishes with it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
+        below = os.open(path, os.O_RDONLY | os.O_DIRECTORY)  # the folder the mount will cover
+    except OSError:
+        return False
+    try:
         _mount("tmpfs", str(path), "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={mib}m,mode=0700")
+        _copy_tree(f"/proc/self/fd/{below}", str(path))
         return True
     except (Refused, OSError):
         return False
+    finally:
+        os.close(below)
+
+
+def _copy_tree(source: str, target: str) -> None:
+    import shutil
+
+    for entry in os.scandir(source):
+        if entry.is_dir(follow_symlinks=False):
+            os.mkdir(os.path.join(target, entry.name), 0o700)
+            _copy_tree(entry.path, os.path.join(target, entry.name))
+        elif entry.is_file(follow_symlinks=False):
+            shutil.copyfile(entry.path, os.path.join(target, entry.name))
 
 
 def limit_self(walls: Walls) -> None:

@@ -1,0 +1,114 @@
+"""Two candidates, one cache: an attacker that tries every wall (the build cache, other jobs' files, the
+host's secrets, other processes, a process left behind) cannot change a victim's verdict or speed, and
+what got through is nothing (docs/anti-cheat.md, "Walls").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from evalfixtures import cpu_config, fixture_source
+
+from kbench.evaluate.flow import evaluate
+from kbench.problems import get_problem
+from kbench.sandbox import procs
+from kbench.types import Candidate, Status, Verdict
+
+PROBLEM = "kbench:2/1"
+SECRET = "sk-kbench-walls-test-0123456789"
+MARKER = "kbench-walls-leftover"
+
+
+def _evaluate(source: str, cache_dir: Path, **kw: object) -> Verdict:
+    problem = get_problem(PROBLEM)
+    cfg = cpu_config(cache_dir, timing_budget_s=1.0, **kw)
+    return evaluate(problem, Candidate(problem.key, "cpp", source), cfg)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _attacker(targets: list[str], reads: list[str]) -> str:
+    source = fixture_source("attack_walls.py")
+    source = source.replace("TARGETS: list[str] = []", f"TARGETS: list[str] = {targets!r}")
+    return source.replace("READS: list[str] = []", f"READS: list[str] = {reads!r}")
+
+
+def _report(verdict: Verdict) -> dict[str, str]:
+    line = next((x for x in verdict.log_tail.splitlines() if x.startswith("WALLS ")), None)
+    assert line is not None, verdict.message + verdict.log_tail
+    return dict(re.findall(r"(\w+)=(\[.*?\]|\d+)", line))
+
+
+def _leftovers() -> list[int]:
+    found = []
+    for pid in procs.all_pids():
+        try:
+            if MARKER.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_an_attacker_changes_nothing_of_a_victims_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("KBENCH_SERVICE_TOKEN", SECRET)
+    cache = tmp_path / "cache"
+    before = _evaluate(fixture_source("cpp_honest.py"), cache)
+    assert before.status is Status.OK, before.message + before.log_tail
+    cached = _files(cache)
+    builds = [p for p in cached if "/builds/" in p]
+    assert builds, "the victim's build is in the cache"
+    reads = [p for p in cached if "/reference/" in p] + builds[:3]
+
+    attack = _evaluate(_attacker(builds, reads), cache)
+    try:
+        report = _report(attack)
+        assert report["wrote"] == "[]"
+        assert report["read"] == "[]"
+        assert SECRET not in attack.log_tail and SECRET not in attack.message
+        if "pid" in attack.confinement:
+            assert int(report["pids"]) <= 3, attack.confinement  # its own namespace: itself and its init
+        assert (attack.status, attack.rule) == (Status.CHEAT, "child-process"), attack.message
+        assert _leftovers() == []
+    finally:
+        for pid in _leftovers():
+            os.kill(pid, signal.SIGKILL)
+
+    assert {p: d for p, d in _files(cache).items() if p in cached} == cached
+    after = _evaluate(fixture_source("cpp_honest.py"), cache)
+    assert after.status is Status.OK and after.build is not None and after.build.cache_hit
+    assert before.timing is not None and after.timing is not None
+    # Same binary, same loop: a planted header or binary would show as a several-fold change.
+    assert 0.33 < after.timing.median_ms / before.timing.median_ms < 3.0
+
+
+@pytest.mark.slow
+def test_a_changed_cached_binary_is_never_loaded(tmp_path: Path) -> None:
+    """The second wall, should the first fail: a cached build is loaded only when every file matches
+    the digest its builder recorded; a changed one is rebuilt, and the verdict is the honest one."""
+    cache = tmp_path / "cache"
+    first = _evaluate(fixture_source("cpp_honest.py"), cache, measure=False)
+    assert first.status is Status.OK, first.message + first.log_tail
+    binaries = [p for p in (cache / "builds").rglob("*.so") if p.is_file()]
+    assert binaries
+    for so in binaries:
+        so.write_bytes(b"\x7fELF" + b"\0" * 64)
+    again = _evaluate(fixture_source("cpp_honest.py"), cache, measure=False)
+    assert again.status is Status.OK, again.message + again.log_tail
+    for so in binaries:  # rebuilt (by the job's build step), not loaded as found
+        assert so.read_bytes() != b"\x7fELF" + b"\0" * 64
