@@ -3,6 +3,7 @@ kbench's processes and GPU leases on this machine."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -29,29 +30,63 @@ def env_cmd(fmt: Format = typer.Option(Format.table, "--format", help="table or 
 
 @app.command("doctor")
 def doctor_cmd(
-    kill: bool = typer.Option(False, "--kill", help="end stale processes and reclaim stale GPU leases"),
+    kill: bool = typer.Option(
+        False, "--kill", help="end stale processes, reclaim stale GPU leases, remove bad cache entries"
+    ),
+    cache_dir: Path = typer.Option(
+        None, "--cache-dir", help="the cache to check (default: the configured one)", show_default=False
+    ),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
 ) -> None:
-    """List kbench's processes and GPU leases on this machine; with --kill, end the stale ones.
+    """List kbench's processes, GPU leases and bad build-cache entries; with --kill, end the stale ones.
 
-    Stale: started by a kbench process that is gone. Exit code 1 when stale ones remain."""
+    Stale: started by a kbench process that is gone. Bad: a cached build, precompiled header or shim
+    whose files no longer match their recorded digests, or a staging folder of a builder that is gone.
+    Exit code 1 when stale or bad ones remain."""
+    from kbench.config import RunConfig
     from kbench.sandbox import doctor
 
+    cache = cache_dir or RunConfig().cache_dir
     ended, broken = doctor.end_stale() if kill else ([], [])
+    removed: list[Any] = []
+    if kill:
+        removed = doctor.cache_entries(cache)[1]
+        doctor.remove(removed)
     found, leases = doctor.processes(), doctor.leases()
+    good, bad = doctor.cache_entries(cache)
     if fmt is Format.json:
         print_json(
             {
                 "processes": [_process_row(p) for p in found],
                 "leases": [_lease_row(s) for s in leases],
+                "cache": {"folder": str(cache), "verified": good, "bad": [_entry_row(e) for e in bad]},
                 "ended": [p.pid for p in ended],
                 "reclaimed": [s.name for s in broken],
+                "removed": [str(e.path) for e in removed],
             }
         )
     else:
         _print_doctor(found, leases, ended, broken)
-    if any(p.stale for p in found) or any(s.stale for s in leases):
+        _print_cache(cache, good, bad, removed)
+    if any(p.stale for p in found) or any(s.stale for s in leases) or bad:
         raise typer.Exit(1)
+
+
+def _entry_row(e: Any) -> dict[str, Any]:
+    return {"path": str(e.path), "kind": e.kind, "problem": e.problem}
+
+
+def _print_cache(cache: Path, good: int, bad: list[Any], removed: list[Any]) -> None:
+    if removed:
+        console.print(f"removed {len(removed)} bad cache entries")
+    console.print(f"build cache {cache / 'builds'}: {good} entries verify, {len(bad)} do not")
+    if bad:
+        table = Table(title="bad build-cache entries (never loaded; built again when needed)")
+        for col in ("kind", "problem", "path"):
+            table.add_column(col)
+        for e in bad:
+            table.add_row(e.kind, e.problem, str(e.path))
+        console.print(table)
 
 
 def _process_row(p: Any) -> dict[str, Any]:

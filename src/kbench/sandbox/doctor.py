@@ -1,16 +1,26 @@
-"""`kbench doctor`: the kbench processes and GPU leases on this machine, and ending the stale ones.
+"""`kbench doctor`: the kbench processes, GPU leases and build-cache entries on this machine, and ending the
+stale ones.
 
 A process is kbench's when it carries an owner (`procs.OWNER_ENV`: workers, warm starters, compilers and
 a candidate's children inherit it); it is stale when that owner -- the kbench process that started it --
 is gone. A lease is stale when nobody live holds it for a live owner (sandbox/lease.py). kbench ends
 its own processes on every exit path; what this finds was left by a kbench of an earlier version, a
 process killed in a way the kernel could not report, or a candidate that escaped its worker's session.
+
+A build-cache entry (a finished build, a precompiled header, a shim folder) is bad when a file no longer
+matches the digest its maker recorded, or it has none: kbench never loads one (it builds it again), so a
+bad entry is evidence of a changed cache, not a risk. A staging folder whose builder is gone was left by
+a killed build.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from kbench.sandbox import lease, procs
 
@@ -42,13 +52,20 @@ class LeaseState:
         return "stale" if self.stale else "held" if self.held else "free"
 
 
+@dataclass(frozen=True)
+class CacheEntry:
+    path: Path
+    kind: str  # build | precompiled header | shim | staging
+    problem: str  # why it is bad: "changed or unsealed", "builder gone"
+
+
 def _role(command: str, parent_command: str) -> str:
     if "kbench.sandbox.zygote" in command:
         return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
-    if "kbench.worker.reference" in command:
-        return "reference worker"
-    if "kbench.worker.candidate" in command:
-        return "worker"
+    if "kbench.referee" in command:
+        return "runner" if "kbench.referee" in parent_command else "referee"
+    if "kbench.backends.jitbuild" in command:
+        return "builder"
     return "child of a worker"
 
 
@@ -59,8 +76,6 @@ def _alive(pid: int) -> bool:
 
 def processes() -> list[Found]:
     """Every process on this machine that carries a kbench owner (this process excluded)."""
-    import os
-
     found = []
     for pid in procs.all_pids():
         if pid == os.getpid():
@@ -81,6 +96,67 @@ def leases() -> list[LeaseState]:
         pids = tuple(pid for pid, _ in procs.lock_holders(lease.lease_dir() / f"{name}.lock")) if held else ()
         found.append(LeaseState(name, holder, held, stale, pids))
     return found
+
+
+_STAGING_PID = re.compile(r"^\.?[0-9a-f]+[-.](\d+)[-.][0-9a-f]+$")
+
+
+def _builder_gone(name: str) -> bool:
+    """Whether a staging folder's maker (the pid in its name) is no longer running."""
+    m = _STAGING_PID.match(name)
+    return m is None or not _alive(int(m.group(1)))
+
+
+def _claimed(folder: Path) -> bool:
+    """Whether a precompiled header is being made in `folder` by a live process (its `.claim`)."""
+    try:
+        return _alive(int((folder / ".claim").read_text().strip() or "0"))
+    except (OSError, ValueError):
+        return False
+
+
+def cache_entries(cache_dir: Path) -> tuple[int, list[CacheEntry]]:
+    """The build cache under `cache_dir`: how many entries verify, and every one that does not."""
+    from kbench.backends import pch
+    from kbench.backends.buildcache import verified
+    from kbench.referee.builds import STAGING
+
+    root = cache_dir / "builds"
+    good, bad = 0, []
+
+    def folders(where: Path) -> list[Path]:
+        return sorted(p for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
+
+    for folder in folders(root):
+        if folder.name in (STAGING, ".pch", ".shim"):
+            continue
+        if verified(folder) is None:
+            bad.append(CacheEntry(folder, "build", "changed or unsealed"))
+        else:
+            good += 1
+    for folder in folders(root / ".pch"):
+        if pch.ready(folder):
+            good += 1
+        elif not _claimed(folder):
+            bad.append(CacheEntry(folder, "precompiled header", "changed or unsealed"))
+    for folder in folders(root / ".shim"):
+        if folder.name.startswith("."):
+            if _builder_gone(folder.name):
+                bad.append(CacheEntry(folder, "staging", "builder gone"))
+        elif verified(folder) is None:
+            bad.append(CacheEntry(folder, "shim", "changed or unsealed"))
+        else:
+            good += 1
+    for folder in folders(root / STAGING):
+        if _builder_gone(folder.name):
+            bad.append(CacheEntry(folder, "staging", "builder gone"))
+    return good, bad
+
+
+def remove(entries: list[CacheEntry]) -> None:
+    """Remove bad cache entries (kbench would build each again anyway)."""
+    for entry in entries:
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def end_stale() -> tuple[list[Found], list[LeaseState]]:
