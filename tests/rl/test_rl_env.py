@@ -91,3 +91,21 @@ def test_grpo_reward_and_gym_env_on_the_evaluator(ev: Evaluator) -> None:
     assert info["problem"] == PROBLEM and "ModelNew" in first
     assert (score, terminated, truncated, step["status"]) == (1.0, True, False, "ok")
     assert "correct" in feedback
+
+
+def test_the_env_and_the_reward_evaluate_only_their_sources_problems(ev: Evaluator, tmp_path: Path) -> None:
+    """A problem's code runs trusted in the reference: neither an episode nor a dataset row may name a file,
+    a `..` or another source, even one that exists."""
+    from kbench.errors import ProblemError
+
+    planted = tmp_path / "level2" / "1_planted.py"
+    planted.parent.mkdir()
+    planted.write_text("import torch\n")
+    env = KernelEnv(ev)
+    reward = grpo_reward(ev)
+    for address in (str(planted), f"{tmp_path}:2/1", "kbench:../level2/1_planted.py", ".."):
+        with pytest.raises(ProblemError, match="a path is not a problem|only"):
+            env.reset(address)
+        with pytest.raises(ProblemError, match="a path is not a problem|only"):
+            reward(prompts=["p"], completions=[ANSWERS[2]], problem=[address])
+    assert "ModelNew" in env.reset("2/1")

@@ -88,7 +88,8 @@ class FakeEvaluator:
         self.verdict, self.seen = verdict, list[Submission]()
         self.problems = {"2/1": get_problem("2/1")}  # a real problem: the prompt shows its preset's sizes
 
-    def problem(self, address: Any) -> Problem:
+    def problem(self, address: Any, strict: bool = False) -> Problem:
+        self.strict = strict
         return self.problems[address] if isinstance(address, str) else address
 
     def next_sample(self, *args: Any) -> int:

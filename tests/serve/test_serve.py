@@ -133,6 +133,22 @@ def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
         (good, {"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"}, 415, "Content-Type"),
         (json.dumps({"problem": "/etc:1/1", "source": "x"}).encode(), auth, 400, "of source 'kbench' only"),
         (json.dumps({"problem": "9/999", "source": "x"}).encode(), auth, 400, "no problem 9/999"),
+        # A problem's code is trusted: no file, folder or `..` of the service's machine names one.
+        (
+            json.dumps({"problem": "/tmp/evil.py", "source": "x"}).encode(),
+            auth,
+            400,
+            "a path is not a problem",
+        ),
+        (
+            json.dumps({"problem": "kbench:../x", "source": "x"}).encode(),
+            auth,
+            400,
+            "a path is not a problem",
+        ),
+        (json.dumps({"problem": "..", "source": "x"}).encode(), auth, 400, "a path is not a problem"),
+        (json.dumps({"problem": "evil.py", "source": "x"}).encode(), auth, 400, "a path is not a problem"),
+        (json.dumps({"problem": "hf:1/1", "source": "x"}).encode(), auth, 400, "of source 'kbench' only"),
         (json.dumps({"problem": "2/1", "source": "x", "backend": "cuda"}).encode(), auth, 400, "CUDA device"),
     ]
     for body, headers, status, words in cases:

@@ -104,8 +104,10 @@ def judge(
     from kbench.extract import extract
 
     found = [extract(text) for text in texts]
+    # A trainer's dataset names problems of the evaluator's source, never a file (a problem runs trusted).
+    resolved = {p: evaluator.problem(p, strict=True) for p in dict.fromkeys(problems)}
     subs = [
-        Submission(p, f.source or "", backend, model=model, completion=t)
+        Submission(resolved[p], f.source or "", backend, model=model, completion=t)
         for p, f, t in zip(problems, found, texts, strict=True)
     ]
     tickets = evaluator.submit_many([s for s in subs if s.source])
