@@ -1,7 +1,7 @@
 """`kbench verify`: build and run each reference problem, time it, measure its memory, and lint it.
 
 The timer here is deliberately simple (warm-up, then the median of repeats with a device sync): it is for
-sizing problems, not for judging candidates (worker/timing.py does that).
+sizing problems, not for judging candidates (the referee, referee/timing.py, does that).
 """
 
 from __future__ import annotations
