@@ -1,18 +1,16 @@
-"""What one large output costs a verdict, before and after the output-handling changes of this version.
+"""What one large output costs a verdict: the host's comparison, and a GPU output's write to a file.
 
     python benchmarks/output_handling.py --gib 1 --out OUT/output_handling.md
 
-Three measurements, each per GiB of one fp32 output, in a job folder on /dev/shm:
+Per GiB of one fp32 output, in a job folder on /dev/shm:
 
-- a sampled timed call (eight per verdict): kept whole (a copy, written, verified and compared by the
-  host) against 2^20 elements at random positions (`sampling.sample_outputs`, the host comparing them
-  with the reference at those positions);
 - the host's comparison (`correctness.compare`) against the fp32 first pass it replaced: twelve passes
   over each chunk into fresh tensors, now seven into three buffers reused for every chunk;
-- on a GPU, the worker writing a correctness output: a pageable copy to the host, then the write and the
+- on a GPU, a correctness output written to a file: a pageable copy to the host, then the write and the
   digest (as before), against the stream through two pinned buffers (`tensorfiles.save_tensors` now).
 
-Timings are the best of `--repeats`. On a CPU-only machine the GPU rows are left out.
+Timings are the best of `--repeats`. On a CPU-only machine the GPU row is left out. (Earlier versions also
+measured the sampled timed calls' outputs; timed calls are now checked inside the job, referee/checks.py.)
 """
 
 from __future__ import annotations
@@ -24,19 +22,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from kbench.evaluate import compare as correctness
-from kbench.evaluate.judge import WorkerOutcome as Outcome
-from kbench.evaluate.judge import check_samples
 from kbench.hardware import environment
-from kbench.sandbox.protocol import WorkerResult, read_result, write_result
 from kbench.sandbox.tensorfiles import digest, save_tensors
-from kbench.types import Status
-from kbench.worker.sampling import sample_outputs
 
 KEY = b"k" * 32
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
@@ -49,31 +41,6 @@ def best(fn: Callable[[], Any], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
-
-
-def sampled_call(out: torch.Tensor, ref: torch.Tensor, whole_bytes: int) -> dict[str, float]:
-    """Worker: keep the output, write it; host: verify the signed files, check against the reference."""
-    folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=SCRATCH))
-    try:
-        t0 = time.perf_counter()
-        kept = sample_outputs([out], whole_bytes)
-        if out.is_cuda:
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        result = WorkerResult(samples=[(0, 0, save_tensors(folder, "sample_0", kept))])
-        write_result(folder, result, KEY)
-        t2 = time.perf_counter()
-        got = read_result(folder, KEY)
-        assert got is not None
-        t3 = time.perf_counter()
-        checked = check_samples(
-            Outcome(Status.OK, result=got), folder, SimpleNamespace(outputs={7: [ref]}), [7], 1e-4
-        )
-        t4 = time.perf_counter()
-        assert checked.status is Status.OK, checked.message
-        return {"keep": t1 - t0, "write": t2 - t1, "verify": t3 - t2, "check": t4 - t3, "total": t4 - t0}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def twelve_pass_compare(o: torch.Tensor, r: torch.Tensor, tol: float) -> None:
@@ -112,10 +79,6 @@ def main() -> None:
     def per_gib(x: float) -> float:
         return x / args.gib
 
-    whole = min((sampled_call(out, ref, 1 << 62) for _ in range(args.repeats)), key=lambda r: r["total"])
-    part = min((sampled_call(out, ref, 32 << 20) for _ in range(args.repeats)), key=lambda r: r["total"])
-    for k in ("keep", "write", "verify", "check", "total"):
-        rows.append((f"sampled call (CPU output): {k}", per_gib(whole[k]), per_gib(part[k]), ""))
     rows.append(
         (
             "host compare, whole output",
@@ -127,10 +90,6 @@ def main() -> None:
     if torch.cuda.is_available():
         gout = out.cuda()
         torch.cuda.synchronize()
-        gw = min((sampled_call(gout, ref, 1 << 62) for _ in range(args.repeats)), key=lambda r: r["total"])
-        gp = min((sampled_call(gout, ref, 32 << 20) for _ in range(args.repeats)), key=lambda r: r["total"])
-        for k in ("keep", "write", "total"):
-            rows.append((f"sampled call (GPU output): worker {k}", per_gib(gw[k]), per_gib(gp[k]), ""))
         folder = Path(tempfile.mkdtemp(prefix="kbench-output-handling-", dir=SCRATCH))
         try:
             before = best(lambda: pageable_write(gout, folder / "a.bin"), args.repeats)
@@ -148,8 +107,8 @@ def main() -> None:
         f"{dt.date.today().isoformat()}. Job folders in {SCRATCH}; best of {args.repeats}.",
         f"Command: `python benchmarks/output_handling.py --gib {args.gib:g} --repeats {args.repeats}`",
         "",
-        "Sampled-call rows: before = the output kept whole (checked with today's comparison), now = 2^20",
-        "random elements. Compare row: the same pair, the fp32 pass as it was and as it is.",
+        "Compare row: the same pair, the fp32 pass as it was and as it is. GPU row: a pageable copy against",
+        "the pinned stream.",
         "",
         "| step | before, s/GiB | now, s/GiB | note |",
         "|---|---|---|---|",

@@ -126,13 +126,14 @@ MEASUREMENTS: dict[str, Measurement] = {
         "warm verdict latency through the library API and kbench serve, and the rate with 8 clients",
         records=True,
     ),
-    "worker-profile": Measurement(
-        "benchmarks/worker_profile.py --out {out} --problems 2/1,2/23,2/25",
-        "a warm candidate worker's phases and the calls that cost their time (cProfile)",
-    ),
     "output-handling": Measurement(
         "benchmarks/output_handling.py --gib 1 --out {out}/output_handling.md",
-        "a sampled timed call's output and the host's comparison, per GiB",
+        "the host's comparison and a GPU output's write, per GiB",
+    ),
+    "walls": Measurement(
+        "benchmarks/walls.py --out {out}",
+        "verdict latency and throughput with the walls, and the host's memory under a 2 GB log flood (CPU)",
+        records=True,
     ),
     "scratch-io": Measurement(
         "benchmarks/scratch_io.py --gib 1 --files 4 --out {out}/scratch_io.md",

@@ -119,15 +119,14 @@ def _release(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def _time(args: argparse.Namespace, fn: Any, inputs: list[Any]) -> dict[str, Any]:
-    import torch
+def _time(args: argparse.Namespace, fn: Any, loaded: Any) -> dict[str, Any]:
+    from kbench.referee.timing import time_model
+    from kbench.types import TimingSettings
 
-    from kbench.worker.timing import TimingSettings, time_callable
-
-    # >= 50 calls, then stop at the budget: a per-problem cap keeps the whole run within minutes.
-    settings = TimingSettings(budget_s=args.budget_s, min_runs=50, target_rse=0.0, max_runs=400)
-    with torch.no_grad():
-        stats = time_callable(fn, [inputs], settings, torch.device(args.device)).stats
+    # The referee's loop, in this process: batches, inputs made fresh for every call from the problem's
+    # get_inputs; >= 20 batches, then stop at the budget: a per-problem cap keeps the run within minutes.
+    settings = TimingSettings(budget_s=args.budget_s)
+    stats = time_model(fn, loaded.get_inputs, args.device, "fp32", settings)
     return {
         "median_ms": stats.median_ms,
         "iqr_ms": stats.iqr_ms,
@@ -189,12 +188,12 @@ def run_baseline(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     row.update(_sol(problem, args.preset))
     with torch.no_grad():
         row["eager_err64"] = _err64(model(*inputs), _reference64(args, loaded, inputs))
-    row["eager"] = _time(args, model, inputs)
+    row["eager"] = _time(args, model, loaded)
     if not args.no_compile:
         compiled = torch.compile(model)
         with torch.no_grad():
             compiled(*inputs)
-        row["compile"] = _time(args, compiled, inputs)
+        row["compile"] = _time(args, compiled, loaded)
     return row
 
 
@@ -217,7 +216,7 @@ def run_solution(args: argparse.Namespace, pid: int) -> dict[str, Any]:
     row["err64"] = _err64(out, _reference64(args, loaded, inputs))
     del ref
     if ok:
-        row["time"] = _time(args, model, inputs)
+        row["time"] = _time(args, model, loaded)
     return row
 
 
