@@ -375,3 +375,21 @@ def warmed(times: list[float], elapsed: float, settings: TimingSettings, settled
 def _level(after: list[float], before: list[float], tolerance: float = 0.01) -> bool:
     a, b = statistics.median(before), statistics.median(after)
     return abs(b - a) <= tolerance * max(a, 1e-12)
+
+
+def time_model(model: Any, get_inputs: Any, device: str, dtype: str, settings: TimingSettings) -> TimingStats:
+    """Time `model` in this process with the loop a runner is timed with (fresh inputs per call from the
+    problem's `get_inputs`, batches, the copy's charge): for trusted tools and benchmarks, which hold no
+    candidate. No checked calls: nothing here is judged."""
+    import torch
+
+    from kbench.sandbox.protocol import dtype_name
+
+    feed = Feed(get_inputs, device, dtype, lambda slots: None)
+    with torch.no_grad():
+        out = model(*feed.generate(0))
+        out = list(out) if isinstance(out, tuple | list) else [out]
+        layout = [
+            OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
+        ]
+        return time_runner(LocalLink(model, feed), feed, layout, settings).stats
