@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json, skip_teardown
 from kbench.cli.devices import device_defaults
+from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
 from kbench.types import Verdict
 
@@ -57,8 +58,8 @@ def print_verdict(v: Verdict) -> None:
         )
     table.add_row("candidate", _fmt_ms(v.timing))
     for mode, stats in v.baselines:
-        speed = v.speedup(mode)
-        table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed:.3g}x" if speed else ""))
+        speed = speedup_text(v, mode)
+        table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed.strip()}" if speed else ""))
     if v.kernel_share is not None:
         table.add_row("own-kernel share", f"{100 * v.kernel_share:.1f}% of device time")
     if v.build is not None:
