@@ -25,6 +25,7 @@ def test_the_report_is_one_table_row_per_command(tmp_path: Path) -> None:
     step = {
         "rc": 0,
         "seconds": 330.0,
+        "cpu_seconds": 540.0,
         "load_before": 0.5,
         "load_after": 2.0,
         "venv_bytes": 2**30,
@@ -32,4 +33,4 @@ def test_the_report_is_one_table_row_per_command(tmp_path: Path) -> None:
     }
     text = first_hour.report({"make run": step}, "abc1234", "nothing else ran")
     assert text.splitlines()[0] == "# The first hour: make run and make test on a fresh clone"
-    assert "| `make run` | 5.5 min (330 s) | 0 | r | 1.00 GiB | 0.50 / 2.00 |" in text
+    assert "| `make run` | 5.5 min (330 s) | 9.0 min | 0 | r | 1.00 GiB | 0.50 / 2.00 |" in text
