@@ -135,3 +135,14 @@ def test_inspect_says_why_its_roofline_is_a_gpus() -> None:
     assert result.exit_code == 0, result.output
     why = "no GPU here: SOL is an H100's"
     assert (why in result.output) == (detect_gpu() is None)
+
+
+def test_a_backend_that_cannot_run_names_its_fix_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "triton", None)  # as if the triton extra were not installed
+    fix = (
+        "no: this feature needs the optional package 'triton'; install it with: pip install 'kbench[triton]'"
+    )
+    info = json.loads(runner.invoke(app, ["env", "--format", "json"]).output)
+    assert info["backends"]["triton"] == {"runs": False, "device": None, "here": fix}
+    table = runner.invoke(app, ["env"])
+    assert table.exit_code == 0 and fix in table.output  # rich markup would have eaten "[triton]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
@@ -26,7 +27,7 @@ def env_cmd(fmt: Format = typer.Option(Format.table, "--format", help="table or 
     for key, value in info.items():
         table.add_row(key, "-" if value is None else str(value))
     for name, can in backends.items():
-        table.add_row(f"backend {name}", can["here"])
+        table.add_row(f"backend {name}", escape(can["here"]))  # a fix may read "pip install 'kbench[triton]'"
     console.print(table)
 
 
