@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kbench.cli import app
 from kbench.cli.progress import speedup_text
-from kbench.cli.run import Plan, _next_steps, _shipped
+from kbench.cli.run import Plan, _next_steps, _shipped, _uncertain_note
 from kbench.config import RunConfig
 from kbench.problems import get_problem
 from kbench.types import Status, TimingStats, Verdict
@@ -146,3 +146,12 @@ def test_a_backend_that_cannot_run_names_its_fix_whole(monkeypatch: pytest.Monke
     assert info["backends"]["triton"] == {"runs": False, "device": None, "here": fix}
     table = runner.invoke(app, ["env"])
     assert table.exit_code == 0 and fix in table.output  # rich markup would have eaten "[triton]"
+
+
+def test_the_closing_note_on_uncertain_speedups_counts_them() -> None:
+    assert _uncertain_note(1).startswith(
+        "1 speedup above is uncertain: its 95 % interval holds 1x, so it counts"
+    )
+    assert _uncertain_note(6).startswith(
+        "6 speedups above are uncertain: their 95 % interval holds 1x, so they"
+    )

@@ -133,6 +133,17 @@ def _shipped(plan: Plan) -> str:
     return f"the shipped solutions, {each}{lacking}"
 
 
+def _uncertain_note(count: int) -> str:
+    """The closing word on the speedups shown as uncertain, when there were any."""
+    which = (
+        "1 speedup above is uncertain: its" if count == 1 else f"{count} speedups above are uncertain: their"
+    )
+    return (
+        f"{which} 95 % interval holds 1x, so {'it counts' if count == 1 else 'they count'} as not fast (fast_p "
+        "in the README's Metrics). On a CPU shared with other work timings spread wide; a GPU's are tight."
+    )
+
+
 def _next_steps(cfg: RunConfig, run_id: str, shipped: bool) -> str:
     """What to try after a run: the summary again, one verdict by hand, a model's run."""
     steps = [f"kbench report {run_id} --store {cfg.store} (this summary again)"]
@@ -241,13 +252,7 @@ def run_cmd(
         soft_wrap=True,  # keep paths on one line for scripts that read them
     )
     if view.uncertain:
-        console.print(
-            f"{view.uncertain} of the speedups above are uncertain: their 95 % interval holds 1x, so they count "
-            "as not fast (fast_p in the README's Metrics). On a CPU shared with other work the timings spread "
-            "wide; a GPU's are tight.",
-            highlight=False,
-            soft_wrap=True,
-        )
+        console.print(_uncertain_note(view.uncertain), highlight=False, soft_wrap=True)
     console.print(_next_steps(plan.cfg, outcome.run_id, bool(plan.backends)), highlight=False, soft_wrap=True)
     if outcome.failed_requests:
         err_console.print(
