@@ -22,7 +22,8 @@ from typing import Any
 
 from common import add_record_argument, record_markdown
 
-PYTEST_LINE = re.compile(r"^=+ (?P<summary>.*\d+ passed.*) in [\d.]+s(?: \([\d:]+\))? =+$")
+# pytest's closing line: framed by "=" by default, bare under -q (as `make test` runs it)
+PYTEST_LINE = re.compile(r"^(?:=+ )?(?P<summary>.*\d+ passed.*) in [\d.]+s(?: \([\d:]+\))?(?: =+)?$")
 RUN_LINE = re.compile(r"^run (?P<run>\S+): (?P<new>\d+) new verdicts")
 
 

@@ -15,6 +15,8 @@ def test_it_reads_the_closing_lines_of_both_commands() -> None:
     assert first_hour.pytest_summary(test_log) == "1790 passed, 37 skipped"
     assert first_hour.pytest_summary("== 3 failed, 1790 passed in 9.0s ==\n") == "3 failed, 1790 passed"
     assert first_hour.pytest_summary("no tests ran\n") is None
+    quiet = "3 failed, 1269 passed, 30 skipped, 14 warnings in 4286.85s (1:11:26)\n"  # under -q: no frame
+    assert first_hour.pytest_summary(quiet) == "3 failed, 1269 passed, 30 skipped, 14 warnings"
     run_log = "kbench:2/2 cpp s0t0 ok\nrun 20261205-073552-3648: 7 new verdicts, 0 kept from before; store x; report y\n"
     assert first_hour.run_summary(run_log) == "run 20261205-073552-3648: 7 verdicts"
 
