@@ -159,6 +159,11 @@ MEASUREMENTS: dict[str, Measurement] = {
     "cpu-main-job": Measurement(
         "benchmarks/cpu_main_job.py --out {out}/cpu_main_job.md", "per-phase seconds of the CPU main job"
     ),
+    "first-hour": Measurement(
+        "benchmarks/first_hour.py --repo . --out {out}",
+        "make run and make test on a fresh clone of this repository, timed",
+        records=True,
+    ),
     "llm-throughput": Measurement(
         "benchmarks/llm_throughput.py --out {out}/llm-throughput.md",
         "1,000 prompts against a local server answering 429s, killed and resumed",

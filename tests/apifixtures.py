@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config, fixture_source
+from evalfixtures import cpu_config, fixture_source, use_builds
 
 from kbench.config import RunConfig
 from kbench.sandbox import procs
@@ -16,12 +16,11 @@ HONEST = fixture_source("cpp_honest.py")  # ok on 2/1
 WRONG = fixture_source("cpp_wrong.py")  # mismatch on 2/1, the same C++ extension: one build for both
 
 
-def shared_cache(factory: pytest.TempPathFactory) -> Path:
-    """One cache folder for the api, serve and rl tests of a session: the C++ extension the fixtures
-    share is built once (~30-80 s on 2 cores), every later worker loads it."""
-    path = factory.getbasetemp() / "kbench-api-cache"
-    path.mkdir(exist_ok=True)
-    return path
+def shared_cache(factory: pytest.TempPathFactory, builds: Path) -> Path:
+    """One cache folder for the api, serve and rl tests of a session (of a parallel worker), its build
+    cache the session's (`builds`, conftest.shared_builds): the C++ extension the fixtures share is built
+    once (~30-80 s on 2 cores) for every test of the session, and loaded from there."""
+    return use_builds(factory.getbasetemp() / "kbench-api-cache", builds)
 
 
 def api_config(cache: Path, store: Path, **kw: object) -> RunConfig:

@@ -32,3 +32,13 @@ def cpu_config(cache_dir: Path, **kw: object) -> RunConfig:
     }
     base.update(kw)
     return RunConfig(**base)  # type: ignore[arg-type]
+
+
+def use_builds(cache_dir: Path, builds: Path) -> Path:
+    """`cache_dir`, made, with its build cache linked to `builds` (the session's, conftest.shared_builds):
+    what was built once is loaded from there. Its reference cache and the rest stay its own."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    link = cache_dir / "builds"
+    if not link.is_symlink():
+        link.symlink_to(builds, target_is_directory=True)
+    return cache_dir

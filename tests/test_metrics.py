@@ -226,7 +226,7 @@ def _x(speedup: float | None, status: Status = Status.OK) -> Verdict:
 
 
 def test_the_readme_worked_example() -> None:
-    """The numbers README.md's Metrics section quotes for its worked example."""
+    """The numbers docs/metrics.md quotes for its worked example."""
     recs = [
         m.Record("A", _x(0.98), sample=0, turn=0),
         m.Record("A", _x(1.30), sample=0, turn=1),

@@ -44,7 +44,7 @@ LEASE_GRACE_S = 30.0  # a GPU worker gives up its lease wait first, with a clear
 # the same prompt with the same text, and pass@k over k identical samples is pass@1 counted k times.
 SAMPLING_TEMPERATURE = 0.7
 # Speedups within this factor of a threshold p are "uncertain", never fast (metrics.py): timings of one
-# callable in two fresh processes differ by up to ~1 % (README, Timing), more than a timing's own
+# callable in two fresh processes differ by up to ~1 % (docs/metrics.md, Timing), more than a timing's own
 # interval says.
 NOISE_FLOOR = 0.01
 

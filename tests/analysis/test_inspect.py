@@ -54,3 +54,28 @@ def test_shards_partition_a_level() -> None:
     for bad in ("3/3", "x", "1/0", "-1/2"):
         with pytest.raises(ConfigError):
             _shard(bad)
+
+
+def test_the_profilers_own_log_lines_are_dropped_and_others_kept(capfd: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from kbench.analysis.profile import _without_profiler_log
+
+    with _without_profiler_log():
+        os.write(
+            2, b"USDT:2026-12-05 07:38:07 10093:10093 SyncActivityProfilerHandler.cpp:52] profiler_start\n"
+        )
+        os.write(2, b"a warning of its own\n")
+        os.write(
+            2, b"STAGE:2026-12-05 07:38:48 10643:10643 SyncActivityProfilerHandler.cpp:51] Completed Stage\n"
+        )
+    assert capfd.readouterr().err == "a warning of its own\n"
+
+
+def test_profiling_prints_nothing_of_the_profilers_own(capfd: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from kbench.analysis.profile import profile_eager
+
+    view = profile_eager(torch.nn.ReLU(), [torch.randn(8)], "cpu")
+    assert view.ops and "USDT" not in capfd.readouterr().err

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return shared_cache(tmp_path_factory)
+def cache(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Path:
+    return shared_cache(tmp_path_factory, shared_builds)
 
 
 @pytest.fixture(scope="module")

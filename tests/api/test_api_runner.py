@@ -72,7 +72,7 @@ def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_an
 
 @pytest.mark.slow
 def test_each_build_is_told_how_many_submitted_jobs_still_wait_for_a_builder(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, session_cache: Path
 ) -> None:
     """The batch size a build is given decides whether builders make a precompiled header
     (evaluate/prebuild.py). The Evaluator's feed empties as jobs come (the local executor queues each for
@@ -91,7 +91,7 @@ def test_each_build_is_told_how_many_submitted_jobs_still_wait_for_a_builder(
             return BuildResult(ok=False, backend="cpp", log="no build here", status="build_error")
 
     monkeypatch.setattr(pipeline, "PrebuildJob", Build)
-    cache = shared_cache(tmp_path_factory)
+    cache = shared_cache(tmp_path_factory, session_cache / "builds")  # builds nothing: no seed needed
     store = tmp_path_factory.mktemp("runner-store") / "k.db"
     with Evaluator(api_config(cache, store, builders=1)) as ev:
         tickets = ev.submit_many([Submission(PROBLEM, marked(HONEST, str(i))) for i in range(5)])

@@ -341,3 +341,38 @@ def test_one_finding_per_assignment_target():
 def test_selected_rules_only():
     report = run_checks(HEAD + "import gc\n", "cuda", rules=["introspection"])
     assert [f.rule for f in report.findings] == ["introspection"]
+
+
+_TRITON = HEAD + "import triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n"
+_CUDA = (
+    HEAD
+    + 'SRC = """__global__ void k(float* x) {}"""\nm = load_inline(name="m", cpp_sources="", cuda_sources=SRC, functions=["run"])\n'
+)
+_CPP = (
+    HEAD + 'm = load_inline(name="m", cpp_sources="torch::Tensor run(torch::Tensor x);", functions=["run"])\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "declared", "hint"),
+    [
+        (_TRITON, "cpp", "this looks like a Triton candidate: pass --backend triton"),
+        (_TRITON, "cuda", "this looks like a Triton candidate: pass --backend triton"),
+        (_CUDA, "triton", "this looks like a CUDA candidate: pass --backend cuda"),
+        (_CUDA, "cpp", None),  # a CUDA candidate exports its launcher: for cpp it has a kernel
+        (_CPP, "cuda", "this looks like a C++ candidate: pass --backend cpp"),
+        (_CPP, "triton", "this looks like a C++ candidate: pass --backend cpp"),
+        (HEAD + "y = 1\n", "cpp", ""),  # no kernel of any backend: the plain message, no hint
+    ],
+)
+def test_a_candidate_of_another_backend_is_told_which_to_pass(source: str, declared: str, hint: str | None):
+    report = run_checks(source, declared, rules=["no-kernel"])
+    if hint is None:
+        assert not report.findings
+        return
+    [finding] = report.findings
+    assert finding.message.startswith(f"backend {declared}: no ")
+    if hint:
+        assert finding.message.endswith(f"; {hint}")
+    else:
+        assert "looks like" not in finding.message

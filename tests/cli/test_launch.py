@@ -115,18 +115,20 @@ def test_the_console_script_and_python_m_use_the_early_entry() -> None:
 
 
 @pytest.mark.slow
-def test_python_m_kbench_eval_runs_one_starter_launched_before_the_cli(tmp_path: Path) -> None:
+def test_python_m_kbench_eval_runs_one_starter_launched_before_the_cli(
+    tmp_path: Path, shared_builds: Path
+) -> None:
     """Through the real entry point: the early starter is the only one the evaluation starts."""
     import subprocess
     import sys
     import time
 
-    from evalfixtures import fixture_source
+    from evalfixtures import fixture_source, use_builds
 
     from kbench.sandbox import procs
 
     (tmp_path / "honest.py").write_text(fixture_source("cpp_honest.py"))
-    env = {**os.environ, "KBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "KBENCH_CACHE_DIR": str(use_builds(tmp_path / "cache", shared_builds))}
     env.pop("KBENCH_WORKER_START", None)
     cmd = [sys.executable, "-m", "kbench", "eval", "-p", "2/1", "-c", str(tmp_path / "honest.py"),
            "--backend", "cpp", "--preset", "small", "--device", "cpu", "--format", "json"]  # fmt: skip

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from evalfixtures import fixture_source
+from evalfixtures import fixture_source, use_builds
 
 from kbench.sandbox import procs
 
@@ -22,9 +22,10 @@ COMMON = ["--backend", "cpp", "--preset", "small", "--device", "cpu"]
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def env(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> dict[str, str]:
     root = tmp_path_factory.mktemp("signals")
-    return {**os.environ, "KBENCH_CACHE_DIR": str(root / "cache"), "KBENCH_STORE": str(root / "kbench.db")}
+    cache = use_builds(root / "cache", shared_builds)  # the honest candidate's extension, built once
+    return {**os.environ, "KBENCH_CACHE_DIR": str(cache), "KBENCH_STORE": str(root / "kbench.db")}
 
 
 def _kbench(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from evalfixtures import FIXTURES, cpu_config, fixture_source
+from evalfixtures import FIXTURES, cpu_config, fixture_source, use_builds
 from typer.testing import CliRunner
 
 from kbench.evaluate.flow import evaluate
@@ -23,8 +23,8 @@ PROBLEM = "kbench:2/1"
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kbench-cache")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Path:
+    return use_builds(tmp_path_factory.mktemp("kbench-cache"), shared_builds)
 
 
 def run(name: str, cache_dir: Path, backend: str = "cpp", **kw: object):  # type: ignore[no-untyped-def]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kbench.executors import Job, get_executor
@@ -28,14 +30,14 @@ def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
 
 
 @pytest.fixture(scope="module")
-def local_ray(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def local_ray(short_tmp: Path):  # type: ignore[no-untyped-def]
     import os
     import sys
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     # Ray workers cannot import a test module: ship this module's functions by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=str(short_tmp / "ray"))
     yield
     ray.shutdown()
 

@@ -6,6 +6,8 @@ sees a GPU, and the jobs report what their process was shown.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kbench.executors import Job, get_executor
@@ -37,7 +39,7 @@ def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
 
 
 @pytest.fixture(scope="module")
-def two_gpu_ray(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def two_gpu_ray(short_tmp: Path):  # type: ignore[no-untyped-def]
     import os
     import sys
 
@@ -45,7 +47,7 @@ def two_gpu_ray(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _temp_dir=str(tmp_path_factory.mktemp("ray")))
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, _temp_dir=str(short_tmp / "ray"))
     yield
     ray.shutdown()
 

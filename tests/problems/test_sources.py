@@ -160,3 +160,33 @@ def test_huggingface_source_from_a_local_dataset(tmp_path: Path) -> None:
 def test_cli_show_missing_problem_exit_code(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["show", "kbench:1/9999"])
     assert isinstance(result.exception, ProblemError)
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        (
+            "2/999",
+            "no problem 2/999 in source 'kbench'; level 2 has 2/1 to 2/113: `kbench list --level 2` lists them",
+        ),
+        ("7/1", "no problem 7/1 in source 'kbench'; its levels are 1, 2, 3: `kbench list` lists them"),
+        ("Gemm_Relus", "nearest: Gemm_ReLU (2/1), "),
+        (
+            "zzzz_nothing_like_it",
+            "no problem named 'zzzz_nothing_like_it' in source 'kbench'; `kbench list` lists them",
+        ),
+    ],
+)
+def test_an_unknown_problem_names_the_nearest_and_kbench_list(address: str, says: str) -> None:
+    with pytest.raises(ProblemError) as caught:
+        get_problem(address)
+    assert says in str(caught.value)
+
+
+def test_an_unknown_problem_of_another_source_names_that_source(tmp_path: Path) -> None:
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_Relu.py").write_text(UPSTREAM)
+    with pytest.raises(
+        ProblemError, match=f"level 1 has 1/1 to 1/1: `kbench list --source {tmp_path} --level 1`"
+    ):
+        get_problem(f"{tmp_path}:1/5")

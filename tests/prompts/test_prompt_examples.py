@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -55,9 +56,33 @@ def _check_against_reference(stem: str, backend: str, device: str = "cpu") -> No
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+@pytest.fixture(scope="module")
+def kbench_builds(session_cache: Path) -> Iterator[None]:
+    """The cpp examples build through kbench's content-addressed build cache, as a candidate's extensions
+    do, in the session's cache: the first build makes the precompiled torch/extension.h that all of them
+    share (15-20 s each without it on two cores), and later sessions of a worker load what was built."""
+    import torch.utils.cpp_extension as ext
+
+    from kbench.backends import KernelRecorder, pch
+    from kbench.backends.buildcache import install
+
+    original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
+    os.environ[pch.PCH_ENV] = "make"
+    install(KernelRecorder(), session_cache / "builds")
+    try:
+        yield
+    finally:
+        ext.load_inline = original  # type: ignore[assignment]
+        if mode is None:
+            os.environ.pop(pch.PCH_ENV, None)
+        else:
+            os.environ[pch.PCH_ENV] = mode
+
+
 @pytest.mark.slow
+@pytest.mark.xdist_group("prompt-examples-cpp")  # one worker, in order: the first build makes the header
 @pytest.mark.parametrize("stem", STEMS)
-def test_cpp_example_matches_reference(stem: str) -> None:
+def test_cpp_example_matches_reference(stem: str, kbench_builds: None) -> None:
     _check_against_reference(stem, "cpp")
 
 

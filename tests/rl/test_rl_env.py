@@ -39,8 +39,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ev(tmp_path_factory: pytest.TempPathFactory, store: Path) -> Iterator[Evaluator]:
-    with Evaluator(api_config(shared_cache(tmp_path_factory), store), model="rl-test") as evaluator:
+def ev(tmp_path_factory: pytest.TempPathFactory, store: Path, shared_builds: Path) -> Iterator[Evaluator]:
+    with Evaluator(
+        api_config(shared_cache(tmp_path_factory, shared_builds), store), model="rl-test"
+    ) as evaluator:
         yield evaluator
 
 

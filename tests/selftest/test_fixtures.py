@@ -2,10 +2,13 @@
 
 CPU fixtures (cpp, and Triton under TRITON_INTERPRET=1) run in CI; cuda fixtures and `# requires: gpu`
 ones are marked gpu and run on a GPU machine. All cpp fixtures share one C++ source text, so the suite
-builds one extension (~30-60 s cold) and loads it from the build cache afterwards.
+builds one extension (~30-60 s cold) and loads it from the build cache afterwards; fixtures with C++ of
+their own build it against the session's precompiled header.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +23,9 @@ def _param(fx: Fixture) -> object:
 
 
 @pytest.mark.parametrize("fixture", [_param(f) for f in FIXTURES])
-def test_fixture_verdict(fixture: Fixture) -> None:
+def test_fixture_verdict(fixture: Fixture, shared_builds: Path) -> None:
+    # kbench's cache folder is the session's (conftest): its builds are `shared_builds`, whose precompiled
+    # header every cpp fixture's build uses
     outcome = run_fixture(fixture, gpu=fixture.requires_gpu)
     assert outcome.passed, (
         f"{fixture.id}: expected {fixture.expected}, got {outcome.got} ({outcome.message[:300]})"

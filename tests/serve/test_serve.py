@@ -48,9 +48,13 @@ def _kbench(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Iterator[Service]:
     store = tmp_path_factory.mktemp("serve") / "kbench.db"
-    env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory)), "KBENCH_SERVE_TOKEN": TOKEN}
+    env = {
+        **os.environ,
+        "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory, shared_builds)),
+        "KBENCH_SERVE_TOKEN": TOKEN,
+    }
     args = ["serve", "--port", "0", "--store", str(store), "--device", "cpu", "--backend", "cpp", "--preset",
             "small", "--no-timing", "--max-queue", str(MAX_QUEUE), "--max-body-mib", str(MAX_BODY / 2**20)]  # fmt: skip
     proc = _kbench(args, env)

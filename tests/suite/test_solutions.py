@@ -200,7 +200,13 @@ def cpp_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
             os.environ[pch.PCH_ENV] = mode
 
 
+# The cpp tests share one in-process build cache and check, last, how it was used: under parallel workers
+# (pytest-xdist with --dist loadgroup) they run on one worker, in file order.
+CPP_GROUP = pytest.mark.xdist_group("cpp-solutions")
+
+
 @pytest.mark.slow
+@CPP_GROUP
 @pytest.mark.parametrize("path", _paths("cpp"), ids=lambda p: p.stem)
 def test_cpp_solution_matches_reference(
     path: Path, problems: dict[str, Problem], cpp_builds: list[str]
@@ -212,6 +218,7 @@ def test_cpp_solution_matches_reference(
 
 
 @pytest.mark.slow
+@CPP_GROUP
 def test_cpp_solutions_were_built_with_the_precompiled_header(cpp_builds: list[str]) -> None:
     """Runs after the builds above (file order): all but the first used the header the first made."""
     if len(cpp_builds) < 2:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,6 +20,10 @@ _NOT_LAUNCHES = {
     "conv_transpose2d", "conv_transpose3d", "batch_norm", "_batch_norm_impl_index", "group_norm",
     "instance_norm", "matmul", "softmax", "log_softmax", "dropout", "flatten", "contiguous", "to", "lift_fresh",
 }  # fmt: skip
+# What the profiler's native library (Kineto) writes straight to file descriptor 2 at each start and stop,
+# whatever its log level: `USDT:2026-12-05 07:38:07 10093:10093 SyncActivityProfilerHandler.cpp:52]
+# profiler_start`, and `STAGE:... Completed Stage: Warm Up`.
+_PROFILER_LOG = re.compile(r"^(USDT|STAGE):\d{4}-\d\d-\d\d ")
 PROFILED_ITERS = 3  # forwards averaged; one warm-up forward runs before (allocator and cuDNN set-up)
 
 
@@ -45,6 +55,29 @@ def _rows(events: list[Any], attr: str, iters: int) -> list[OpRow]:
     return sorted(rows, key=lambda r: -r.time_ms)
 
 
+@contextmanager
+def _without_profiler_log() -> Iterator[None]:
+    """Keep the profiler's own log lines out of kbench's output: file descriptor 2 goes to a temporary file
+    while the profiler runs (its library writes there, past `sys.stderr`), then every other line written
+    meanwhile is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not _PROFILER_LOG.match(line))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
 def profile_eager(model: Any, inputs: list[Any], device: str) -> EagerProfile:
     """Profile PROFILED_ITERS forwards; per-forward self times, shares and launch counts."""
     import torch
@@ -56,7 +89,7 @@ def profile_eager(model: Any, inputs: list[Any], device: str) -> EagerProfile:
         model(*inputs)
         if cuda:
             torch.cuda.synchronize()
-        with profile(activities=activities) as prof:
+        with _without_profiler_log(), profile(activities=activities) as prof:
             for _ in range(PROFILED_ITERS):
                 model(*inputs)
             if cuda:

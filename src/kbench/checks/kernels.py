@@ -87,6 +87,19 @@ def names_in(ctx: CheckContext) -> tuple[str, ...]:
     return tuple(dict.fromkeys(finder(ctx)))  # ordered, deduplicated
 
 
+def backend_of(ctx: CheckContext) -> str | None:
+    """The backend whose kernels `ctx`'s source defines, when that is not its declared backend: a CUDA
+    `__global__` kernel first (a CUDA candidate exports its launcher through load_inline too, so it would
+    also pass for cpp), then an `@triton.jit` function, then an exported C++ function. None when it
+    defines none, or defines kernels of its own backend."""
+    if names_in(ctx):
+        return None
+    for other in _BY_BACKEND:
+        if other != ctx.backend and _BY_BACKEND[other](ctx):
+            return other
+    return None
+
+
 def kernel_names(source: str, backend: str) -> tuple[str, ...]:
     """Kernel names `source` defines for `backend`, in order of appearance; () on a syntax error."""
     try:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator
 
 from kbench.checks.context import CheckContext, matches
-from kbench.checks.kernels import names_in
+from kbench.checks.kernels import backend_of, names_in
 from kbench.checks.registry import Hit, register_rule
 from kbench.types import Severity
 
@@ -146,14 +146,21 @@ def try_fallback(ctx: CheckContext) -> Iterator[Hit]:
 def no_kernel(ctx: CheckContext) -> Iterator[Hit]:
     """A candidate for a backend must define a kernel in that backend (a `__global__` function in its CUDA
     sources, an `@triton.jit` function, or a C++ function exported by load_inline); otherwise the work is
-    done by PyTorch and the benchmark measures PyTorch against itself."""
+    done by PyTorch and the benchmark measures PyTorch against itself. When the source holds another
+    backend's kernels, the message says which backend to pass instead."""
     if ctx.backend in ("cuda", "triton", "cpp") and not names_in(ctx):
         what = {
             "cuda": "no __global__ kernel in any CUDA source string",
             "triton": "no @triton.jit function",
             "cpp": "no C++ function exported by load_inline(functions=[...]) or PYBIND11 m.def",
         }
-        yield Hit(1, f"backend {ctx.backend}: {what[ctx.backend]}")
+        hint = ""
+        if other := backend_of(ctx):
+            hint = f"; this looks like a {_BACKEND_NAMES[other]} candidate: pass --backend {other}"
+        yield Hit(1, f"backend {ctx.backend}: {what[ctx.backend]}{hint}")
+
+
+_BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton", "cpp": "C++"}
 
 
 @register_rule("reference-call")

@@ -6,6 +6,7 @@ import os
 import sys
 
 import typer
+from rich.markup import escape
 
 import kbench
 from kbench.cli import evaluate as _evaluate  # noqa: E402,F401
@@ -52,12 +53,15 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(done.code if isinstance(done.code, int) else 0)
     except KbenchError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # escaped: a message may hold brackets that are not markup (`pip install 'kbench[serve]'`)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except Interrupted as exc:
         # Every worker of this process is dead by now (stop_all); what finished is in the store.
         kept = f"; {exc.kept}" if exc.kept else "; every worker it started was ended"
-        err_console.print(f"[bold yellow]stopped:[/] {exc}{kept}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"[bold yellow]stopped:[/] {escape(f'{exc}{kept}')}", highlight=False, soft_wrap=True
+        )
         sys.stdout.flush()
         sys.stderr.flush()
         # Everything was unwound and closed on the way here (stores, job folders, workers, starters);

@@ -3,21 +3,74 @@
 from __future__ import annotations
 
 import json
+import os
 from enum import Enum
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
+from typer.core import TyperGroup, TyperOption
+
+_UNBOUNDED = 1 << 16  # columns: wider than any table kbench prints
+
+
+class _Console(Console):
+    """A rich console that, writing to a file or a pipe (a log, `| less`, `> out.txt`), prints each table at
+    its natural width and each line of text whole: rich would cut both at 80 columns there, turning
+    fixture names into `gelu_tanh/wrong/la…`. On a terminal, or with COLUMNS set, it is rich's own."""
+
+    def print(self, *objects: Any, **kw: Any) -> None:
+        if self.is_terminal or os.environ.get("COLUMNS") or "width" in kw:
+            super().print(*objects, **kw)
+            return
+        if all(isinstance(o, str) for o in objects):
+            kw.setdefault("soft_wrap", True)
+        wide = self.options.update(width=_UNBOUNDED)
+        needed = max(
+            (Measurement.get(self, wide, o).maximum for o in objects if not isinstance(o, str)), default=0
+        )
+        if needed <= self.width:
+            super().print(*objects, **kw)
+            return
+        narrow, self.width = self.width, needed
+        try:
+            super().print(*objects, **kw)
+        finally:
+            self.width = narrow
+
+
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """An on/off flag takes no value, so its help shows none (typer's help would read `--version <bool>`)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+    return params
+
+
+class _Group(TyperGroup):
+    """The kbench command group: every command's help lists its flags without a value type."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_flags(command.get_params(ctx))
+        return command
+
 
 app = typer.Typer(
     name="kbench",
+    cls=_Group,
     help="Benchmark GPU kernels written by language models: correct, and faster than eager and torch.compile?",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = _Console()
+err_console = _Console(stderr=True)
 
 
 class Format(str, Enum):

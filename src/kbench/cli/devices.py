@@ -11,7 +11,15 @@ gpu_present = defaults.gpu_present
 
 def device_defaults(cfg: RunConfig, what: str = "evaluating") -> RunConfig:
     """`defaults.device_defaults`, its notice printed on stderr."""
+    asked_cpu = cfg.device == "cpu"
     cfg, notice = defaults.device_defaults(cfg, what)
     if notice:
-        err_console.print(f"[yellow]no GPU found:[/] {notice}", highlight=False)
+        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {notice}", highlight=False)
     return cfg
+
+
+def cpu_reason(asked: bool) -> str:
+    """Why an evaluation runs on the CPU: no GPU here, or `--device cpu` on a machine that has one."""
+    from kbench.hardware import gpu_count
+
+    return "on the CPU as asked" if asked and gpu_count() > 0 else "no GPU found"

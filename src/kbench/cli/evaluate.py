@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json, skip_teardown
 from kbench.cli.devices import device_defaults
+from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
 from kbench.types import Verdict
 
@@ -48,7 +50,7 @@ def print_verdict(v: Verdict) -> None:
     if v.rule:
         table.add_row("rule", v.rule)
     if v.message:
-        table.add_row("message", v.message[-1500:])
+        table.add_row("message", escape(v.message[-1500:]))  # a compiler's message is text, not markup
     if v.correctness is not None:
         c = v.correctness
         table.add_row(
@@ -57,8 +59,8 @@ def print_verdict(v: Verdict) -> None:
         )
     table.add_row("candidate", _fmt_ms(v.timing))
     for mode, stats in v.baselines:
-        speed = v.speedup(mode)
-        table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed:.3g}x" if speed else ""))
+        speed = speedup_text(v, mode)
+        table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed.strip()}" if speed else ""))
     if v.kernel_share is not None:
         table.add_row("own-kernel share", f"{100 * v.kernel_share:.1f}% of device time")
     if v.build is not None:
@@ -67,7 +69,7 @@ def print_verdict(v: Verdict) -> None:
     if v.generalizes is not None or v.hidden:
         table.add_row("generalizes", f"{v.generalizes} ({v.hidden})" if v.hidden else str(v.generalizes))
     for w in v.warnings:
-        table.add_row("warning", w)
+        table.add_row("warning", escape(w))
     table.add_row("wall time", f"{v.seconds:.1f} s")
     console.print(table)
     if not v.ok and v.log_tail:

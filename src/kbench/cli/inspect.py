@@ -14,15 +14,22 @@ from kbench.verify import checked_device
 
 
 def _gpu(name: str | None, measure: bool):  # type: ignore[no-untyped-def]
+    """The GPU whose roofline the speed-of-light is computed on, and why that one when it was not asked for
+    and is not this machine's (no GPU here: the kernels the benchmark is about run on a GPU, so SOL is a
+    GPU's, by default an H100's)."""
     from kbench.analysis.ceilings import measure_ceilings
     from kbench.analysis.gpus import detect_gpu, get_gpu
 
     if measure:
-        return measure_ceilings()
+        return measure_ceilings(), ""
     if name:
-        return get_gpu(name)
+        return get_gpu(name), ""
     detected = detect_gpu()
-    return detected or get_gpu("H100")
+    if detected:
+        return detected, ""
+    return get_gpu(
+        "H100"
+    ), "no GPU here: SOL is an H100's, the kind of GPU the kernels are for (--gpu NAME picks another)"
 
 
 def _shard(text: str) -> tuple[int, None, int]:
@@ -44,7 +51,7 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def _show(report) -> None:  # type: ignore[no-untyped-def]
+def _show(report, why: str) -> None:  # type: ignore[no-untyped-def]
     sol = report.sol
     console.print(
         f"[bold]{report.problem_key} {report.name}[/] preset={report.preset} device={report.device}"
@@ -53,6 +60,8 @@ def _show(report) -> None:  # type: ignore[no-untyped-def]
         f"roofline on {sol.gpu} ({sol.dtype}): {sol.flops / 1e9:.3f} GFLOP, {_fmt_bytes(sol.bytes)} min moved, "
         f"intensity {sol.intensity:.1f} FLOP/B, SOL {sol.sol_ms:.4f} ms ({sol.bound}-bound)"
     )
+    if why:
+        console.print(f"  {why}", highlight=False)
     groups = Table(title=f"fusion groups ({len(report.graph.fusion_groups)}) {report.graph.error}")
     for col in ("kind", "ops", "intermediates skipped", "bytes saved"):
         groups.add_column(col)
@@ -122,7 +131,7 @@ def inspect_cmd(
     if not all_ and not problem:
         raise ConfigError("name a PROBLEM, or pass --all (with --level) to inspect a whole level")
     dev = checked_device(device)
-    spec = _gpu(gpu, measure)
+    spec, why = _gpu(gpu, measure)
     problems = select(source, level=level) if all_ else [get_problem(problem, source)]
     if shard:
         problems = problems[slice(*_shard(shard))]
@@ -133,7 +142,8 @@ def inspect_cmd(
             err_console.print(f"inspected {p.key} {p.name}", highlight=False)
     if all_:
         separator = "|" + "---|" * (HEADER.count("|") - 1)
-        lines = [f"SOL on {spec.name} ({dtype}), preset {preset}, device {dev}", "", HEADER, separator]
+        title = f"SOL on {spec.name} ({dtype}), preset {preset}, device {dev}" + (f"; {why}" if why else "")
+        lines = [title, "", HEADER, separator]
         lines += [_table_row(r) for r in reports]
         text = "\n".join(lines) + "\n"
         if out:
@@ -143,4 +153,4 @@ def inspect_cmd(
     elif all_:
         console.print(text, highlight=False)
     else:
-        _show(reports[0])
+        _show(reports[0], why)

@@ -28,10 +28,19 @@ def list_cmd(
     source: str = typer.Option("kbench", "--source", "-s", help="kbench | hf | hf=PATH | a folder | a file"),
     level: int | None = typer.Option(None, "--level", "-l"),
     tag: list[str] = typer.Option([], "--tag", "-t", help="keep problems with this tag (repeatable)"),
+    solutions: str | None = typer.Option(
+        None, "--solutions", help="keep problems with a shipped solution for this backend: cpp, cuda, triton"
+    ),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """List the problems of a source."""
     problems = select(source, level=level, tags=tag)
+    if solutions is not None:
+        from kbench.backends import get_backend
+        from kbench.solutions import shipped_candidate
+
+        get_backend(solutions)  # an unknown name lists the known ones
+        problems = [p for p in problems if shipped_candidate(p, solutions) is not None]
     if fmt is Format.json:
         print_json([_row(p) for p in problems])
         return
@@ -59,6 +68,7 @@ def show_cmd(
     problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"),
     preset: str = typer.Option("full", "--preset", "-p"),
     shapes: bool = typer.Option(True, "--shapes/--no-shapes", help="build the inputs to report shapes"),
+    code: bool = typer.Option(True, "--code/--no-code", help="print the problem's source after the table"),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """Show one problem: source, sizes per preset, tags and input shapes."""
@@ -77,4 +87,5 @@ def show_cmd(
             value = data[key]
             table.add_row(key, ", ".join(map(str, value)) if isinstance(value, list) else str(value))
     console.print(table)
-    console.print(Syntax(p.code, "python", line_numbers=True))
+    if code:
+        console.print(Syntax(p.code, "python", line_numbers=True))

@@ -36,6 +36,19 @@ from kbench.types import Verdict
 Header = Callable[[str, int, int, bool | None], str]
 
 
+def speedup_text(v: Verdict, mode: str, floor: float = NOISE_FLOOR) -> str | None:
+    """`1.35x eager`, `(fast)` when fast at 1, and an uncertain one explained where it is shown: its 95 %
+    interval, widened by the noise floor, holds 1x, so it counts as not fast (metrics.classify)."""
+    s = m.speedup(v, mode)
+    if s is None:
+        return None
+    kind = m.classify(v, 1.0, mode, floor)
+    if kind == "uncertain":
+        low, high = s.low / (1 + floor), s.high * (1 + floor)
+        return f"{s.value:6.2f}x {mode} (uncertain: 95 % interval {low:.2f}-{high:.2f}x holds 1x; not fast)"
+    return f"{s.value:6.2f}x {mode}" + (" (fast)" if kind == "fast" else "")
+
+
 def verdict_line(key: VerdictKey, v: Verdict, floor: float = NOISE_FLOOR) -> str:
     """One verdict: problem, backend, sample/turn, status, speedups (fast at 1 or uncertain), rule, message."""
     parts = [
@@ -45,11 +58,8 @@ def verdict_line(key: VerdictKey, v: Verdict, floor: float = NOISE_FLOOR) -> str
         f"{v.status.value:<13}",
     ]
     for mode in ("eager", "compile"):
-        s = m.speedup(v, mode)
-        if s is not None:
-            kind = m.classify(v, 1.0, mode, floor)
-            note = f" ({kind})" if kind in ("fast", "uncertain") else ""
-            parts.append(f"{s.value:6.2f}x {mode}{note}")
+        if text := speedup_text(v, mode, floor):
+            parts.append(text)
     if v.generalizes is not None:
         parts.append("generalizes" if v.generalizes else "does not generalize")
     if v.rule:
@@ -85,6 +95,7 @@ class RunProgress(Monitor):
         super().__init__()
         self.header, self.floor = header, floor
         self.failed = 0
+        self.uncertain = 0  # speedups shown as uncertain: the run's closing lines explain them
         self._lock = threading.Lock()
         self._task: TaskID | None = None
         self.bar = _Bar(self)
@@ -123,6 +134,8 @@ class RunProgress(Monitor):
     def verdict(self, key: VerdictKey, verdict: Verdict) -> None:
         self.print(verdict_line(key, verdict, self.floor))
         with self._lock:
+            modes = ("eager", "compile")
+            self.uncertain += sum(m.classify(verdict, 1.0, mode, self.floor) == "uncertain" for mode in modes)
             if self._task is not None:
                 self.bar.advance(self._task)
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from kbench import defaults
 from kbench.cli.app import app, console, err_console
-from kbench.cli.devices import device_defaults, gpu_present
+from kbench.cli.devices import cpu_reason, device_defaults, gpu_present
 from kbench.cli.evaluate import prewarm_starter
 from kbench.cli.generate import BACKENDS, problems_flag, select_problems
 from kbench.cli.progress import Header, RunProgress
@@ -32,9 +32,10 @@ class Plan:
 
 
 def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
+    asked_cpu = cfg.device == "cpu"
     cfg, backends, notice = defaults.solutions_config(cfg)
     if notice:
-        err_console.print(f"[yellow]no GPU found:[/] {notice}")
+        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {notice}", highlight=False)
     return cfg, backends
 
 
@@ -107,7 +108,7 @@ def _header(plan: Plan) -> Header:
         lines = [f"run {run_id}" + (f" (resumed: {done} of {total} verdicts stored)" if done else "")]
         n = len(plan.problems)
         if plan.backends:
-            lines.append(f"  candidates: the shipped solutions ({', '.join(plan.backends)}), {n} problems")
+            lines.append(f"  candidates: {_shipped(plan)}: {total} verdict{'' if total == 1 else 's'}")
         else:
             size = f"{n} problems x {cfg.samples} samples x {cfg.turns} turns = {total} verdicts"
             lines.append(f"  model {cfg.model}: {size}")
@@ -119,6 +120,42 @@ def _header(plan: Plan) -> Header:
         return "\n".join(lines)
 
     return text
+
+
+def _shipped(plan: Plan) -> str:
+    """Which shipped solutions a run evaluates: per backend, how many of the selected problems have one."""
+    from kbench.solutions import shipped_candidate
+
+    n = len(plan.problems)
+    counts = [(b, sum(shipped_candidate(p, b) is not None for p in plan.problems)) for b in plan.backends]
+    each = ", ".join(f"{b} for {k} of the {n} problems selected" for b, k in counts)
+    lacking = " (the others have none)" if any(k < n for _, k in counts) else ""
+    return f"the shipped solutions, {each}{lacking}"
+
+
+def _uncertain_note(count: int) -> str:
+    """The closing word on the speedups shown as uncertain, when there were any."""
+    which = (
+        "1 speedup above is uncertain: its" if count == 1 else f"{count} speedups above are uncertain: their"
+    )
+    return (
+        f"{which} 95 % interval holds 1x, so {'it counts' if count == 1 else 'they count'} as not fast (fast_p "
+        "in the README's Metrics). On a CPU shared with other work timings spread wide; a GPU's are tight."
+    )
+
+
+def _next_steps(cfg: RunConfig, run_id: str, shipped: bool) -> str:
+    """What to try after a run: the summary again, one verdict by hand, a model's run."""
+    steps = [f"kbench report {run_id} --store {cfg.store} (this summary again)"]
+    if shipped:
+        backend = "cpp" if cfg.device == "cpu" else "triton"
+        solution = f"src/kbench/suite/solutions/{backend}/level2/2_Gemm_GELUTanh.py"
+        steps.append(f"kbench eval --problem 2/2 --candidate {solution} --backend {backend} (one verdict; "
+                     "a copy of that file is where your own kernel starts)")  # fmt: skip
+        steps.append("kbench run -m openai/MODEL --level 2 --problems 5 (a model's kernels; README: Usage)")
+    else:
+        steps.append(f"kbench run --resume {run_id} (asks again what failed or is missing)")
+    return "next: " + "; ".join(steps)
 
 
 def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
@@ -214,6 +251,9 @@ def run_cmd(
         highlight=False,
         soft_wrap=True,  # keep paths on one line for scripts that read them
     )
+    if view.uncertain:
+        console.print(_uncertain_note(view.uncertain), highlight=False, soft_wrap=True)
+    console.print(_next_steps(plan.cfg, outcome.run_id, bool(plan.backends)), highlight=False, soft_wrap=True)
     if outcome.failed_requests:
         err_console.print(
             f"[yellow]{outcome.failed_requests} LLM requests failed[/] (first: {escape(outcome.failures[0])}); "

@@ -53,8 +53,11 @@ def serve_cmd(
 ) -> None:
     """Evaluate candidates submitted over HTTP, on this machine's GPUs (or its CPU), warm and recorded."""
     from kbench.api import Evaluator, EvaluatorOptions
+    from kbench.errors import require
     from kbench.serve import ServiceLimits, check_bind, read_token, serve
 
+    require("fastapi", "serve")  # the missing extra is named before anything starts
+    require("uvicorn", "serve")
     flags = dict(source=source, backend=backend, preset=preset, dtype=dtype, device=device, store=store,
                  run_id=run_id, measure=False if no_timing else None)  # fmt: skip
     cfg = resolve(config, flags)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
@@ -19,13 +20,44 @@ def env_cmd(fmt: Format = typer.Option(Format.table, "--format", help="table or 
 
     info = dict(environment())
     info["fingerprint"] = fingerprint(info)
+    backends = backends_here(bool(info["gpu"]))
     if fmt is Format.json:
-        print_json(info)
+        print_json(info | {"backends": backends})
         return
     table = Table(title="kbench environment", show_header=False)
     for key, value in info.items():
         table.add_row(key, "-" if value is None else str(value))
+    for name, can in backends.items():
+        table.add_row(f"backend {name}", escape(can["here"]))  # a fix may read "pip install 'kbench[triton]'"
     console.print(table)
+
+
+def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
+    """Whether each backend can evaluate candidates on this machine, where, and if not why: the check an
+    evaluation runs first (`Backend.check_environment`), on the GPU when there is one and the backend's
+    kernels are GPU kernels, else on the CPU."""
+    from kbench.backends import backend_names, get_backend
+    from kbench.errors import ConfigError
+
+    found: dict[str, dict[str, Any]] = {}
+    for name in backend_names():
+        backend = get_backend(name)
+        device = "cuda" if gpu and backend.gpu_kernels else "cpu"
+        try:
+            if backend.needs_gpu and not gpu:
+                raise ConfigError("needs a CUDA GPU, and torch sees none here")
+            backend.check_environment(device)
+        except ConfigError as exc:
+            found[name] = {"runs": False, "device": None, "here": f"no: {exc}"}
+            continue
+        if device == "cuda":
+            here = "yes, on the GPU"
+        elif backend.gpu_kernels:  # Triton's interpreter: right or wrong, but no time worth reading
+            here = "yes, on the CPU in its interpreter: correctness only, times mean nothing"
+        else:
+            here = "yes, on the CPU"
+        found[name] = {"runs": True, "device": device, "here": here}
+    return found
 
 
 @app.command("doctor")

@@ -7,6 +7,7 @@ of a problem file (`path/to/17_Gemm_ReLU.py`, also written `path/to/17_Gemm_ReLU
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -92,7 +93,9 @@ def _resolve(address: str, spec: str, rest: str) -> Problem:
         for p in problems:
             if p.level == level and p.number == number:
                 return p
-        raise ProblemError(f"{address}: no problem {level}/{number} in source {spec!r}")
+        raise ProblemError(
+            f"{address}: no problem {level}/{number} in source {spec!r}; {_nearest_ids(problems, level, spec)}"
+        )
     wanted = rest.lower().removesuffix(".py")
     hits = [p for p in problems if wanted in (p.name.lower(), f"{p.number}_{p.name}".lower())]
     if len(hits) == 1:
@@ -100,7 +103,29 @@ def _resolve(address: str, spec: str, rest: str) -> Problem:
     if len(hits) > 1:
         keys = ", ".join(p.key for p in hits)
         raise ProblemError(f"{address}: ambiguous name, matches {keys}; use LEVEL/ID")
-    raise ProblemError(f"{address}: no problem named {rest!r} in source {spec!r}")
+    raise ProblemError(
+        f"{address}: no problem named {rest!r} in source {spec!r}; {_nearest_names(problems, rest, spec)}"
+    )
+
+
+def _list_hint(spec: str, level: int | None = None) -> str:
+    source = "" if spec == "kbench" else f" --source {spec}"
+    return f"`kbench list{source}{'' if level is None else f' --level {level}'}` lists them"
+
+
+def _nearest_ids(problems: list[Problem], level: int, spec: str) -> str:
+    numbers = sorted(p.number for p in problems if p.level == level)
+    if not numbers:
+        levels = ", ".join(str(n) for n in sorted({p.level for p in problems}))
+        return f"its levels are {levels}: {_list_hint(spec)}"
+    return f"level {level} has {level}/{numbers[0]} to {level}/{numbers[-1]}: {_list_hint(spec, level)}"
+
+
+def _nearest_names(problems: list[Problem], wanted: str, spec: str) -> str:
+    by_name = {p.name.lower(): p for p in problems}
+    close = difflib.get_close_matches(wanted.lower().removesuffix(".py"), list(by_name), n=3, cutoff=0.5)
+    nearest = ", ".join(f"{by_name[c].name} ({by_name[c].level}/{by_name[c].number})" for c in close)
+    return f"nearest: {nearest}; {_list_hint(spec)}" if nearest else _list_hint(spec)
 
 
 def select(

@@ -1,4 +1,4 @@
-"""Linear layer followed by ReLU: the seed's matmul + activation fusion."""
+"""Linear layer followed by ReLU: a matmul with its activation fused into the epilogue."""
 
 import torch
 import torch.nn as nn
