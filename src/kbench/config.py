@@ -197,6 +197,8 @@ class RunConfig(BaseModel):
     # may leave out (worker/timing_stats.py `fenced_rse`); 0: every call counts
     timing_outlier_share: float = _ref(TimingSettings.outlier_share, ge=0.0, lt=0.5)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
+    # the rules of correctness and fast_p: protocols.PROTOCOLS' names (kernelbench: upstream's published rules)
+    protocol: Literal["kbench", "kernelbench"] = "kbench"
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (
         False  # an ok candidate is checked again at sizes drawn per evaluation (generalize.py)

@@ -33,6 +33,16 @@ def resolve_runs(store: Store, runs: list[str]) -> list[str]:
 
 
 STORE_OPT = typer.Option(None, "--store", help="results database (default: config `store`)")
+PROTOCOLS_OPT = typer.Option(
+    "kbench,kernelbench",
+    "--protocol",
+    help="whose fast_p rules the report applies, comma-separated: kbench (median speedups, 95 % interval, "
+    "noise floor) and/or kernelbench (upstream's: mean speedup > p); correctness is always the run's own",
+)
+THRESHOLDS_OPT = typer.Option(
+    "0,0.5,0.8,1,1.5,2", "--p", help="the fast_p thresholds of the per-level tables (upstream's by default)"
+)
+KS_OPT = typer.Option(None, "--k", help="the k of pass@k and fast_p@k, comma-separated (default: 1 and n)")
 
 
 @app.command("runs")
@@ -86,16 +96,21 @@ def report_cmd(
     generalizes: str | None = typer.Option(
         None, "--generalizes", help="only verdicts whose hidden-shape check says: yes | no | unchecked"
     ),
+    protocol: str = PROTOCOLS_OPT,
+    thresholds: str = THRESHOLDS_OPT,
+    ks: str | None = KS_OPT,
 ) -> None:
     """Summarise runs in the terminal and write one self-contained HTML report."""
     from kbench.report import load_series, print_summary, write_html
+    from kbench.report.data import parse_options
 
+    options = parse_options(protocol, thresholds, ks)
     store = open_store(store_path)
     ids = resolve_runs(store, runs)
-    print_summary(load_series(store, ids, noise_floor, generalizes), console)
+    print_summary(load_series(store, ids, noise_floor, generalizes), console, options)
     if html:
         name = f"report-{ids[0]}" + (f"-and-{len(ids) - 1}-more" if len(ids) > 1 else "") + ".html"
-        path = write_html(store, ids, out or store.path.parent / name, noise_floor, generalizes)
+        path = write_html(store, ids, out or store.path.parent / name, noise_floor, generalizes, options)
         console.print(f"HTML report: {path}")
 
 
