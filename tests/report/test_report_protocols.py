@@ -165,7 +165,7 @@ def test_a_run_whose_requests_all_failed_warns_until_a_resume_completes_it(tmp_p
     )
     [line] = warnings(load_series(store, [run]))
     assert line == (
-        "m: incomplete run: 0 of 1 verdicts (1 problems x 1 samples x 1 turns); 1 LLM requests failed and "
+        "m: incomplete run: 0 of 1 verdicts (1 problem x 1 sample x 1 turn); 1 LLM requests failed and "
         "were not answered since (HTTP 500 server error ×1); the numbers count every missing one as not "
         "correct; continue it with `kbench run --resume failed`"
     )
@@ -190,7 +190,7 @@ def test_comparisons_over_different_problems_or_protocols_warn(tmp_path: Path) -
     store.record(b, VerdictKey(P1, 0, 0, "cuda", "m"), VERDICTS[(P1, 0)], "")
     lines = warnings(load_series(store, [a, b]))
     assert lines == [
-        "the series cover different problem sets (m · hand-kbench: 2 problems; m · other: 1 problems, "
+        "the series cover different problem sets (m · hand-kbench: 2 problems; m · other: 1 problem, "
         "without 1 of the others'): their per-problem numbers divide by different problems and are not "
         "comparable; compare runs over the same problems",
         "the series' correctness was judged under different protocols (m · hand-kbench: kbench; m · other: "

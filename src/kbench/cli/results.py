@@ -141,7 +141,7 @@ def export_cmd(
     store_path: Path | None = STORE_OPT,
 ) -> None:
     """Export a run's verdicts as JSON Lines, CSV, or upstream KernelBench's result files."""
-    from kbench.report.data import parse_options
+    from kbench.report.data import parse_ks
     from kbench.store.export import Context, to_csv, to_jsonl
 
     writers = {"jsonl": to_jsonl, "csv": to_csv, "kernelbench": None}
@@ -151,7 +151,7 @@ def export_cmd(
     [run_id] = resolve_runs(store, [run])
     write = writers[fmt]
     if write is None:
-        _export_kernelbench(store, run_id, out, _turn(turn), parse_options("kbench", "0", ks).ks or ())
+        _export_kernelbench(store, run_id, out, _turn(turn), parse_ks(ks) or ())
         return
     ctx = Context.of(store, run_id)
     text = write(store.records(run_id), ctx)

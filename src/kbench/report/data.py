@@ -54,12 +54,17 @@ def _numbers(text: str, what: str, kind: type) -> tuple[Any, ...]:
     return values
 
 
+def parse_ks(text: str | None) -> tuple[int, ...] | None:
+    """`1,2,4` -> the k of pass@k (None for no text); each k >= 1."""
+    k = _numbers(text, "--k", int) if text else None
+    if k is not None and min(k) < 1:
+        raise ConfigError(f"--k: pass@k needs k >= 1, got {text!r}")
+    return k
+
+
 def parse_options(protocols: str, thresholds: str, ks: str | None) -> Options:
     """Options from the command line's text: `kbench,kernelbench`, `0,0.5,1`, `1,2,4`."""
-    k = _numbers(ks, "--k", int) if ks else None
-    if k is not None and min(k) < 1:
-        raise ConfigError(f"--k: pass@k needs k >= 1, got {ks!r}")
-    return Options(tuple(parse_protocols(protocols)), _numbers(thresholds, "--p", float), k)
+    return Options(tuple(parse_protocols(protocols)), _numbers(thresholds, "--p", float), parse_ks(ks))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ def _name(s: Series) -> str:
     return s.label or s.run.run_id
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("s" if count != 1 else "")
+
+
 def incomplete(s: Series) -> list[str]:
     """A line when a run holds fewer verdicts than it set out to make (empty when it is complete)."""
     have = {r.record.problem_key for r in s.rows}
@@ -27,7 +31,7 @@ def incomplete(s: Series) -> list[str]:
     resume = f"; continue it with `kbench run --resume {s.run.run_id}`"
     expected = s.expected
     if expected is not None and len(s.rows) < expected:
-        size = f"{len(s.problems)} problems x {s.samples} samples x {s.turns} turns"
+        size = f"{_n(len(s.problems), 'problem')} x {_n(s.samples, 'sample')} x {_n(s.turns, 'turn')}"
         return [
             f"{_name(s)}: incomplete run: {len(s.rows)} of {expected} verdicts ({size}){why}; the numbers "
             f"count every missing one as not correct{resume}"
@@ -50,7 +54,7 @@ def mismatched(series: Sequence[Series]) -> list[str]:
     if any(x != sets[0] for x in sets):
         every = set().union(*sets)
         detail = "; ".join(
-            f"{_name(s)}: {len(x)} problems"
+            f"{_name(s)}: {_n(len(x), 'problem')}"
             + (f", without {len(every - x)} of the others'" if every - x else "")
             for s, x in zip(series, sets, strict=True)
         )
