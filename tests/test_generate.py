@@ -11,7 +11,7 @@ import pytest
 from llmserver import load_server_module
 
 from kbench.config import RunConfig
-from kbench.generate import generate, make_client, refine
+from kbench.generate import Told, generate, make_client, refine
 from kbench.llm.journal import Journal
 from kbench.problems import get_problem
 from kbench.types import Candidate, Status, Verdict
@@ -167,6 +167,32 @@ def test_refine_feeds_verdicts_back(tmp_path: Path) -> None:
     assert "mismatch" in history[2]["content"] and f"MARK-{sample}-1" in history[4]["content"]
     assert "class ModelNew" in history[1]["content"]  # the model sees its own previous answer
     assert len(result.attempts) == 6 and all(a.verdict is not None for a in result.attempts)
+
+
+def test_every_turn_keeps_what_it_told_the_model(tmp_path: Path) -> None:
+    """The task at turn 0 and the feedback at every later turn: handed to on_told and written into the
+    generations folder, exactly as sent (the server saw the same text), again on a resume."""
+    told: list[Told] = []
+    out = tmp_path / "out"
+    with LLMServer(respond=_respond) as server:
+        cfg = _cfg(tmp_path, server.openai_url, samples=2, turns=2)
+        refine([PROBLEM], cfg, FakeEvaluator(), out, on_told=told.append)
+        sent = {(sum(m["role"] == "assistant" for m in r.messages), r.last_user) for r in server.stats.seen}
+    assert sorted((t.sample, t.turn) for t in told) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert {(t.turn, t.text) for t in told} == sent
+    feedback = next(t for t in told if t.turn == 1 and t.sample == 0)
+    assert "Result of your previous answer: mismatch" in feedback.text and not feedback.system
+    first = next(t for t in told if t.turn == 0)
+    assert first.system and "class Model(" in first.text
+    prompts = out / "prompts"
+    assert (prompts / "level_2_problem_1_sample_0_turn_1.md").read_text() == feedback.text
+    assert (prompts / "level_2_problem_1_sample_1_turn_0.system.md").read_text() == first.system
+    assert sorted(p.name for p in prompts.iterdir() if not p.name.endswith(".system.md")) == [
+        f"level_2_problem_1_sample_{s}_turn_{t}.md" for s in range(2) for t in range(2)
+    ]
+    again: list[Told] = []
+    refine([PROBLEM], cfg, FakeEvaluator(), out, on_told=again.append)  # every answer is in the journal
+    assert sorted(again, key=lambda t: (t.sample, t.turn)) == sorted(told, key=lambda t: (t.sample, t.turn))
 
 
 def test_refine_no_code_gets_verdict_without_evaluator(tmp_path: Path) -> None:

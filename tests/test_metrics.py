@@ -80,7 +80,7 @@ def test_speedup_is_none_when_incorrect_untimed_or_meaningless() -> None:
     ],
 )
 def test_fast_p_hand_computed(p: float, floor: float, fast: int, uncertain: int) -> None:
-    r = m.fast_p(RUN, p, floor=floor)
+    r = m.fast_p(RUN, p, rule=m.FastRule(floor=floor))
     assert (r.n, r.fast, r.uncertain, r.untimed) == (5, fast, uncertain, 1)
     assert r.rate == fast / 5
 
@@ -101,7 +101,7 @@ def test_a_tight_speedup_within_the_noise_floor_is_never_fast() -> None:
     assert m.classify(v, 1.0, floor=0.0) == "fast"  # what the rule without a floor said
     assert m.classify(verdict(cand=1.0, eager=1.02), 1.0) == "fast"  # 1.02 / 1.01 > 1
     assert m.classify(verdict(cand=1.0, eager=0.98), 1.0) == "slow"  # 0.98 * 1.01 < 1
-    assert m.geomean_speedup([v], only_fast=True) is None
+    assert m.geomean_speedup([v], only_fast=True) == m.GeoMean(None, 0)
 
 
 def test_fast_p_against_compile() -> None:
@@ -111,15 +111,16 @@ def test_fast_p_against_compile() -> None:
 
 
 def test_geomean_speedups() -> None:
-    assert m.geomean_speedup(RUN) == pytest.approx(2.5 ** (1 / 3))  # 2.0 * 1.0 * 1.25
-    assert m.geomean_speedup(RUN, only_fast=True) == pytest.approx(math.sqrt(2.5))  # A and C
+    every, fast = m.geomean_speedup(RUN), m.geomean_speedup(RUN, only_fast=True)
+    assert (every.value, every.n) == (pytest.approx(2.5 ** (1 / 3)), 3)  # 2.0 * 1.0 * 1.25
+    assert (fast.value, fast.n) == (pytest.approx(math.sqrt(2.5)), 2)  # A and C
 
 
 def test_no_correct_samples() -> None:
     bad = [D, verdict(status=Status.BUILD_ERROR)]
     assert m.correctness_rate(bad) == 0.0
     assert m.fast_p(bad, 0.0).rate == 0.0
-    assert m.geomean_speedup(bad) is None
+    assert m.geomean_speedup(bad) == m.GeoMean(None, 0)
     assert m.mean_sol_fraction(bad) is None
     assert m.fast_p([], 1.0).rate == 0.0
     assert m.correctness_rate([]) == 0.0
@@ -141,8 +142,9 @@ def test_pass_at_k_rejects_k_above_n() -> None:
     with pytest.raises(ValueError, match="undefined"):
         m.pass_at_k(2, 1, 3)
     # problems with fewer samples than k are left out of the mean, not counted as failures
-    assert m.mean_pass_at_k({"a": (2, 1), "b": (5, 2)}, 3) == pytest.approx(1 - 1 / 10)
-    assert m.mean_pass_at_k({"a": (2, 1)}, 3) is None
+    mixed = m.at_k({"a": (2, 1), "b": (5, 2)}, 3)
+    assert (mixed.value, mixed.n) == (pytest.approx(1 - 1 / 10), 1)
+    assert m.at_k({"a": (2, 1)}, 3) == m.AtK(3, None, 0)
 
 
 def test_sample_counts_take_the_best_turn() -> None:
@@ -213,9 +215,9 @@ def test_best_of_k_takes_each_problems_best_attempt() -> None:
 def test_pass_at_k_over_samples_of_the_grid() -> None:
     counts = m.sample_counts(GRID)  # a sample passes when any of its turns is correct
     assert counts == {"p1": (2, 1), "p2": (2, 2), "p3": (2, 0)}
-    assert m.mean_pass_at_k(counts, 1) == pytest.approx((0.5 + 1.0 + 0.0) / 3)
-    assert m.mean_pass_at_k(counts, 2) == pytest.approx((1.0 + 1.0 + 0.0) / 3)
-    assert m.pass_at_k_problems(counts, 2) == 3 and m.pass_at_k_problems({"a": (1, 1)}, 2) == 0
+    assert m.at_k(counts, 1).value == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    assert m.at_k(counts, 2).value == pytest.approx((1.0 + 1.0 + 0.0) / 3)
+    assert m.at_k(counts, 2).n == 3 and m.at_k({"a": (1, 1)}, 2).n == 0
 
 
 def _x(speedup: float | None, status: Status = Status.OK) -> Verdict:
@@ -242,12 +244,12 @@ def test_the_readme_worked_example() -> None:
     problems = ["A", "B", "C"]
     assert [m.first_fast_p(recs, problems, p).fast for p in (0.0, 1.0)] == [1, 0]
     assert [m.best_fast_p(recs, problems, p).fast for p in (0.0, 1.0, 2.0)] == [3, 2, 1]
-    assert m.geomean(m.best_speedups(recs).values()) == pytest.approx(1.37, abs=0.005)
+    assert m.geomean(m.best_speedups(recs).values()).value == pytest.approx(1.37, abs=0.005)
     correct = m.sample_counts(recs)
-    assert m.mean_pass_at_k(correct, 1) == pytest.approx(0.8333, abs=1e-4)
-    assert (m.mean_pass_at_k(correct, 2), m.pass_at_k_problems(correct, 2)) == (1.0, 2)
-    fast = m.sample_counts(recs, lambda v: m.classify(v, 1.0) == "fast")
-    assert m.mean_pass_at_k(fast, 1) == pytest.approx(2 / 3) and m.mean_pass_at_k(fast, 2) == 0.5
+    assert m.at_k(correct, 1).value == pytest.approx(0.8333, abs=1e-4)
+    assert m.at_k(correct, 2) == m.AtK(2, 1.0, 2)
+    assert m.fast_p_at_k(recs, 1, 1.0).value == pytest.approx(2 / 3)
+    assert m.fast_p_at_k(recs, 2, 1.0) == m.AtK(2, 0.5, 2)
     pooled = m.fast_p([r.verdict for r in recs], 1.0)
     assert (pooled.n, sum(r.verdict.ok for r in recs), pooled.fast, pooled.uncertain) == (10, 7, 3, 1)
 
@@ -264,3 +266,52 @@ def test_generalization_counts_and_filters_on_the_hidden_shape_result() -> None:
     assert [r.verdict for r in m.filter_generalizes(records, "unchecked")] == [unchecked, failed]
     with pytest.raises(m.ConfigError, match="yes, no, unchecked"):
         m.filter_generalizes(records, "maybe")
+
+
+def test_pass_and_fast_p_at_k_between_1_and_n() -> None:
+    """One problem, four samples: 2 correct (1 of them fast at 1). By hand, pass@2 = 1 - C(2,2)/C(4,2)
+    = 1 - 1/6 = 0.8333; pass@3 = 1 - 0 = 1; fast_1@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5; fast_1@3 =
+    1 - C(3,3)/C(4,3) = 0.75."""
+    recs = [m.Record("p", v, sample=i) for i, v in enumerate([FAST, SLOW, D, D])]
+    counts = m.sample_counts(recs)
+    assert m.at_k(counts, 2).value == pytest.approx(5 / 6) and m.at_k(counts, 3).value == 1.0
+    assert m.fast_p_at_k(recs, 2, 1.0).value == pytest.approx(0.5)
+    assert m.fast_p_at_k(recs, 3, 1.0) == m.AtK(3, pytest.approx(0.75), 1)
+    assert m.fast_p_at_k(recs, 5, 1.0) == m.AtK(5, None, 0)  # k > n: no problem to average over
+
+
+def test_per_problem_geomeans_say_how_many_problems_they_cover() -> None:
+    """GRID's first attempts: only p2's is correct (0.5x); best of k: p1 2.0x, p2 2.0x; p3 and p4 none."""
+    assert m.first_geomean(GRID, SELECTED) == m.GeoMean(0.5, 1)
+    assert m.best_geomean(GRID, SELECTED) == m.GeoMean(2.0, 2)
+    assert m.first_geomean(GRID, ["p3", "p4"]) == m.GeoMean(None, 0)
+
+
+def test_upstream_rule_over_the_grid() -> None:
+    """Upstream's fast_p is `speedup > p` on mean times: exactly 2.0x is not fast at 2, 1.9 is."""
+    up = m.UPSTREAM_RULE
+    assert m.best_fast_p(GRID, SELECTED, 1.9, rule=up).fast == 2
+    assert m.best_fast_p(GRID, SELECTED, 2.0, rule=up).fast == 0
+    assert m.first_fast_p(GRID, SELECTED, 0.0, rule=up).fast == 1  # p2's 0.5x is > 0
+    near = verdict(cand=1.0, eager=1.001, rse=(0.0001, 0.0001))
+    assert m.judge(near, 1.0, rule=up) == "fast" and m.classify(near, 1.0) == "uncertain"
+
+
+def test_compiled_is_upstreams_notion() -> None:
+    from kbench.types import BuildResult
+
+    assert [m.compiled(verdict(status=s)) for s in (Status.OK, Status.MISMATCH, Status.RUNTIME_ERROR)] == [
+        True,
+        True,
+        True,
+    ]
+    assert not any(
+        m.compiled(verdict(status=s))
+        for s in (Status.NO_CODE, Status.STATIC_REJECT, Status.BUILD_ERROR, Status.LOAD_ERROR)
+    )
+    from dataclasses import replace
+
+    timed_out_building = replace(verdict(status=Status.TIMEOUT), build=BuildResult(False, "cuda"))
+    assert not m.compiled(timed_out_building)
+    with pytest.raises(m.ConfigError, match="median, mean"):
+        m.FastRule("mode")

@@ -198,6 +198,8 @@ class RunConfig(BaseModel):
     # library with an epilogue of the candidate's own is honest fusion at a share of a few percent.
     min_kernel_share: float = Field(default=0.0, ge=0.0, le=1.0)
     noise_floor: float = Field(default=NOISE_FLOOR, ge=0.0)  # speedup spread counted as noise (metrics.py)
+    # the rules of correctness and fast_p: protocols.PROTOCOLS' names (kernelbench: upstream's published rules)
+    protocol: Literal["kbench", "kernelbench"] = "kbench"
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (
         False  # an ok candidate is checked again at sizes drawn per evaluation (generalize.py)

@@ -5,6 +5,13 @@ after each turn the caller's `evaluate` judges the turn's candidates in one batc
 build them in parallel), and every sample's next prompt carries what the evaluator found. Both journal
 each answer as it arrives (llm/journal.py), so a killed run, started again with the same output folder,
 asks only what is missing.
+
+What the model was told is kept beside its answers, one file per turn, and handed to `on_told` (the
+pipeline stores it with the run):
+
+    prompts/level_L_problem_P_sample_S_turn_T.md          the user message of that turn: the task at
+                                                          turn 0, the evaluator's feedback after it
+    prompts/level_L_problem_P_sample_S_turn_0.system.md   the system prompt (when there is one)
 """
 
 from __future__ import annotations
@@ -48,6 +55,40 @@ class Chain:
     prompt: Prompt
     sample: int
     messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Told:
+    """What one turn of one sample told the model: the system prompt (turn 0) and the user message."""
+
+    problem: Problem
+    sample: int
+    turn: int
+    system: str
+    text: str
+
+    @property
+    def stem(self) -> str:
+        """The generations folder's name for this turn (the journal's, llm/journal.py)."""
+        p = self.problem
+        return f"level_{p.level}_problem_{p.number}_sample_{self.sample}_turn_{self.turn}"
+
+
+OnTold = Callable[[Told], None]
+
+
+def told(chain: Chain, turn: int) -> Told:
+    system = chain.prompt.system if turn == 0 else ""
+    return Told(chain.problem, chain.sample, turn, system, chain.messages[-1].content)
+
+
+def keep_told(t: Told, out_dir: Path) -> None:
+    """Write what a turn told the model into the generations folder."""
+    folder = out_dir / "prompts"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{t.stem}.md").write_text(t.text)
+    if t.system:
+        (folder / f"{t.stem}.system.md").write_text(t.system)
 
 
 def gen_params(cfg: RunConfig) -> GenParams:
@@ -116,9 +157,14 @@ async def _ask_turn(
     done: dict[Key, Attempt],
     cfg: RunConfig,
     on_attempt: OnAttempt | None,
+    on_told: OnTold | None = None,
 ) -> list[Attempt]:
     async def one(chain: Chain) -> Attempt:
         key = _key(chain, turn, cfg)
+        said = told(chain, turn)
+        keep_told(said, journal.out_dir)
+        if on_told is not None:
+            on_told(said)
         if key in done:
             attempt = done[key]
         else:
@@ -211,6 +257,7 @@ async def refine_async(
     client: LLMClient | None = None,
     on_attempt: OnAttempt | None = None,
     on_verdict: OnAttempt | None = None,
+    on_told: OnTold | None = None,
 ) -> GenerationResult:
     client = client or make_client(cfg)
     journal = Journal(out_dir)
@@ -219,7 +266,7 @@ async def refine_async(
     chains = first_chains(problems, cfg)
     try:
         for turn in range(cfg.turns):
-            asked = await _ask_turn(chains, turn, client, journal, done, cfg, on_attempt)
+            asked = await _ask_turn(chains, turn, client, journal, done, cfg, on_attempt, on_told)
             result.failed += [a for a in asked if not a.final]
             judged = await asyncio.to_thread(_judge, [a for a in asked if a.final], evaluate, cfg)
             for attempt in judged:
@@ -245,11 +292,15 @@ def refine(
     client: LLMClient | None = None,
     on_attempt: OnAttempt | None = None,
     on_verdict: OnAttempt | None = None,
+    on_told: OnTold | None = None,
 ) -> GenerationResult:
     """`cfg.turns` turns of generate -> evaluate -> feed back, for every (problem, sample).
 
     `evaluate` gets one turn's candidates and returns one verdict each, in order. Answers without code
     get a `no_code` verdict here, without calling `evaluate`. `on_verdict` sees every judged attempt
-    (store it there); a sample whose request failed stops and is listed in `failed`.
+    (store it there); `on_told` what every turn told the model, before it is asked (or read back from
+    the journal); a sample whose request failed stops and is listed in `failed`.
     """
-    return asyncio.run(refine_async(problems, cfg, evaluate, out_dir, client, on_attempt, on_verdict))
+    return asyncio.run(
+        refine_async(problems, cfg, evaluate, out_dir, client, on_attempt, on_verdict, on_told)
+    )

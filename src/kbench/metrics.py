@@ -1,28 +1,38 @@
 """Metrics over verdicts: pure functions, no I/O.
 
-Speedup and its uncertainty. speedup = baseline median / candidate median. Both medians carry a relative
-standard error (TimingStats.rse); the ratio's relative error is taken as sqrt(rse_b^2 + rse_c^2) and the
-95 % interval is speedup * exp(+-1.96 * that), symmetric in log space because a ratio is.
+Speedup and its uncertainty. speedup = baseline time / candidate time, where the time is the median
+(kbench's rule) or the mean (upstream KernelBench's: its `runtime` is the mean of its timed trials) of a
+timed callable. Both times carry a relative standard error (TimingStats.rse); the ratio's relative error
+is taken as sqrt(rse_b^2 + rse_c^2) and the 95 % interval is speedup * exp(+-1.96 * that), symmetric in
+log space because a ratio is.
 
 Hidden shapes: with `--hidden-shapes` an `ok` verdict also says whether the candidate was correct at sizes
 it never saw (`Verdict.generalizes`: True, False, or None when not checked). `GENERALIZES` names the
 subsets a report can be restricted to; `generalization` counts the checked ones.
 
-fast_p rule (stated once, used everywhere): a verdict is *fast at p* when it is correct, both timings
-are meaningful, and the lower end of its 95 % speedup interval, widened by the noise floor f, is strictly
-above p: low / (1 + f) > p (`>`, so a speedup of exactly p is not fast). The interval comes from the
-timings' spread within their processes; f (default 1 %, config `noise_floor`) is the spread between
-processes that it does not see, so a 1.001x speedup with a tight interval is not fast at 1. A correct
-verdict whose widened interval contains p (low / (1 + f) <= p < high * (1 + f)) is *uncertain*: it counts
-as not fast, and fast_p reports how many there were, so a threshold that sits inside the noise is
-visible instead of silently flipping verdicts. Correct verdicts without a usable speedup (no baseline for
-that mode, or interpreter timings) are *untimed* and never fast, so fast_0 equals the correctness rate
-exactly when every correct verdict was timed.
+Two fast_p rules (`FastRule`), each stated once here and used everywhere:
+
+- kbench's (`KBENCH_RULE`, medians): a verdict is *fast at p* when it is correct, both timings are
+  meaningful, and the lower end of its 95 % speedup interval, widened by the noise floor f, is strictly
+  above p: low / (1 + f) > p (`>`, so a speedup of exactly p is not fast). The interval comes from the
+  timings' spread within their processes; f (default 1 %, config `noise_floor`) is the spread between
+  processes that it does not see, so a 1.001x speedup with a tight interval is not fast at 1. A correct
+  verdict whose widened interval contains p (low / (1 + f) <= p < high * (1 + f)) is *uncertain*: it
+  counts as not fast, and fast_p reports how many there were, so a threshold that sits inside the noise
+  is visible instead of silently flipping verdicts.
+- upstream KernelBench's (`UPSTREAM_RULE`, means): correct and speedup > p, nothing else; no verdict is
+  uncertain.
+
+Under both, correct verdicts without a usable speedup (no baseline for that mode, or interpreter timings)
+are *untimed* and never fast, so fast_0 equals the correctness rate exactly when every correct verdict was
+timed.
 
 Per problem (comparable with upstream KernelBench, which reports one number per problem): `first_*`
 takes each problem's first attempt (sample 0, turn 0); `best_*` its best verdict over every sample and
 turn (best-of-k). Both divide by the number of problems the run selected; a problem without a verdict
-(its request failed) counts as not correct and not fast. pass@k is the unbiased estimator over samples.
+(its request failed) counts as not correct and not fast. pass@k (and fast_p@k: pass@k where a sample
+passes when it is fast at p) is the unbiased estimator over samples. Every aggregate carries its n: the
+problems or verdicts it counts (`FastP.n`, `GeoMean.n`, `AtK.n`).
 """
 
 from __future__ import annotations
@@ -35,12 +45,42 @@ from typing import TypeVar
 
 from kbench.config import NOISE_FLOOR
 from kbench.errors import ConfigError
-from kbench.types import TimingStats, Verdict
+from kbench.types import Status, TimingStats, Verdict
 
 Z95 = 1.96
 T = TypeVar("T")
 # Kinds from best to worst: a problem's best-of-k kind is the best of its verdicts' kinds.
 KINDS = ("fast", "uncertain", "slow", "untimed", "incorrect", "missing")
+STATISTICS = ("median", "mean")  # the time a speedup divides
+# Statuses upstream KernelBench records as compiled=False: no kernel source, or none that built and loaded.
+NOT_COMPILED = frozenset({Status.NO_CODE, Status.STATIC_REJECT, Status.BUILD_ERROR, Status.LOAD_ERROR})
+
+
+@dataclass(frozen=True)
+class FastRule:
+    """How a correct, timed verdict is judged fast at p (the module doc states both rules)."""
+
+    statistic: str = "median"  # median | mean
+    interval: bool = True  # kbench: the widened 95 % interval's low end > p; False: speedup > p
+    floor: float = NOISE_FLOOR  # the noise floor f (interval rule only)
+
+    def __post_init__(self) -> None:
+        if self.statistic not in STATISTICS:
+            raise ConfigError(f"unknown statistic {self.statistic!r}; use one of: {', '.join(STATISTICS)}")
+
+    def describe(self) -> str:
+        """The rule in one line, for reports."""
+        ratio = f"{self.statistic} speedup"
+        if not self.interval:
+            return f"correct and {ratio} > p"
+        return (
+            f"correct and the low end of the 95 % interval of the {ratio} / (1 + noise floor "
+            f"{self.floor:.1%}) > p; +N? = uncertain (the widened interval contains p), not fast"
+        )
+
+
+KBENCH_RULE = FastRule()
+UPSTREAM_RULE = FastRule("mean", interval=False, floor=0.0)
 
 
 @dataclass(frozen=True)
@@ -65,6 +105,14 @@ class FastP:
 
 
 @dataclass(frozen=True)
+class GeoMean:
+    """A geometric mean and the number of values (problems or verdicts) it covers."""
+
+    value: float | None
+    n: int
+
+
+@dataclass(frozen=True)
 class Record:
     """One verdict with the facts metrics group by."""
 
@@ -77,31 +125,44 @@ class Record:
     tags: tuple[str, ...] = ()
 
 
-def _usable(stats: TimingStats | None) -> bool:
-    return stats is not None and stats.meaningful and stats.median_ms > 0
+def _time(stats: TimingStats, statistic: str) -> float:
+    return stats.mean_ms if statistic == "mean" else stats.median_ms
 
 
-def speedup(verdict: Verdict, against: str = "eager") -> Speedup | None:
+def _usable(stats: TimingStats | None, statistic: str = "median") -> bool:
+    return stats is not None and stats.meaningful and _time(stats, statistic) > 0
+
+
+def speedup(verdict: Verdict, against: str = "eager", statistic: str = "median") -> Speedup | None:
     """Speedup over baseline `against` with its 95 % interval; None unless correct and timed."""
     base, cand = verdict.baseline(against), verdict.timing
-    if not verdict.ok or base is None or cand is None or not (_usable(base) and _usable(cand)):
+    if not verdict.ok or base is None or cand is None:
         return None
-    value = base.median_ms / cand.median_ms
+    if not (_usable(base, statistic) and _usable(cand, statistic)):
+        return None
+    value = _time(base, statistic) / _time(cand, statistic)
     half = Z95 * math.hypot(max(base.rse, 0.0), max(cand.rse, 0.0))
     return Speedup(value, value * math.exp(-half), value * math.exp(half))
 
 
-def classify(verdict: Verdict, p: float, against: str = "eager", floor: float = NOISE_FLOOR) -> str:
-    """'fast', 'uncertain', 'slow', 'untimed' or 'incorrect' at threshold p (the rule in the module doc)."""
+def judge(verdict: Verdict, p: float, against: str = "eager", rule: FastRule = KBENCH_RULE) -> str:
+    """'fast', 'uncertain', 'slow', 'untimed' or 'incorrect' at threshold p under `rule`."""
     if not verdict.ok:
         return "incorrect"
-    s = speedup(verdict, against)
+    s = speedup(verdict, against, rule.statistic)
     if s is None:
         return "untimed"
-    low, high = s.low / (1 + floor), s.high * (1 + floor)
+    if not rule.interval:
+        return "fast" if s.value > p else "slow"
+    low, high = s.low / (1 + rule.floor), s.high * (1 + rule.floor)
     if low > p:
         return "fast"
     return "uncertain" if low <= p < high else "slow"
+
+
+def classify(verdict: Verdict, p: float, against: str = "eager", floor: float = NOISE_FLOOR) -> str:
+    """`judge` under kbench's rule with noise floor `floor`."""
+    return judge(verdict, p, against, FastRule(floor=floor))
 
 
 def _fast_p(kinds: Sequence[str], p: float, against: str) -> FastP:
@@ -111,35 +172,42 @@ def _fast_p(kinds: Sequence[str], p: float, against: str) -> FastP:
 
 
 def fast_p(
-    verdicts: Sequence[Verdict], p: float, against: str = "eager", floor: float = NOISE_FLOOR
+    verdicts: Sequence[Verdict], p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> FastP:
     """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
-    return _fast_p([classify(v, p, against, floor) for v in verdicts], p, against)
+    return _fast_p([judge(v, p, against, rule) for v in verdicts], p, against)
 
 
 def fast_p_curve(
-    verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager", floor: float = NOISE_FLOOR
+    verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> list[FastP]:
-    return [fast_p(verdicts, p, against, floor) for p in ps]
+    return [fast_p(verdicts, p, against, rule) for p in ps]
+
+
+def compiled(verdict: Verdict) -> bool:
+    """Upstream KernelBench's `compiled`: the candidate built and loaded (whatever happened after)."""
+    if verdict.status in NOT_COMPILED:
+        return False
+    return verdict.build is None or verdict.build.ok
 
 
 def correctness_rate(verdicts: Sequence[Verdict]) -> float:
     return sum(v.ok for v in verdicts) / len(verdicts) if verdicts else 0.0
 
 
-def geomean(values: Iterable[float]) -> float | None:
+def geomean(values: Iterable[float]) -> GeoMean:
     logs = [math.log(x) for x in values]
-    return math.exp(sum(logs) / len(logs)) if logs else None
+    return GeoMean(math.exp(sum(logs) / len(logs)) if logs else None, len(logs))
 
 
 def geomean_speedup(
-    verdicts: Sequence[Verdict], against: str = "eager", only_fast: bool = False, floor: float = NOISE_FLOOR
-) -> float | None:
+    verdicts: Sequence[Verdict], against: str = "eager", only_fast: bool = False, rule: FastRule = KBENCH_RULE
+) -> GeoMean:
     """Geometric-mean speedup over correct, timed verdicts; with only_fast, over those fast at p=1."""
     values = []
     for v in verdicts:
-        s = speedup(v, against)
-        if s is not None and (not only_fast or classify(v, 1.0, against, floor) == "fast"):
+        s = speedup(v, against, rule.statistic)
+        if s is not None and (not only_fast or judge(v, 1.0, against, rule) == "fast"):
             values.append(s.value)
     return geomean(values)
 
@@ -158,10 +226,10 @@ def by_problem(records: Iterable[Record]) -> dict[str, list[Verdict]]:
 
 
 def best_kind(
-    verdicts: Sequence[Verdict], p: float, against: str = "eager", floor: float = NOISE_FLOOR
+    verdicts: Sequence[Verdict], p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> str:
     """The best kind among a problem's verdicts at p ('missing' when it has none)."""
-    kinds = [classify(v, p, against, floor) for v in verdicts]
+    kinds = [judge(v, p, against, rule) for v in verdicts]
     return min(kinds, key=KINDS.index, default="missing")
 
 
@@ -170,11 +238,11 @@ def first_fast_p(
     problems: Sequence[str],
     p: float,
     against: str = "eager",
-    floor: float = NOISE_FLOOR,
+    rule: FastRule = KBENCH_RULE,
 ) -> FastP:
     """fast_p over problems from each one's first attempt; the denominator is len(problems)."""
     first = first_attempts(records)
-    kinds = [classify(first[k], p, against, floor) if k in first else "missing" for k in problems]
+    kinds = [judge(first[k], p, against, rule) if k in first else "missing" for k in problems]
     return _fast_p(kinds, p, against)
 
 
@@ -183,21 +251,40 @@ def best_fast_p(
     problems: Sequence[str],
     p: float,
     against: str = "eager",
-    floor: float = NOISE_FLOOR,
+    rule: FastRule = KBENCH_RULE,
 ) -> FastP:
     """Best-of-k fast_p over problems: fast when any sample or turn is; the denominator is len(problems)."""
     every = by_problem(records)
-    return _fast_p([best_kind(every.get(k, []), p, against, floor) for k in problems], p, against)
+    return _fast_p([best_kind(every.get(k, []), p, against, rule) for k in problems], p, against)
 
 
-def best_speedups(records: Sequence[Record], against: str = "eager") -> dict[str, float]:
+def best_speedups(
+    records: Sequence[Record], against: str = "eager", statistic: str = "median"
+) -> dict[str, float]:
     """Each problem's highest speedup over its correct, timed verdicts (problems without one are absent)."""
     out: dict[str, float] = {}
     for key, verdicts in by_problem(records).items():
-        values = [s.value for s in (speedup(v, against) for v in verdicts) if s is not None]
+        values = [s.value for s in (speedup(v, against, statistic) for v in verdicts) if s is not None]
         if values:
             out[key] = max(values)
     return out
+
+
+def first_geomean(
+    records: Sequence[Record], problems: Sequence[str], against: str = "eager", statistic: str = "median"
+) -> GeoMean:
+    """Geometric-mean speedup of the problems whose first attempt is correct and timed (n: how many)."""
+    first = first_attempts(records)
+    found = (speedup(first[k], against, statistic) for k in problems if k in first)
+    return geomean(s.value for s in found if s is not None)
+
+
+def best_geomean(
+    records: Sequence[Record], problems: Sequence[str], against: str = "eager", statistic: str = "median"
+) -> GeoMean:
+    """Geometric mean of each problem's best speedup over its k attempts (n: problems with one)."""
+    best = best_speedups(records, against, statistic)
+    return geomean(best[k] for k in problems if k in best)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -211,15 +298,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def mean_pass_at_k(counts: Mapping[str, tuple[int, int]], k: int) -> float | None:
+@dataclass(frozen=True)
+class AtK:
+    """Mean pass@k (or fast_p@k) over the problems with at least k samples; n: how many those are."""
+
+    k: int
+    value: float | None
+    n: int
+
+
+def at_k(counts: Mapping[str, tuple[int, int]], k: int) -> AtK:
     """Mean pass@k over problems {key: (n, c)}; problems with fewer than k samples are left out."""
     values = [pass_at_k(n, c, k) for n, c in counts.values() if n >= k]
-    return sum(values) / len(values) if values else None
-
-
-def pass_at_k_problems(counts: Mapping[str, tuple[int, int]], k: int) -> int:
-    """How many problems `mean_pass_at_k` averages over (those with at least k samples)."""
-    return sum(n >= k for n, _ in counts.values())
+    return AtK(k, sum(values) / len(values) if values else None, len(values))
 
 
 def sample_counts(
@@ -235,6 +326,13 @@ def sample_counts(
         n, c = out.get(problem, (0, 0))
         out[problem] = (n + 1, c + int(ok))
     return out
+
+
+def fast_p_at_k(
+    records: Iterable[Record], k: int, p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
+) -> AtK:
+    """fast_p@k: pass@k where a sample passes when one of its turns is fast at p under `rule`."""
+    return at_k(sample_counts(records, lambda v: judge(v, p, against, rule) == "fast"), k)
 
 
 def sol_fraction(verdict: Verdict) -> float | None:

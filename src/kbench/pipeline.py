@@ -4,8 +4,9 @@ This module only wires stages together. Candidates come either from the shipped 
 (`--solutions reference`, the main job: no API key needed) or from a model through multi-turn
 refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
 (problem, sample, turn, backend, model), so a killed run resumes with `--resume RUN` and re-does nothing.
-The run also stores the problems it selected and every LLM request it made (tokens, cost, latency, cache
-hits, failures), so a report needs nothing but the store. Progress goes to a `Monitor` (events.py).
+The run also stores the problems it selected, every LLM request it made (tokens, cost, latency, cache
+hits, failures) and every message it sent the model (the task, then the feedback of each turn), so a
+report needs nothing but the store. Progress goes to a `Monitor` (events.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kbench.events import Activity, Monitor
 from kbench.executors import Job, executor_options, get_executor
 from kbench.sandbox.host import Interrupted
 from kbench.solutions import shipped_candidate
-from kbench.store import RequestRecord, Store, VerdictKey, reuse
+from kbench.store import MessageRecord, RequestRecord, Store, VerdictKey, reuse
 from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
 
 if TYPE_CHECKING:
@@ -305,7 +306,7 @@ def _model_run(
     client: LLMClient,
     monitor: Monitor,
 ) -> RunOutcome:
-    from kbench.generate import refine
+    from kbench.generate import Told, refine
 
     monitor.started(run_id, len(problems) * cfg.samples * cfg.turns, len(store.done_keys(run_id)))
     batch = BatchEvaluator(cfg, store, run_id, problems, monitor)
@@ -322,7 +323,23 @@ def _model_run(
         if not attempt.final:
             monitor.lost(cfg.turns - attempt.turn)  # this sample's remaining turns are not asked
 
+    def on_told(told: Told) -> None:
+        for role, text in (("system", told.system), ("user", told.text)):
+            if text:
+                store.record_message(
+                    run_id, MessageRecord(told.problem.key, told.sample, told.turn, role, text)
+                )
+
     out_dir = cfg.store.parent / "generations" / run_id
-    result = refine(problems, cfg, batch, out_dir, client, on_attempt=on_attempt, on_verdict=batch.no_code)
+    result = refine(
+        problems,
+        cfg,
+        batch,
+        out_dir,
+        client,
+        on_attempt=on_attempt,
+        on_verdict=batch.no_code,
+        on_told=on_told,
+    )
     failures = tuple(a.completion.error or a.no_code_reason for a in result.failed)
     return RunOutcome(run_id, cfg.store, batch.recorded, batch.skipped, len(result.failed), failures)

@@ -12,8 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DTYPES = ("fp32", "fp16", "bf16")
-# Default correctness tolerance per dtype, used as both atol and rtol (|a-b| <= atol + rtol*|b|).
+# Default correctness tolerance per dtype: |out-ref| <= tol*(min(1, rms(ref))+|ref|) (evaluate/compare.py).
 DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+
+class AllcloseTolerance(float):
+    """A tolerance judged as torch.allclose(atol=tol, rtol=tol) judges, |out-ref| <= tol*(1+|ref|), instead
+    of with an absolute term scaled by the output's magnitude: upstream KernelBench's rule, for runs under
+    its protocol (protocols.py). A float, so it travels wherever a problem's tolerance does."""
 
 
 @dataclass(frozen=True)

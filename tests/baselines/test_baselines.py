@@ -109,3 +109,27 @@ def test_one_registry_of_modes_for_timing_and_upstream_files(tmp_path: Path) -> 
         b.measure(Store(tmp_path / "k.db"), PROBLEMS, ["compile-reduce-overhead"], FakeTimer(), WHERE)
     assert modes_for(["eager", "compile-max-autotune"], on_gpu=False) == ["eager"]
     assert modes_for(["eager", "compile-max-autotune"], on_gpu=True) == ["eager", "compile-max-autotune"]
+
+
+def test_export_names_each_statistic_as_what_it_is(tmp_path: Path) -> None:
+    """A measured baseline: median 0.024 ms, mean 0.113 ms (one slow call among fast ones). The file's
+    `mean` is the mean (what upstream's analysis divides) and `median` the median (what kbench's speedups
+    divide); no `max` is made up where kbench kept none."""
+    store = Store(tmp_path / "k.db")
+    store.put_problems(PROBLEMS[:1])
+    stats = TimingStats(0.024, 0.113, 0.9, 0.002, 0.021, 1000, 0.25, device="cuda")
+    store.put_baseline("kbench:2/1", "full", "fp32", "eager", "fp-h200", "2.13.0", stats)
+    [out] = b.export_upstream(store, tmp_path / "out", WHERE, "NVIDIA H200", ["eager"])
+    entry = json.loads(out.read_text())["level2"]["1_Gemm_ReLU.py"]
+    assert entry == {
+        "mean": 0.113,
+        "std": 0.9,
+        "min": 0.021,
+        "num_trials": 1000,
+        "hardware": "NVIDIA H200",
+        "device": "cuda",
+        "median": 0.024,
+    }
+    again = b.from_upstream(entry)  # a file kbench wrote reads back with its median
+    assert (again.median_ms, again.mean_ms) == (0.024, 0.113)
+    assert b.to_upstream(again, "NVIDIA H200") == entry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from kbench.cli import app
 from kbench.errors import ProblemError
 from kbench.problems import build_model, get_problem, load, select
+from kbench.problems.loader import preset_note
 
 PROBLEM = textwrap.dedent(
     '''
@@ -82,6 +84,36 @@ def test_upstream_file_loads_unchanged(tmp_path: Path) -> None:
     assert loaded.sizes == {"n": 64, "hidden": 128}
     out = build_model(loaded)(*loaded.get_inputs())
     assert out.shape == (64, 128)
+
+
+def test_a_file_without_the_small_preset_runs_at_its_own_sizes(tmp_path: Path) -> None:
+    path = _tree(tmp_path, {"level1/5_Relu.py": UPSTREAM}) / "level1" / "5_Relu.py"
+    p = get_problem(str(path))
+    assert load(p, "small").sizes == load(p).sizes == {"n": 64, "hidden": 128}
+    assert preset_note(p, "small") == f"{p.key} has no `small` preset: it runs at the sizes its file sets"
+    assert preset_note(p, "full") == ""
+    with_small = get_problem(str(_tree(tmp_path, {"7_A.py": PROBLEM}) / "7_A.py"))
+    assert preset_note(with_small, "small") == "" and load(with_small, "small").sizes["n"] == 8
+    with pytest.raises(ProblemError, match="no preset 'tiny'"):
+        load(p, "tiny")
+
+
+def test_file_problems_have_a_stable_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Level from the folder, number from the KernelBench name, else from the content; the key holds the
+    absolute path, so a run's stored key resolves from any working folder."""
+    _tree(tmp_path, {"level2/19_My_Problem.py": UPSTREAM, "a/relu.py": UPSTREAM, "b/relu.py": PROBLEM})
+    monkeypatch.chdir(tmp_path)
+    named = get_problem("level2/19_My_Problem.py")
+    assert (named.level, named.number) == (2, 19) and named.key == f"{tmp_path}/level2/19_My_Problem.py:2/19"
+    a, b = get_problem("a/relu.py"), get_problem("b/relu.py")
+    assert (a.level, b.level) == (0, 0) and a.number != b.number  # different content, different numbers
+    assert a.number == int(hashlib.sha256(UPSTREAM.encode()).hexdigest()[:7], 16)
+    monkeypatch.chdir(tmp_path / "a")
+    assert get_problem(named.key) == named and get_problem(a.key) == a  # keys as a run stores them
+    assert [p.key for p in select(ids=[a.key, b.key, named.key])] == [a.key, b.key, named.key]
+    twin = _tree(tmp_path, {"c/relu.py": UPSTREAM}) / "c" / "relu.py"
+    with pytest.raises(ProblemError, match=r"duplicate problem id 0/\d+: .*a/relu.py and .*c/relu.py"):
+        select(ids=[a.key, str(twin)])
 
 
 def test_presets_rewrite_constants_and_do_not_leak(tmp_path: Path) -> None:

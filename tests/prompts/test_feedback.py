@@ -150,6 +150,39 @@ def test_mismatch_and_rule() -> None:
     assert "cheat (rule: no-torch-fallback). no own kernel ran" in cheat
 
 
+# A mismatch as the evaluator reports it: the message is the report, whose first line is its header.
+MISMATCH_REPORT = (
+    "seed 1: 3 of 64 elements differ beyond tol=0.0001: |out-ref| <= tol*(min(1, rms(ref))+|ref|); "
+    "first positions:\n  at (0, 3): got 1.5, expected 1\n  at (0, 7): got 0.25, expected 0.5"
+)
+
+
+def _mismatch() -> Verdict:
+    c = Correctness(
+        False, (1, 2), max_abs_err=0.5, mean_abs_err=0.0156, max_rel_err=0.5, report=MISMATCH_REPORT
+    )
+    return _v(Status.MISMATCH, message=MISMATCH_REPORT, correctness=c)
+
+
+def test_a_mismatch_header_is_said_once_with_the_error_sizes() -> None:
+    text = feedback(_mismatch())
+    assert text.count("3 of 64 elements differ") == 1 and "at (0, 7): got 0.25, expected 0.5" in text
+    assert text.startswith("Result of your previous answer: mismatch.\n\n")
+    assert (
+        "Outputs differ from the reference: max abs error 0.5, max rel error 0.5, mean abs error 0.0156."
+        in text
+    )
+
+
+def test_a_mismatch_verdict_line_ends_with_its_error_size() -> None:
+    assert reason(_mismatch()) == (
+        "seed 1: 3 of 64 elements differ beyond tol=0.0001: |out-ref| <= tol*(min(1, rms(ref))+|ref|) "
+        "(max abs error 0.5, max rel error 0.5)"
+    )
+    shape = _v(Status.MISMATCH, rule="output-shape", message="seed 0: shape (2, 3), expected (3, 2)")
+    assert reason(shape) == "seed 0: shape (2, 3), expected (3, 2)"  # no correctness: nothing to size
+
+
 def test_timings_speedups_and_kernel_share() -> None:
     v = _v(
         Status.OK,

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from kbench.store import SCHEMA_VERSION, RequestRecord, Store, StoreError, VerdictKey, from_dict, to_dict
+from kbench.store import (
+    SCHEMA_VERSION,
+    MessageRecord,
+    RequestRecord,
+    Store,
+    StoreError,
+    VerdictKey,
+    from_dict,
+    to_dict,
+)
 from kbench.store.schema import migrate
 from kbench.types import (
     BuildResult,
@@ -120,6 +129,22 @@ def test_run_problems_keep_their_order_and_requests_round_trip(store: Store) -> 
     assert store.requests(run) == asked and store.requests("other") == []
 
 
+def test_messages_are_kept_per_turn_once_and_go_with_a_dropped_run(store: Store) -> None:
+    run = store.start_run({}, HW, "told")
+    sent = [
+        MessageRecord("kbench:2/1", 0, 1, "user", "Result of your previous answer: mismatch."),
+        MessageRecord("kbench:2/1", 0, 0, "user", "Write ModelNew."),
+        MessageRecord("kbench:2/1", 0, 0, "system", "You write kernels."),
+    ]
+    for m in sent:
+        store.record_message(run, m)
+    store.record_message(run, MessageRecord("kbench:2/1", 0, 1, "user", "asked again on resume"))
+    got = store.messages(run)
+    assert got == [sent[2], sent[1], sent[0]]  # by turn, the system prompt first
+    assert [m.kind for m in got] == ["system prompt", "prompt", "feedback"]
+    assert store.drop_run_if_empty(run) and store.messages(run) == []
+
+
 def test_only_an_empty_run_is_dropped(store: Store) -> None:
     empty, used, asked = (store.start_run({}, HW, name) for name in ("empty", "used", "asked"))
     store.put_run_problems(empty, ["kbench:2/1"])
@@ -189,15 +214,16 @@ def test_a_v1_database_is_migrated_and_keeps_its_verdicts(tmp_path: Path) -> Non
     db.close()
 
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
     [rec] = store.records("old")
     assert rec.verdict == full_verdict() and rec.completion_text == ""
     store.put_sol("kbench:2/1", "full", "g", 1.0)  # v2 tables exist
     versions = [r[0] for r in store._rows("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2, 3]
+    assert versions == [1, 2, 3, 4]
     assert store.run_problems("old") == [] and store.requests("old") == []  # v3 tables exist, empty
+    assert store.messages("old") == []  # and v4's
     store.close()
-    assert Store(path).schema_version == 3  # reopening does not migrate twice
+    assert Store(path).schema_version == 4  # reopening does not migrate twice
 
 
 def test_a_newer_database_is_refused(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
 """Reference timings (baselines): measure and store them, reuse them, and move them to and from upstream
 KernelBench's JSON (`results/timing/<hw>/baseline_time_*.json`: level -> file name -> mean/std/min/max/
-num_trials/hardware/device, in milliseconds).
+num_trials/hardware/device, in milliseconds; its scripts/benchmark_eval_analysis.py reads `mean`).
+An exported entry also holds `median`, the time kbench's speedups divide, so every number is named as
+the statistic it is.
 
 A stored baseline is reused only for the same problem, preset, dtype, mode, hardware fingerprint and
 torch version: a timing from another GPU, driver or torch is never silently mixed in.
@@ -101,28 +103,46 @@ def mode_of(path: Path) -> str:
     )
 
 
+UPSTREAM_METHOD = "upstream"  # TimingStats.method of imported timings
+MEDIAN_KNOWN = "median_known"  # an extra of imported stats whose file held a median (else median_ms = mean)
+
+
 def from_upstream(entry: dict[str, Any]) -> TimingStats:
-    """Upstream records the mean (not the median) of num_trials wall-clock CUDA-event times, in ms."""
+    """Upstream records the mean (not the median) of num_trials wall-clock CUDA-event times, in ms; a
+    file kbench wrote also holds the `median`. Without one, the mean stands in for it, marked so that
+    an export never writes it back as a median."""
     mean, std, n = float(entry["mean"]), float(entry.get("std", 0.0)), int(entry.get("num_trials", 1))
     rse = std / mean / math.sqrt(n) if mean > 0 and n > 0 else 0.0
-    extra = (("max_ms", float(entry.get("max", mean))), ("hardware", str(entry.get("hardware", ""))))
+    extra: list[tuple[str, Any]] = [("hardware", str(entry.get("hardware", "")))]
+    extra += [("max_ms", float(entry["max"]))] if "max" in entry else []
+    extra += [(MEDIAN_KNOWN, True)] if "median" in entry else []
     device = str(entry.get("device", "cuda"))
+    median = float(entry.get("median", mean))
     return TimingStats(
-        mean, mean, std, 0.0, float(entry.get("min", mean)), n, rse, device, "upstream", True, extra
+        median,
+        mean,
+        std,
+        0.0,
+        float(entry.get("min", mean)),
+        n,
+        rse,
+        device,
+        UPSTREAM_METHOD,
+        True,
+        tuple(extra),
     )
 
 
 def to_upstream(stats: TimingStats, hardware: str) -> dict[str, Any]:
+    """Upstream's fields, each holding the statistic it names: `mean` (what upstream's analysis divides),
+    std, min, `max` only where known (kbench's timings keep none), num_trials, hardware, device; and
+    `median`, the time kbench's own speedups divide, under its own name (upstream's scripts ignore it)."""
     extra = dict(stats.extra)
-    return {
-        "mean": round(stats.mean_ms, 4),
-        "std": round(stats.std_ms, 4),
-        "min": round(stats.min_ms, 4),
-        "max": round(float(extra.get("max_ms", stats.mean_ms + 2 * stats.std_ms)), 4),
-        "num_trials": stats.n,
-        "hardware": hardware,
-        "device": stats.device,
-    }
+    out: dict[str, Any] = {"mean": stats.mean_ms, "std": stats.std_ms, "min": stats.min_ms}
+    out |= {"max": float(extra["max_ms"])} if "max_ms" in extra else {}
+    out |= {"num_trials": stats.n, "hardware": hardware, "device": stats.device}
+    known = stats.method != UPSTREAM_METHOD or bool(extra.get(MEDIAN_KNOWN))
+    return out | ({"median": stats.median_ms} if known else {})
 
 
 def parse_upstream(data: dict[str, Any], source: str, where: str) -> dict[str, TimingStats]:

@@ -33,6 +33,16 @@ def resolve_runs(store: Store, runs: list[str]) -> list[str]:
 
 
 STORE_OPT = typer.Option(None, "--store", help="results database (default: config `store`)")
+PROTOCOLS_OPT = typer.Option(
+    "kbench,kernelbench",
+    "--protocol",
+    help="whose fast_p rules the report applies, comma-separated: kbench (median speedups, 95 % interval, "
+    "noise floor) and/or kernelbench (upstream's: mean speedup > p); correctness is always the run's own",
+)
+THRESHOLDS_OPT = typer.Option(
+    "0,0.5,0.8,1,1.5,2", "--p", help="the fast_p thresholds of the per-level tables (upstream's by default)"
+)
+KS_OPT = typer.Option(None, "--k", help="the k of pass@k and fast_p@k, comma-separated (default: 1 and n)")
 
 
 @app.command("runs")
@@ -86,42 +96,83 @@ def report_cmd(
     generalizes: str | None = typer.Option(
         None, "--generalizes", help="only verdicts whose hidden-shape check says: yes | no | unchecked"
     ),
+    protocol: str = PROTOCOLS_OPT,
+    thresholds: str = THRESHOLDS_OPT,
+    ks: str | None = KS_OPT,
 ) -> None:
     """Summarise runs in the terminal and write one self-contained HTML report."""
     from kbench.report import load_series, print_summary, write_html
+    from kbench.report.data import parse_options
 
+    options = parse_options(protocol, thresholds, ks)
     store = open_store(store_path)
     ids = resolve_runs(store, runs)
-    print_summary(load_series(store, ids, noise_floor, generalizes), console)
+    print_summary(load_series(store, ids, noise_floor, generalizes), console, options)
     if html:
         name = f"report-{ids[0]}" + (f"-and-{len(ids) - 1}-more" if len(ids) > 1 else "") + ".html"
-        path = write_html(store, ids, out or store.path.parent / name, noise_floor, generalizes)
+        path = write_html(store, ids, out or store.path.parent / name, noise_floor, generalizes, options)
         console.print(f"HTML report: {path}")
+
+
+def _turn(text: str) -> int | None:
+    if text == "last":
+        return None
+    if not text.isdigit():
+        raise ConfigError(f"--turn: a turn number or `last`, got {text!r}")
+    return int(text)
 
 
 @app.command("export")
 def export_cmd(
     run: str = typer.Argument(..., help="run id (or `latest`)"),
     fmt: str = typer.Option(
-        "jsonl", "--format", help="jsonl (full records) | csv (one flat row per verdict)"
+        "jsonl",
+        "--format",
+        help="jsonl (full records) | csv (one flat row per verdict) | kernelbench (upstream KernelBench's "
+        "eval_results.json, pass_at_k_results.json, kernels and baseline files, into the folder --out)",
     ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="file to write (default: stdout)"),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="file to write (default: stdout); a folder for kernelbench"
+    ),
+    turn: str = typer.Option(
+        "0", "--turn", help="kernelbench: the turn that stands for a sample (N or `last`)"
+    ),
+    ks: str | None = typer.Option(None, "--k", help="kernelbench: the k of pass@k (default: 1 and n)"),
     store_path: Path | None = STORE_OPT,
 ) -> None:
-    """Export a run's verdicts as JSON Lines or CSV."""
-    from kbench.store.export import to_csv, to_jsonl
+    """Export a run's verdicts as JSON Lines, CSV, or upstream KernelBench's result files."""
+    from kbench.report.data import parse_ks
+    from kbench.store.export import Context, to_csv, to_jsonl
 
-    writers = {"jsonl": to_jsonl, "csv": to_csv}
+    writers = {"jsonl": to_jsonl, "csv": to_csv, "kernelbench": None}
     if fmt not in writers:
         raise ConfigError(f"unknown export format {fmt!r}; use one of: {', '.join(writers)}")
     store = open_store(store_path)
     [run_id] = resolve_runs(store, [run])
-    text = writers[fmt](store.records(run_id))
+    write = writers[fmt]
+    if write is None:
+        _export_kernelbench(store, run_id, out, _turn(turn), parse_ks(ks) or ())
+        return
+    ctx = Context.of(store, run_id)
+    text = write(store.records(run_id), ctx)
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.write_text(text)
         console.print(f"wrote {out}")
+
+
+def _export_kernelbench(
+    store: Store, run_id: str, out: Path | None, turn: int | None, ks: Sequence[int]
+) -> None:
+    from kbench.store.upstream import export
+
+    if out is None:
+        raise ConfigError("--format kernelbench writes several files: name their folder with --out")
+    written = export(store, run_id, out, turn, ks)
+    console.print(
+        f"wrote {len(written)} files under {out} (and each sample's kernel beside its eval_results.json)"
+    )
 
 
 def reference_timer() -> Timer:

@@ -17,6 +17,7 @@ from kbench.cli.progress import Header, RunProgress
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
 from kbench.pipeline import RunOutcome
+from kbench.protocols import get_protocol
 from kbench.types import Problem
 
 
@@ -47,8 +48,9 @@ def _fresh(given: RunConfig, solutions: str | None) -> Plan:
     if solutions:
         defaults.check_shipped_set(solutions)
         cfg, backends = _solutions_config(given)
+        cfg = get_protocol(cfg.protocol).configure(cfg)
         return Plan(cfg, select_problems(cfg), backends)
-    cfg = device_defaults(given)
+    cfg = get_protocol(given.protocol).configure(device_defaults(given))
     cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
     return Plan(cfg, select_problems(cfg), default_temperature=given.temperature is None)
 
@@ -116,6 +118,11 @@ def _header(plan: Plan) -> Header:
             lines.append(f"  response cache: {_cache(cfg, cached)}")
         backends = ", ".join(plan.backends) or cfg.backend
         lines.append(f"  evaluating: {backends} on {_device(cfg)}, preset {cfg.preset}, {cfg.dtype}")
+        protocol = get_protocol(cfg.protocol)
+        lines.append(
+            f"  protocol: {protocol.correctness(cfg.dtype, cfg.seeds)}; fast_p: {protocol.rule.describe()}"
+        )
+        lines += [f"  note: {note}" for note in _preset_notes(plan)]
         lines.append(f"  continue a stopped run with: kbench run --resume {run_id} --store {cfg.store}")
         return "\n".join(lines)
 
@@ -158,6 +165,22 @@ def _next_steps(cfg: RunConfig, run_id: str, shipped: bool) -> str:
     return "next: " + "; ".join(steps)
 
 
+def _preset_notes(plan: Plan) -> list[str]:
+    """One line for the problems that lack the run's preset and run at their files' own sizes."""
+    from kbench.problems.loader import preset_note
+
+    preset = plan.cfg.preset
+    lacking = [(p.key, note) for p in plan.problems if (note := preset_note(p, preset))]
+    if len(lacking) < 2:
+        return [note for _, note in lacking]
+    shown = ", ".join(k for k, _ in lacking[:3]) + (
+        f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+    )
+    return [
+        f"{len(lacking)} problems have no `{preset}` preset: they run at the sizes their files set ({shown})"
+    ]
+
+
 def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
     from kbench.report import load_series, print_summary, write_html
     from kbench.store import Store
@@ -171,9 +194,10 @@ def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
 def _execute(plan: Plan, resume: str | None, view: RunProgress) -> RunOutcome:
     from kbench import pipeline
 
+    problems = get_protocol(plan.cfg.protocol).problems(plan.problems)  # its tolerance, where it sets one
     if plan.backends:
-        return pipeline.run_solutions(plan.cfg, plan.problems, plan.backends, resume, view)
-    return pipeline.run_model(plan.cfg, plan.problems, resume, view)
+        return pipeline.run_solutions(plan.cfg, problems, plan.backends, resume, view)
+    return pipeline.run_model(plan.cfg, problems, resume, view)
 
 
 @app.command("run")
@@ -220,6 +244,12 @@ def run_cmd(
     noise_floor: float | None = typer.Option(
         None, "--noise-floor", help="relative speedup spread counted as noise (default 0.01)"
     ),
+    protocol: str | None = typer.Option(
+        None,
+        "--protocol",
+        help="the rules of correctness and fast_p: kbench (default) | kernelbench (upstream's published "
+        "rules: allclose(atol=rtol=1e-2), 5 trials, mean speedup > p); anti-cheat is the same under both",
+    ),
     store: Path | None = typer.Option(None, "--store", help="results database"),
     resume: str | None = typer.Option(
         None, "--resume", help="continue run RUN under its stored configuration: finished verdicts are kept"
@@ -236,7 +266,7 @@ def run_cmd(
         samples=samples, turns=turns, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
         shots=shots, response_cache=cache, llm_retries=retries, base_url=base_url, api_key_env=api_key_env,
         concurrency=concurrency, executor=executor, ray_address=ray_address, timeout_s=timeout,
-        noise_floor=noise_floor, store=store, static_checks=False if no_static else None,
+        noise_floor=noise_floor, protocol=protocol, store=store, static_checks=False if no_static else None,
         backend=backend, preset=preset, hidden_shapes=True if hidden_shapes else None,
     )  # fmt: skip
     given = resolve(config, flags | problems_flag(problems))

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kbench.types import Correctness
+from kbench.types import AllcloseTolerance, Correctness
 
 if TYPE_CHECKING:  # imported where used: the CLI starts the warm starter before the host imports torch
     import torch
@@ -85,6 +85,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float, scale: float | Non
     if bad is not None:
         return bad
     floor = min(1.0, output_scale(ref) if scale is None else scale)
+    if isinstance(tol, AllcloseTolerance):  # upstream KernelBench's protocol: torch.allclose's tol * 1
+        floor = 1.0
     o_all, r_all = out.detach().reshape(-1), ref.detach().reshape(-1)
     fast = out.dtype in (torch.float32, torch.float16, torch.bfloat16)
     n = o_all.numel()
@@ -192,7 +194,8 @@ def _fp64_chunk(o: torch.Tensor, r: torch.Tensor, tol: float, start: int, acc: _
 
 def _report(out: torch.Tensor, o: torch.Tensor, r: torch.Tensor, acc: _Acc, tol: float) -> str:
     # the floor stays out of the first line: for a secret seed that line is all a report shows (summarize_correctness)
-    rule = f"tol={tol:g}: |out-ref| <= tol*(min(1, rms(ref))+|ref|)"
+    term = "1" if isinstance(tol, AllcloseTolerance) else "min(1, rms(ref))"
+    rule = f"tol={tol:g}: |out-ref| <= tol*({term}+|ref|)"
     lines = [f"{acc.wrong_n} of {o.numel()} elements differ beyond {rule}; first positions:"]
     for flat in acc.first:
         pos = _unravel(flat, tuple(out.shape))

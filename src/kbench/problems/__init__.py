@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kbench.errors import ProblemError
 from kbench.problems.loader import LoadedProblem, build_model, load
-from kbench.problems.sources import load_source, parse_spec
+from kbench.problems.sources import check_unique, load_source, parse_spec
 from kbench.types import Problem
 
 __all__ = [
@@ -136,8 +136,9 @@ def select(
     limit: int | None = None,
 ) -> list[Problem]:
     """Problems of a source filtered by level, tags (all must match) and explicit addresses."""
-    if ids:
+    if ids:  # addresses may name problems of several sources: none may share another's level and number
         chosen = [get_problem(i, source) for i in ids]
+        check_unique(chosen)
     else:
         chosen = source_problems(source)
     if level is not None:

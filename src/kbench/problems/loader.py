@@ -47,14 +47,31 @@ def where(problem: Problem) -> str:
     return problem.path or f"<{problem.key}>"
 
 
+# Presets kbench picks by itself (`small` on a machine without a GPU): a problem that lacks one, every
+# upstream KernelBench file among them, runs at the sizes its file sets (`preset_note` says so). Any other
+# preset a problem lacks is a mistake (a typo), and an error.
+OWN_SIZES_FOR = frozenset({FULL, "small"})
+
+
 def preset_overrides(problem: Problem, preset: str) -> dict[str, Any]:
     parsed = parse_problem(problem.code, where(problem))
-    if preset == FULL and FULL not in parsed.presets:
+    if preset in parsed.presets:
+        return parsed.presets[preset]
+    if preset in OWN_SIZES_FOR:
         return {}
-    if preset not in parsed.presets:
-        have = ", ".join([FULL, *[p for p in parsed.presets if p != FULL]])
-        raise ProblemError(f"{where(problem)}: no preset {preset!r} (presets: {have})")
-    return parsed.presets[preset]
+    have = ", ".join([FULL, *[p for p in parsed.presets if p != FULL]])
+    raise ProblemError(f"{where(problem)}: no preset {preset!r} (presets: {have})")
+
+
+def preset_note(problem: Problem, preset: str) -> str:
+    """One line when `problem` runs at its file's own sizes for lack of `preset`; '' otherwise."""
+    if (
+        preset == FULL
+        or preset not in OWN_SIZES_FOR
+        or preset in parse_problem(problem.code, where(problem)).presets
+    ):
+        return ""
+    return f"{problem.key} has no `{preset}` preset: it runs at the sizes its file sets"
 
 
 def _rewrite(tree: ast.Module, overrides: dict[str, Any]) -> ast.Module:

@@ -3,10 +3,18 @@
 A source spec names where problems come from: `kbench` (the embedded suite), `hf` or `hf=PATH_OR_NAME`
 (the Hugging Face dataset, or a local copy saved with `save_to_disk`), or a path to a folder in
 KernelBench's layout (`level1/1_Name.py` ...) or to one problem file.
+
+A folder or file source is named by its absolute path, so a problem's key (`SOURCE:LEVEL/NUMBER`) reads
+the same from any working folder (a run stores the keys it selected, and `--resume` finds them again).
+One file's level is its folder's (`level2/` -> 2, else 0) and its number the one its KernelBench name
+starts with (`19_My_Problem.py` -> 19), else a number drawn from a hash of its content: two problem
+files of one run never share a level and number, so never the files of the generations folder either.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -59,9 +67,9 @@ def parse_spec(spec: str) -> SourceSpec:
         return SourceSpec("hf", spec[3:] or _hf_dataset())
     path = Path(spec).expanduser()
     if path.is_dir():
-        return SourceSpec("dir", str(path))
+        return SourceSpec("dir", os.path.abspath(path))
     if path.is_file():
-        return SourceSpec("file", str(path))
+        return SourceSpec("file", os.path.abspath(path))
     raise ProblemError(
         f"{spec}: no such problem source (use 'kbench', 'hf', 'hf=PATH', or an existing folder or file)"
     )
@@ -72,17 +80,19 @@ def load_source(spec: str) -> list[Problem]:
     if parsed.kind not in _REGISTRY:
         raise ProblemError(f"unknown source kind {parsed.kind!r}; known: {', '.join(source_kinds())}")
     problems = _REGISTRY[parsed.kind](parsed.arg)
-    _check_unique(problems)
+    check_unique(problems)
     return sorted(problems, key=lambda p: (p.level, p.number))
 
 
-def _check_unique(problems: Iterable[Problem]) -> None:
+def check_unique(problems: Iterable[Problem]) -> None:
+    """ProblemError when two problems share a level and number (they would share generations files)."""
     seen: dict[tuple[int, int], Problem] = {}
     for p in problems:
         other = seen.get((p.level, p.number))
-        if other is not None:
+        if other is not None and (other.key, other.path) != (p.key, p.path):  # not the same one twice
             raise ProblemError(
-                f"duplicate problem id {p.level}/{p.number}: {other.path or other.name} and {p.path or p.name}"
+                f"duplicate problem id {p.level}/{p.number}: {other.path or other.key} and {p.path or p.key} "
+                "(rename one to another ID_Name.py, or put them in different levelN/ folders)"
             )
         seen[(p.level, p.number)] = p
 
@@ -103,10 +113,20 @@ def make_problem(source: str, level: int, number: int, name: str, code: str, pat
     )
 
 
+# A file without a KernelBench number gets one from its content: 7 hex digits (2^28 values), so two such
+# files in one run share one with probability ~n^2 / 2^29.
+HASH_DIGITS = 7
+
+
+def content_number(code: str) -> int:
+    return int(hashlib.sha256(code.encode()).hexdigest()[:HASH_DIGITS], 16)
+
+
 def _from_file(source: str, level: int, path: Path) -> Problem:
+    code = path.read_text()
     m = _FILE_RE.match(path.name)
-    number, name = (int(m.group(1)), m.group(2)) if m else (0, path.stem)
-    return make_problem(source, level, number, name, path.read_text(), str(path))
+    number, name = (int(m.group(1)), m.group(2)) if m else (content_number(code), path.stem)
+    return make_problem(source, level, number, name, code, str(path))
 
 
 def _level_dirs(root: Path) -> list[tuple[int, Path]]:

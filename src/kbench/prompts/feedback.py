@@ -43,15 +43,33 @@ def _timing_lines(v: Verdict) -> list[str]:
     return lines
 
 
+def _first_line(v: Verdict) -> str:
+    return strip_paths(whole_lines(v.message).strip().split("\n", 1)[0]) if v.message else ""
+
+
 def _status_line(v: Verdict, detailed: bool) -> str:
-    """Status and rule; the message's first line unless the log section below holds it."""
+    """Status and rule; the message's first line unless a section below holds it."""
     line = f"Result of your previous answer: {v.status.value}"
     if v.rule:
         line += f" (rule: {v.rule})"
-    first = strip_paths(whole_lines(v.message).strip().split("\n", 1)[0])[:300] if v.message else ""
+    first = _first_line(v)[:300]
     if v.status is Status.BUILD_ERROR:
         first = "your code did not compile"
     return line + (f". {first}" if first and not detailed else ".")
+
+
+def _in_report(v: Verdict) -> bool:
+    """Whether the mismatch report shown below starts with the message's first line (a mismatch's message
+    is its report, so the status line would say it twice)."""
+    c, first = v.correctness, _first_line(v)
+    return bool(c is not None and not c.passed and c.report and first and first in strip_paths(c.report))
+
+
+def _error_sizes(v: Verdict) -> str:
+    c = v.correctness
+    if c is None or c.passed:
+        return ""
+    return f"max abs error {c.max_abs_err:.3g}, max rel error {c.max_rel_err:.3g}"
 
 
 def reason(v: Verdict) -> str:
@@ -66,7 +84,12 @@ def reason(v: Verdict) -> str:
     text = whole_lines(v.message).strip()
     if v.status in TRACEBACK:
         text = candidate_traceback(text).splitlines()[-1] if text else ""
-    return strip_paths(text.split("\n", 1)[0])
+    line = strip_paths(text.split("\n", 1)[0])
+    sizes = _error_sizes(v)
+    if sizes:  # the report's first line ends where its positions start; the sizes say how far off
+        line = line.removesuffix("; first positions:")
+        line = f"{line} ({sizes})" if line else sizes
+    return line
 
 
 def _log_section(v: Verdict, source: str) -> str:
@@ -93,7 +116,8 @@ def feedback(verdict: Verdict, source: str = "") -> str:
     `source` is the candidate's Python file: compiler errors found in it also name its line numbers.
     """
     log = _log_section(verdict, source)
-    parts = [_status_line(verdict, detailed=bool(log) and verdict.status not in LOG_TAIL)]
+    detailed = (bool(log) and verdict.status not in LOG_TAIL) or _in_report(verdict)
+    parts = [_status_line(verdict, detailed)]
     for f in verdict.checks.findings:
         parts.append(f"Static check {f.rule} ({f.severity.value}) at line {f.line}: {f.message}")
     if log:
@@ -101,11 +125,10 @@ def feedback(verdict: Verdict, source: str = "") -> str:
     c = verdict.correctness
     if c is not None and not c.passed:
         parts.append(
-            f"Outputs differ from the reference: max abs error {c.max_abs_err:.3g}, "
-            f"max rel error {c.max_rel_err:.3g}, mean abs error {c.mean_abs_err:.3g}."
+            f"Outputs differ from the reference: {_error_sizes(verdict)}, mean abs error {c.mean_abs_err:.3g}."
         )
         if c.report:
-            parts.append(c.report.strip())
+            parts.append(strip_paths(c.report.strip()))
     parts.extend(_timing_lines(verdict))
     parts.extend(f"Warning: {w}" for w in verdict.warnings)
     return "\n\n".join(parts)

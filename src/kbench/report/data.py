@@ -2,7 +2,9 @@
 
 A series is one model in one run, so a report of several runs (or one run of several models) compares
 them side by side. Besides its verdicts a series carries the problems the run selected (the per-problem
-metrics' denominator), the run's LLM requests and its noise floor.
+metrics' denominator) and their levels, the run's LLM requests and the messages it sent the model, its
+noise floor and the protocol that judged its correctness (protocols.py). `Options` say which protocols'
+fast_p rules, which thresholds p and which k a report shows.
 """
 
 from __future__ import annotations
@@ -10,14 +12,59 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kbench import metrics as m
 from kbench.config import NOISE_FLOOR
-from kbench.store import ProblemMeta, RequestRecord, RunInfo, Store, StoredVerdict
+from kbench.errors import ConfigError
+from kbench.protocols import DEFAULT, PROTOCOLS, Protocol, get_protocol, parse_protocols
+from kbench.store import MessageRecord, ProblemMeta, RequestRecord, RunInfo, Store, StoredVerdict
 
 _KEY_RE = re.compile(r":(\d+)/(\d+)$")
 MODES = ("eager", "compile")
 HEADLINE_P = (0.0, 1.0, 2.0)
+UPSTREAM_P = (
+    0.0,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+)  # the thresholds upstream's scripts/benchmark_eval_analysis.py prints
+MessageKey = tuple[str, int, int]  # problem, sample, turn
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a report shows besides the verdicts: the protocols whose fast_p rules it applies (each
+    section says which), the thresholds p of its per-level tables, and the k of pass@k (None: 1 and n)."""
+
+    protocols: tuple[Protocol, ...] = tuple(PROTOCOLS.values())
+    thresholds: tuple[float, ...] = UPSTREAM_P
+    ks: tuple[int, ...] | None = None
+
+
+def _numbers(text: str, what: str, kind: type) -> tuple[Any, ...]:
+    try:
+        values = tuple(kind(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise ConfigError(f"{what}: expected one or more numbers >= 0, got {text!r}")
+    return values
+
+
+def parse_ks(text: str | None) -> tuple[int, ...] | None:
+    """`1,2,4` -> the k of pass@k (None for no text); each k >= 1."""
+    k = _numbers(text, "--k", int) if text else None
+    if k is not None and min(k) < 1:
+        raise ConfigError(f"--k: pass@k needs k >= 1, got {text!r}")
+    return k
+
+
+def parse_options(protocols: str, thresholds: str, ks: str | None) -> Options:
+    """Options from the command line's text: `kbench,kernelbench`, `0,0.5,1`, `1,2,4`."""
+    return Options(tuple(parse_protocols(protocols)), _numbers(thresholds, "--p", float), parse_ks(ks))
 
 
 @dataclass(frozen=True)
@@ -36,6 +83,41 @@ class Series:
     problems: tuple[str, ...] = ()  # the problems the run selected: per-problem metrics' denominator
     requests: tuple[RequestRecord, ...] = ()  # the LLM requests of this model in the run
     floor: float = NOISE_FLOOR  # the run's noise floor (metrics.py)
+    levels: tuple[tuple[str, int], ...] = ()  # problem -> level, for every selected problem
+    messages: tuple[MessageRecord, ...] = ()  # what the run told this model, per turn
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol that judged the verdicts' correctness (kbench's for runs stored before protocols)."""
+        return get_protocol(str(self.run.config.get("protocol") or DEFAULT))
+
+    def rule(self, protocol: Protocol) -> m.FastRule:
+        """`protocol`'s fast_p rule with this series' noise floor."""
+        return protocol.fast_rule(self.floor)
+
+    @property
+    def judged(self) -> str:
+        """How correctness was judged, in one line (protocol, dtype, tolerance, seeds)."""
+        seeds = self.run.config.get("seeds")
+        dtype = str(self.run.config.get("dtype") or "fp32")
+        return self.protocol.correctness(dtype, seeds if isinstance(seeds, int) else 3)
+
+    def level_of(self, key: str) -> int:
+        return dict(self.levels).get(key, _level(None, key))
+
+    def told(self) -> dict[MessageKey, list[MessageRecord]]:
+        out: dict[MessageKey, list[MessageRecord]] = {}
+        for msg in self.messages:
+            out.setdefault((msg.problem_key, msg.sample, msg.turn), []).append(msg)
+        return out
+
+    @property
+    def expected(self) -> int | None:
+        """Verdicts a complete model run holds (problems x samples x turns); None for shipped solutions,
+        whose problems may have a solution for one backend and not another."""
+        if not self.run.config.get("model") or self.run.config.get("solution_backends"):
+            return None
+        return len(self.problems) * self.samples * self.turns
 
     @property
     def verdicts(self) -> list[m.Verdict]:
@@ -108,17 +190,28 @@ def load_series(
             by_model.setdefault(s.key.model, []).append(Row(s, rec, f"v{run_index}-{i}"))
         models = by_model or {str(info.config.get("model", "")): []}
         selected, requests = store.run_problems(run_id), tuple(store.requests(run_id))
+        messages = tuple(store.messages(run_id))
         for model, rows in models.items():
             label = f"{model or '(no model)'} · {run_id}" if len(run_ids) > 1 or len(models) > 1 else model
             keys = selected or sorted({r.record.problem_key for r in rows})
-            asked = requests if model == info.config.get("model") else ()  # a run asks one model
+            asked = model == info.config.get("model")  # a run asks one model
             used = _floor(info) if floor is None else floor
-            out.append(Series(label or run_id, info, model, tuple(rows), tuple(keys), asked, used))
+            levels = tuple((k, _level(problems.get(k), k)) for k in keys)
+            out.append(
+                Series(label or run_id, info, model, tuple(rows), tuple(keys), requests if asked else (),
+                       used, levels, messages if asked else ())
+            )  # fmt: skip
     return out
 
 
 def fmt_x(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
+
+
+def fmt_geomean(g: m.GeoMean, what: str = "problems") -> str:
+    """A geometric mean with the number of values it covers: `1.37× over 2 problems`."""
+    noun = what.removesuffix("s") if g.n == 1 else what
+    return f"– (0 {what})" if g.value is None else f"{g.value:.2f}× over {g.n} {noun}"
 
 
 def fmt_fast(f: m.FastP) -> str:

@@ -9,9 +9,11 @@ from html import escape
 
 import kbench
 from kbench import metrics as m
-from kbench.report import svg
-from kbench.report.data import MODES, Row, Series, fmt_fast, fmt_speedup
-from kbench.report.summary import TURN_HEADER, rule, sections, turn_rows
+from kbench.report import levels, svg
+from kbench.report.data import MODES, MessageKey, Options, Row, Series, fmt_fast, fmt_speedup
+from kbench.report.state import warnings
+from kbench.report.summary import TURN_HEADER, rules, sections, turn_rows
+from kbench.store import MessageRecord
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -21,7 +23,7 @@ th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.warn{color:#9a6700}
 pre{background:#f6f8fa;padding:8px;overflow:auto;max-height:480px;font-size:12px}
 svg.chart text{font:12px system-ui,sans-serif}section.verdict{border-top:1px solid #ddd;padding-top:6px}
-.note{color:#555;max-width:900px}
+.note{color:#555;max-width:900px}ul.warnings{background:#fff8c5;border:1px solid #d4a72c;padding:8px 28px}
 td.section{background:#fafafa;font-weight:600}
 """
 
@@ -39,34 +41,26 @@ def _runs(series: Sequence[Series]) -> str:
         hw, r = s.run.hardware, s.run
         gpu = hw.get("gpu") or f"CPU: {hw.get('cpu', '?')}"
         rows.append(
-            [
-                escape(s.label),
-                escape(r.run_id),
-                escape(r.created_at),
-                f"<b>{escape(s.where)}</b>",
-                escape(str(gpu)),
-                escape(str(hw.get("torch"))),
-            ]
+            [escape(s.label), escape(r.run_id), escape(r.created_at), f"<b>{escape(s.where)}</b>",
+             escape(s.judged), escape(str(gpu)), escape(str(hw.get("torch")))]
             + [escape(r.fingerprint), escape(r.kbench_version), escape((r.git_commit or "–")[:10])]
-        )
-    header = [
-        "series",
-        "run",
-        "started",
-        "numbers from",
-        "hardware",
-        "torch",
-        "fingerprint",
-        "kbench",
-        "commit",
-    ]
+        )  # fmt: skip
+    header = ["series", "run", "started", "numbers from", "correctness judged under", "hardware", "torch",
+              "fingerprint", "kbench", "commit"]  # fmt: skip
     return _table("runs", header, rows)
 
 
-def _headline(series: Sequence[Series]) -> str:
+def _warnings(series: Sequence[Series]) -> str:
+    lines = warnings(series)
+    if not lines:
+        return ""
+    return '<ul class="warnings">' + "".join(f"<li>warning: {escape(w)}</li>" for w in lines) + "</ul>"
+
+
+def _headline(series: Sequence[Series], options: Options) -> str:
     """The headline sections (report/summary.py), one column per series."""
     body = []
-    for title, rows in sections(series):
+    for title, rows in sections(series, options):
         body.append(f'<tr><td class="section" colspan="{len(series) + 1}">{escape(title)}</td></tr>')
         body += [
             f'<tr class="headline-row"><td>{escape(label)}</td>'
@@ -78,21 +72,32 @@ def _headline(series: Sequence[Series]) -> str:
     return f'<table class="headline"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _turns(series: Sequence[Series]) -> str:
+def _levels(series: Sequence[Series], options: Options) -> str:
+    """Per level, one table per series and protocol (report/levels.py)."""
+    parts = []
+    for s in series:
+        for protocol in options.protocols:
+            rows = [[escape(c) for c in row] for row in levels.rows(s, protocol, options.thresholds)]
+            header = [escape(h) for h in levels.header(options.thresholds)]
+            parts.append(f"<h3>{escape(levels.title(s, protocol))}</h3>" + _table("levels", header, rows))
+    return "".join(parts)
+
+
+def _turns(series: Sequence[Series], options: Options) -> str:
     """Per turn, one table per series (every sample of the turn)."""
     parts = []
     for s in series:
-        rows = [[escape(c) for c in row] for row in turn_rows(s)]
+        rows = [[escape(c) for c in row] for row in turn_rows(s, options.protocols[0])]
         parts.append(f"<h3>{escape(s.label)}</h3>" + _table("turns", TURN_HEADER, rows))
     return "".join(parts)
 
 
-def _fast_p_chart(series: Sequence[Series], p_max: float = 3.0) -> str:
+def _fast_p_chart(series: Sequence[Series], options: Options, p_max: float = 3.0) -> str:
     ps = [i * 0.05 for i in range(int(p_max / 0.05) + 1)]
     lines = []
     for i, s in enumerate(series):
         for mode, dashed in zip(MODES, (False, True), strict=True):
-            curve = m.fast_p_curve(s.verdicts, ps, mode, s.floor)
+            curve = m.fast_p_curve(s.verdicts, ps, mode, s.rule(options.protocols[0]))
             lines.append(
                 svg.Line(f"{s.label} vs {mode}", [(f.p, f.rate) for f in curve], svg.color(i), dashed)
             )
@@ -125,10 +130,12 @@ def _histogram(series: Sequence[Series], mode: str = "eager") -> str:
     return svg.histogram(f"speedup vs {mode}", _bin_names(), groups, f"speedup vs {mode} (correct, timed)")
 
 
-def _group_table(cls: str, series: Sequence[Series], by: Callable[[m.Record], list[str]]) -> str:
+def _group_table(
+    cls: str, series: Sequence[Series], by: Callable[[m.Record], list[str]], options: Options
+) -> str:
     def cells(s: Series) -> dict[str, str]:
         def cell(vs: list[m.Verdict]) -> str:
-            fast = fmt_fast(m.fast_p(vs, 1.0, "eager", s.floor))
+            fast = fmt_fast(m.fast_p(vs, 1.0, "eager", s.rule(options.protocols[0])))
             return f"{sum(v.ok for v in vs)}/{len(vs)} correct, fast<sub>1</sub> {fast}"
 
         return m.breakdown(s.records, by, cell)
@@ -198,7 +205,12 @@ def _stats(name: str, t: m.TimingStats | None) -> list[str]:
     ]
 
 
-def _details(r: Row) -> str:
+def _told(messages: Sequence[MessageRecord]) -> list[tuple[str, str]]:
+    """(block name, text) for what a turn told the model: the system prompt and the task, or the feedback."""
+    return [(f"{msg.kind} sent at turn {msg.turn}", msg.text) for msg in messages]
+
+
+def _details(r: Row, told: dict[MessageKey, list[MessageRecord]]) -> str:
     s, v = r.stored, r.stored.verdict
     k = s.key
     facts = [
@@ -217,6 +229,7 @@ def _details(r: Row) -> str:
     facts += [f'<span class="warn">warning: {escape(w)}</span>' for w in v.warnings]
     facts += [f"check {escape(f.rule)} ({f.severity.value}): {escape(f.message)}" for f in v.checks.findings]
     blocks = [("mismatch report", v.correctness.report if v.correctness else ""), ("log tail", v.log_tail)]
+    blocks += _told(told.get((k.problem_key, k.sample, k.turn), []))
     blocks += [("candidate source", s.candidate_source), ("completion", s.completion_text)]
     pres = "".join(
         f"<details{' open' if name == 'candidate source' else ''}><summary>{name}</summary>"
@@ -228,29 +241,40 @@ def _details(r: Row) -> str:
     return f'<section class="verdict" id="{r.anchor}"><h3>{title}</h3><p>{"<br>".join(facts)}</p>{pres}</section>'
 
 
-def render(series: Sequence[Series], names: dict[str, str] | None = None) -> str:
+def render(
+    series: Sequence[Series], names: dict[str, str] | None = None, options: Options | None = None
+) -> str:
     """The whole page. `names` maps problem keys to problem names for the per-problem table."""
-    names = names or {}
+    names, options = names or {}, options or Options()
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    first = options.protocols[0].name
+    notes = "".join(f"<li>{escape(line)}</li>" for line in rules(series, options))
     parts = [
         f"<h1>kbench report</h1><p class='note'>kbench {escape(kbench.__version__)} · generated {stamp} · "
         f"{sum(len(s.rows) for s in series)} verdicts in {len(series)} series</p>",
+        _warnings(series),
         "<h2 id='runs'>Runs</h2>" + _runs(series),
-        f"<h2 id='headline'>Headline</h2><p class='note'>{escape(rule(series))}. Per-problem rows divide "
-        "by the problems the run selected; a problem without a verdict counts as not correct.</p>"
-        + _headline(series),
-        "<h2 id='fast-p'>fast_p over p</h2><p class='note'>all verdicts pooled; solid: vs eager; dashed: vs "
-        "torch.compile</p>",
-        _fast_p_chart(series),
+        f"<h2 id='headline'>Headline</h2><ul class='note'>{notes}</ul><p class='note'>Per-problem rows "
+        "divide by the problems the run selected; a problem without a verdict counts as not correct.</p>"
+        + _headline(series, options),
+        "<h2 id='levels'>Per level</h2><p class='note'>as upstream KernelBench's analysis counts: compiled, "
+        "correct, the geometric-mean speedup of the correct ones and fast_p per threshold, first attempt "
+        "and best of k</p>" + _levels(series, options),
+        f"<h2 id='fast-p'>fast_p over p</h2><p class='note'>all verdicts pooled, {escape(first)} rules; "
+        "solid: vs eager; dashed: vs torch.compile</p>",
+        _fast_p_chart(series, options),
         "<h2 id='distribution'>Speedup distribution</h2>" + _histogram(series),
-        "<h2 id='tags'>Per fusion pattern</h2>" + _group_table("tags", series, m.by_tag),
-        "<h2 id='levels'>Per level</h2>" + _group_table("levels", series, m.by_level),
+        f"<h2 id='tags'>Per fusion pattern</h2><p class='note'>all verdicts, {escape(first)} rules</p>"
+        + _group_table("tags", series, m.by_tag, options),
     ]
     if any(s.turns > 1 for s in series):
-        parts.append("<h2 id='turns'>Per turn</h2>" + _turns(series))
+        parts.append(
+            f"<h2 id='turns'>Per turn</h2><p class='note'>{escape(first)} rules</p>" + _turns(series, options)
+        )
     parts.append("<h2 id='problems'>Per problem</h2>" + _problems(series, names))
     parts.append(
-        "<h2 id='details'>Verdict details</h2>" + "".join(_details(r) for s in series for r in s.rows)
+        "<h2 id='details'>Verdict details</h2>"
+        + "".join(_details(r, told) for s, told in ((s, s.told()) for s in series) for r in s.rows)
     )
     body = "\n".join(parts)
     return (

@@ -1,4 +1,4 @@
-"""The results database: runs, verdicts, problem metadata, baselines and speed-of-light values.
+"""The results database: runs, verdicts, LLM requests and messages, problem metadata, baselines, SOL.
 
 SQLite in WAL mode: readers (a report) never block the writer (a run), and every verdict is written in
 its own transaction, so a run killed with SIGKILL keeps every verdict it finished. The verdict key is
@@ -14,82 +14,25 @@ import subprocess
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import kbench
 from kbench.store.codec import dumps, from_dict, verdict_from_json
+from kbench.store.records import (
+    MessageRecord,
+    ProblemMeta,
+    RequestRecord,
+    RunInfo,
+    StoredVerdict,
+    VerdictKey,
+)
 from kbench.store.schema import StoreError, migrate
 from kbench.types import Problem, TimingStats, Verdict
 
 # A second writer (e.g. `kbench baseline` during a run) waits this long for the lock before failing.
 BUSY_TIMEOUT_MS = 30_000
-
-
-@dataclass(frozen=True, order=True)
-class VerdictKey:
-    """What one verdict is about; unique within a run."""
-
-    problem_key: str
-    sample: int = 0
-    turn: int = 0
-    backend: str = ""
-    model: str = ""
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    run_id: str
-    created_at: str
-    config: dict[str, Any]
-    hardware: dict[str, Any]
-    fingerprint: str
-    kbench_version: str
-    git_commit: str | None
-    verdicts: int = 0
-    ok: int = 0
-    backends: tuple[str, ...] = ()  # of the run's verdicts (its config names one backend, or none)
-    models: tuple[str, ...] = ()  # of the run's verdicts (e.g. reference/cpp for the shipped solutions)
-
-
-@dataclass(frozen=True)
-class ProblemMeta:
-    key: str
-    source: str
-    level: int
-    number: int
-    name: str
-    tags: tuple[str, ...] = ()
-    code_hash: str = ""
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One answer a run asked an LLM for: from the server, from the response cache, or a failure."""
-
-    problem_key: str
-    sample: int
-    turn: int
-    cached: bool
-    error: str  # the failure's one-line reason (llm/failures.py); empty when answered
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    latency_s: float
-
-
-@dataclass(frozen=True)
-class StoredVerdict:
-    """A verdict with everything stored beside it (what reports and exports read)."""
-
-    run_id: str
-    key: VerdictKey
-    verdict: Verdict
-    candidate_source: str
-    completion_text: str
-    created_at: str
 
 
 def _names(joined: str | None) -> tuple[str, ...]:
@@ -209,12 +152,14 @@ class Store:
         ]
 
     def drop_run_if_empty(self, run_id: str) -> bool:
-        """Remove a run that holds no verdict and no request (one a configuration error stopped)."""
+        """Remove a run that holds no verdict and no request (one a configuration error stopped), with what
+        it selected and the messages it had written."""
         with self._tx() as db:
             for table in ("verdicts", "requests"):
                 if db.execute(f"SELECT 1 FROM {table} WHERE run_id = ? LIMIT 1", (run_id,)).fetchone():
                     return False
             db.execute("DELETE FROM run_problems WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM messages WHERE run_id = ?", (run_id,))
             return db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount == 1
 
     def put_run_problems(self, run_id: str, keys: Iterable[str]) -> None:
@@ -246,6 +191,22 @@ class Store:
             (run_id,),
         )
         return [RequestRecord(r[0], r[1], r[2], bool(r[3]), *r[4:]) for r in rows]
+
+    def record_message(self, run_id: str, m: MessageRecord) -> None:
+        """Keep what a run told the model at one turn (the first stored text of a key stays: on resume a
+        turn is told the same again)."""
+        row = (run_id, m.problem_key, m.sample, m.turn, m.role, m.text, _now())
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+
+    def messages(self, run_id: str) -> list[MessageRecord]:
+        """Every message a run sent, by problem, sample, turn, then system before user."""
+        rows = self._rows(
+            "SELECT problem_key, sample, turn, role, text FROM messages WHERE run_id = ? "
+            "ORDER BY problem_key, sample, turn, role = 'user'",
+            (run_id,),
+        )
+        return [MessageRecord(*r) for r in rows]
 
     # verdicts ----------------------------------------------------------------------------------------
 

@@ -125,7 +125,27 @@ def _v3(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite3.Connection) -> None:
+    """What a run told the model: the system prompt and the task at turn 0, the evaluator's feedback at
+    every later turn (reports show them beside each verdict)."""
+    _script(
+        db,
+        """
+        CREATE TABLE messages (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            problem_key TEXT NOT NULL,
+            sample INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (run_id, problem_key, sample, turn, role)
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
