@@ -108,15 +108,18 @@ def _setup(tmp: Path, gpu: bool) -> tuple[list[str], list[str], list[str]]:
 
 def one(command: str, args: list[str], honest: list[str], sig: signal.Signals, env: dict[str, str],
         tmp: Path) -> Case:  # fmt: skip
-    mark = tmp / f"mark-{command}-{sig.name}"
     before = _gpu_mib()
-    proc = subprocess.Popen([*KBENCH, *args], env={**env, "KBENCH_TEST_MARK": str(mark)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen([*KBENCH, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
     owner = procs.ProcRef.of(proc.pid)
     deadline = time.monotonic() + 300
-    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+
+    def hanging() -> bool:  # the candidate starts 'sleep 307' once it hangs
+        return owner is not None and bool(procs.running(owner, proc.pid, "sleep 307"))
+
+    while not hanging() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    if not mark.exists():
+    if not hanging():
         proc.kill()
         raise SystemExit(f"{command}: the candidate never hung:\n{proc.communicate()[1].decode()[-3000:]}")
     time.sleep(2.0)

@@ -44,7 +44,7 @@ MEASUREMENTS: dict[str, Measurement] = {
     # the machine and the test suite
     "env": Measurement("-m kbench env --format json", "the machine's fingerprint"),
     "gpu-tests": Measurement(
-        "-m pytest -q -p no:cacheprovider -m gpu tests/sandbox tests/worker tests/evaluate/test_compare.py tests/problems/test_inputs.py",
+        "-m pytest -q -p no:cacheprovider -m gpu tests/sandbox tests/referee tests/evaluate tests/problems/test_inputs.py",
         "the GPU tests of the sandbox, timing and correctness",
     ),
     "gpu-tests-all": Measurement("-m pytest -q -p no:cacheprovider -m gpu tests", "every GPU test"),

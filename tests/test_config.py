@@ -135,7 +135,7 @@ def test_an_unknown_kbench_variable_is_an_error_naming_close_matches() -> None:
     internal = {
         "KBENCH_OWNER": "1:2",
         "KBENCH_KEY_FIFO": "/x",
-        "KBENCH_TEST_MARK": "m",
+        "KBENCH_TEST_TAG": "m",
         "KBENCH_BUILD_PCH": "off",
     }
     assert resolve(environ=internal) == RunConfig()
@@ -151,5 +151,5 @@ def test_settings_read_by_other_modules_are_fields_and_set_by_the_environment() 
 def test_reference_fields_come_from_the_model() -> None:
     from kbench.evaluate.reference_pool import REFERENCE_FIELDS
 
-    assert "timing_hide_launch" in REFERENCE_FIELDS and "preset" in REFERENCE_FIELDS
+    assert "timing_batch_ms" in REFERENCE_FIELDS and "preset" in REFERENCE_FIELDS
     assert "timeout_s" not in REFERENCE_FIELDS and "model" not in REFERENCE_FIELDS

@@ -1,8 +1,7 @@
 """Gemm_ReLU (kbench:2/1) that never returns: runs its Triton kernel, holds 2 GiB of GPU memory, then spins
-in forward (for benchmarks/kill_hang.py). Marks the file named by KBENCH_TEST_MARK once it hangs."""
+in forward (for benchmarks/kill_hang.py). Starts a child, 'sleep 307', once it hangs."""
 
-import os
-import pathlib
+import subprocess
 
 import torch
 import torch.nn as nn
@@ -31,6 +30,6 @@ class ModelNew(nn.Module):
         bias_relu_kernel[(triton.cdiv(n, 1024),)](y, self.linear.bias, out, y.shape[1], n, BLOCK=1024)
         self.held = torch.empty(2 << 30, dtype=torch.uint8, device=x.device)
         torch.cuda.synchronize()
-        pathlib.Path(os.environ["KBENCH_TEST_MARK"]).write_text(str(os.getpid()))
+        subprocess.Popen(["sleep", "307"])
         while True:
             pass

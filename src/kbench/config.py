@@ -35,8 +35,7 @@ INTERNAL_ENV = frozenset(
         "KBENCH_BUILD_OP_HEADERS",
         "KBENCH_SERVE_TOKEN",  # serve/server.py: a secret, never stored with a run
         "KBENCH_PYCACHE",  # bytecode.py: read by the entry point before any setting is
-        "KBENCH_TEST_MARK",  # tests and benchmarks: marks on the processes they start
-        "KBENCH_TEST_TAG",
+        "KBENCH_TEST_TAG",  # tests and benchmarks: marks on the processes they start
     }
 )
 LEASE_GRACE_S = 30.0  # a GPU worker gives up its lease wait first, with a clear message; the host after this

@@ -49,15 +49,16 @@ def _hang_command(kind: str, tmp: Path) -> list[str]:
 def test_a_killed_evaluation_leaves_nothing_behind(
     kind: str, sig: signal.Signals, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    mark = tmp_path / "in-forward"
-    proc = _kbench(_hang_command(kind, tmp_path), {**env, "KBENCH_TEST_MARK": str(mark)})
+    proc = _kbench(_hang_command(kind, tmp_path), env)
     owner = procs.ProcRef.of(proc.pid)
     assert owner is not None
     deadline = time.monotonic() + 240
-    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not (hung := procs.running(owner, proc.pid, "sleep 307")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert mark.exists(), proc.communicate()[1][-3000:]
-    worker = int(mark.read_text())
+    assert hung, proc.communicate()[1][-3000:]  # the candidate is in its forward: its child runs
+    info = procs.info_of(hung[0])
+    assert info is not None
+    worker = info.ppid
     assert procs.owner_of(worker) == owner  # the hung worker carries its owner
 
     os.kill(proc.pid, sig)

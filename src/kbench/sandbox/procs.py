@@ -213,6 +213,11 @@ def belonging_to(owner: ProcRef, session: int | None = None) -> list[int]:
     return found
 
 
+def running(owner: ProcRef, session: int | None, cmdline: str) -> list[int]:
+    """The processes of `owner` (as `belonging_to` finds them) whose command line is `cmdline`."""
+    return [pid for pid in belonging_to(owner, session) if command(pid) == cmdline]
+
+
 def lock_holders(path: Path) -> list[tuple[int, int]]:
     """Processes whose open file description holds a `flock` on `path`, each with the pid of the process
     that took the lock (as its fdinfo "lock:" line shows it: 0 when that process is gone and a pid
