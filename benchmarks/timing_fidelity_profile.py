@@ -186,11 +186,13 @@ def parse_ncu_csv(text: str) -> list[float]:
 def main(argv: list[str]) -> int:
     from kbench.backends import KernelRecorder, get_backend
     from kbench.problems.inputs import ieee_numerics
+    from kbench.referee.builds import trusted_request
 
     req = json.loads(Path(argv[1]).read_text())
     ieee_numerics()  # the evaluation workers' numerics (TF32 off): the same cuBLAS kernels run
     torch.set_grad_enabled(False)
-    get_backend(req["backend"]).install_hooks(KernelRecorder(), Path(req["cache_dir"]))
+    cache = Path(req["cache_dir"])
+    get_backend(req["backend"]).install_hooks(KernelRecorder(), cache, trusted_request(cache))
     if "--ncu" in argv:
         run_ncu_window(req)
     else:

@@ -38,7 +38,14 @@ def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(keys) == len(set(keys)) == 3 * 2 * 2
     assert {(k.sample, k.turn) for k in keys} == {(0, 0), (0, 1), (1, 0), (1, 1)}
     assert all(v.status is Status.OK for _, v in verdicts), [(k, v.status, v.message) for k, v in verdicts]
-    assert Path(result.output.split("report ")[-1].strip()).exists()
+    assert Path(_closing(result.output)[1]).exists()
+
+
+def _closing(output: str) -> tuple[str, str]:
+    """The run id and the report's path from a run's closing line ('run ID: ...; report PATH')."""
+    found = re.findall(r"^run (\S+): .*; report (.+)$", output, re.M)
+    assert found, output
+    return found[-1][0], found[-1][1].strip()
 
 
 def test_run_solutions_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +55,7 @@ def test_run_solutions_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output
     assert "1 new verdicts" in first.output and "2/24" in first.output
-    run_id = first.output.split("run ")[-1].split(":")[0]
+    run_id = _closing(first.output)[0]
     assert "numbers from CPU, small, fp32" in first.output
     again = CliRunner().invoke(app, [*args, "--resume", run_id])
     assert again.exit_code == 0, again.output

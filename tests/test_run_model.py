@@ -120,7 +120,7 @@ def test_model_run_end_to_end(tmp_path: Path) -> None:
         config = db.run(run_id).config
         assert db.run_problems(run_id) == ["kbench:2/1", "kbench:2/2"] and len(db.requests(run_id)) == 8
     assert (config["backend"], config["preset"], config["temperature"]) == ("cpp", "small", 0.7)
-    page = Path(out.split("report ")[-1].strip()).read_text()
+    page = Path(re.findall(r"^run \S+: .*; report (.+)$", out, re.M)[-1].strip()).read_text()
     assert "CPU, small, fp32" in page and "first attempt per problem" in page and "per turn" in page.lower()
 
 

@@ -107,10 +107,14 @@ def test_an_uncertain_speedup_is_explained_where_it_is_shown(monkeypatch: pytest
     from kbench import metrics
 
     # the interval as metrics.speedup gives it (from the timings' spread), chosen here
-    monkeypatch.setattr(metrics, "speedup", lambda v, mode: metrics.Speedup(1.28, 0.96, 1.70))
+    monkeypatch.setattr(
+        metrics, "speedup", lambda v, mode, statistic="median": metrics.Speedup(1.28, 0.96, 1.70)
+    )
     text = speedup_text(_verdict(), "eager", floor=0.0)
     assert text == "  1.28x eager (uncertain: 95 % interval 0.96-1.70x holds 1x; not fast)"
-    monkeypatch.setattr(metrics, "speedup", lambda v, mode: metrics.Speedup(1.5, 1.4, 1.6))
+    monkeypatch.setattr(
+        metrics, "speedup", lambda v, mode, statistic="median": metrics.Speedup(1.5, 1.4, 1.6)
+    )
     assert speedup_text(_verdict(), "eager", floor=0.0) == "  1.50x eager (fast)"
 
 
@@ -139,6 +143,7 @@ def test_inspect_says_why_its_roofline_is_a_gpus() -> None:
 
 def test_a_backend_that_cannot_run_names_its_fix_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "triton", None)  # as if the triton extra were not installed
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped output: tables at their natural width
     fix = (
         "no: this feature needs the optional package 'triton'; install it with: pip install 'kbench[triton]'"
     )

@@ -53,7 +53,11 @@ def test_a_killed_evaluation_leaves_nothing_behind(
     owner = procs.ProcRef.of(proc.pid)
     assert owner is not None
     deadline = time.monotonic() + 240
-    while not (hung := procs.running(owner, proc.pid, "sleep 307")) and proc.poll() is None and time.monotonic() < deadline:
+    while (
+        not (hung := procs.running(owner, proc.pid, "sleep 307"))
+        and proc.poll() is None
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     assert hung, proc.communicate()[1][-3000:]  # the candidate is in its forward: its child runs
     info = procs.info_of(hung[0])

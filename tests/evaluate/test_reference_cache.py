@@ -38,7 +38,7 @@ def test_reference_outputs_and_cache(tmp_path: Path) -> None:
     plan = make_plan(cfg, "cpu")
     first = get_reference(problem, cfg, plan, tmp_path / "a")
     assert not first.cache_hit and set(first.outputs) == set(plan.fixed + plan.secret)
-    assert "eager" in first.timings and first.timings["eager"].n >= 20
+    assert "eager" in first.timings and first.timings["eager"].n > 1
 
     loaded = load(problem, "small")
     model = build_model(loaded, cfg.init_seed)

@@ -65,10 +65,11 @@ def kbench_builds(session_cache: Path) -> Iterator[None]:
 
     from kbench.backends import KernelRecorder, pch
     from kbench.backends.buildcache import install
+    from kbench.referee.builds import trusted_request
 
     original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
     os.environ[pch.PCH_ENV] = "make"
-    install(KernelRecorder(), session_cache / "builds")
+    install(KernelRecorder(), session_cache / "builds", trusted_request(session_cache))
     try:
         yield
     finally:

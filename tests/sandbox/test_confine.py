@@ -176,9 +176,17 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 SOURCE = """
+#include <torch/extension.h>
 #include <cerrno>
 #include <cstdio>
 #include <string>
+
+torch::Tensor relu(torch::Tensor x) {
+  auto y = x.contiguous().clone();
+  float* p = y.data_ptr<float>();
+  for (int64_t i = 0; i < y.numel(); ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+  return y;
+}
 
 int64_t rewrite(std::string path) {
   FILE* f = std::fopen(path.c_str(), "r+b");
@@ -188,7 +196,7 @@ int64_t rewrite(std::string path) {
   return 0;
 }
 """
-native = load_inline(name="kbench_test_confine_tamper", cpp_sources=SOURCE, functions=["rewrite"])
+native = load_inline(name="kbench_test_confine_tamper", cpp_sources=SOURCE, functions=["rewrite", "relu"])
 TARGET = PATH
 said = []
 
@@ -203,7 +211,7 @@ class ModelNew(nn.Module):
         if not said:
             said.append(failed)
             print(f"rewrite {TARGET}: errno {failed}", flush=True)
-        out = torch.relu(self.linear(x))
+        out = native.relu(self.linear(x))  # its own kernel does the work
         return out if failed else torch.zeros_like(out)  # a rewrite that worked is a mismatch
 '''
 

@@ -87,7 +87,7 @@ def test_reference_job_skips_reused_modes_and_cache_key_tells_them_apart(tmp_pat
     skipped = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "a", skip={"eager"})
     assert skipped.timings == {} and skipped.outputs  # outputs computed, nothing timed
     full = get_reference(problem, cfg, make_plan(cfg, "cpu"), tmp_path / "b")
-    assert not full.cache_hit and full.timings["eager"].n >= 20
+    assert not full.cache_hit and full.timings["eager"].n > 1
 
 
 def test_evaluation_reuses_a_matching_stored_baseline(store: Store, tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_evaluation_reuses_a_matching_stored_baseline(store: Store, tmp_path: Pa
     eager = v.baseline("eager")
     assert eager is not None and reuse.source_of(eager) == reuse.STORED
     assert without_provenance(eager) == without_provenance(planted(cfg))
-    assert v.timing is not None and v.timing.n >= 20  # the candidate is still timed
+    assert v.timing is not None and v.timing.n > 1  # the candidate is still timed
     assert v.speedup("eager") == pytest.approx(PLANTED_MS / v.timing.median_ms)
 
 

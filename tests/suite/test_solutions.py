@@ -176,12 +176,14 @@ def cpp_builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
 
     from kbench.backends import KernelRecorder, pch
     from kbench.backends.buildcache import install
+    from kbench.referee.builds import trusted_request
 
     original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
     os.environ[pch.PCH_ENV] = "make"
     recipes: list[str] = []
     recorder = KernelRecorder()
-    install(recorder, tmp_path_factory.mktemp("builds"))
+    cache = tmp_path_factory.mktemp("cache")
+    install(recorder, cache / "builds", trusted_request(cache))
     wrapped = ext.load_inline
 
     def load_inline(*args: object, **kwargs: object) -> object:

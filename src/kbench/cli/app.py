@@ -18,10 +18,14 @@ _UNBOUNDED = 1 << 16  # columns: wider than any table kbench prints
 class _Console(Console):
     """A rich console that, writing to a file or a pipe (a log, `| less`, `> out.txt`), prints each table at
     its natural width and each line of text whole: rich would cut both at 80 columns there, turning
-    fixture names into `gelu_tanh/wrong/la…`. On a terminal, or with COLUMNS set, it is rich's own."""
+    fixture names into `gelu_tanh/wrong/la…`. On a terminal it is rich's own; COLUMNS, read as each print happens, sets the width."""
 
     def print(self, *objects: Any, **kw: Any) -> None:
-        if self.is_terminal or os.environ.get("COLUMNS") or "width" in kw:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and "width" not in kw:  # as set now, not when this console was made
+            self._at_width(int(columns), objects, kw)
+            return
+        if self.is_terminal or "width" in kw:
             super().print(*objects, **kw)
             return
         if all(isinstance(o, str) for o in objects):
@@ -32,8 +36,11 @@ class _Console(Console):
         )
         if needed <= self.width:
             super().print(*objects, **kw)
-            return
-        narrow, self.width = self.width, needed
+        else:
+            self._at_width(needed, objects, kw)
+
+    def _at_width(self, width: int, objects: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        narrow, self.width = self.width, width  # rich's own `width=` cannot go past the console's
         try:
             super().print(*objects, **kw)
         finally:

@@ -240,6 +240,18 @@ class Builder:
             }
 
 
+def trusted_request(cache_dir: Path, budget_s: float = 600.0) -> Callable[[dict[str, Any]], BuildAnswer]:
+    """`buildcache.install`'s request for trusted code that loads extensions in its own process (tests,
+    benchmarks, tools): the same builder a job's referee runs, into `cache_dir`'s builds, with this
+    process's environment."""
+
+    def request(arguments: dict[str, Any]) -> BuildAnswer:
+        builder = Builder(cache_dir, budget_s, dict(os.environ), confined=False)
+        return builder(BuildRequest(arguments=arguments))
+
+    return request
+
+
 def jitbuild_result() -> str:
     from kbench.backends.jitbuild import RESULT
 
