@@ -2,10 +2,12 @@
 host's memory while a candidate floods its log.
 
     python benchmarks/walls.py --out OUT [--before DIR] [--verdicts 8] [--throughput 12] [--flood-gb 2]
+    python benchmarks/walls.py --out OUT --device cuda [--before DIR]     # on a GPU, Triton, full preset
 
 Every part runs in a fresh Python process of its own against one source tree (`src/` of this checkout,
 and of `--before DIR`, another checkout of kbench: e.g. `git worktree add DIR <commit>` of the version
-without the referee), on CPU with the cpp backend, problem 2/1 at the small preset:
+without the referee), problem 2/1: on the CPU the honest cpp fixture at the small preset, with
+`--device cuda` the shipped Triton solution at the full preset (no flood: `--flood-gb 0` is implied):
 
 - latency: `evaluate` of the honest cpp fixture (tests/fixtures/eval/cpp_honest.py), build and reference
   caches warm (one verdict first), median seconds of `--verdicts` verdicts, timed (`measure`) and not;
@@ -44,7 +46,17 @@ for _ in range(int({mib})):
 """
 
 
+DEVICE = "cpu"  # set by --device, in the parent and in every part
+TRITON_SOLUTION = ROOT / "src/kbench/suite/solutions/triton/level2/1_Gemm_ReLU.py"
+
+
+def _backend() -> str:
+    return "cpp" if DEVICE == "cpu" else "triton"
+
+
 def _honest() -> str:
+    if DEVICE != "cpu":
+        return TRITON_SOLUTION.read_text()
     text = (FIXTURES / "cpp_honest.py").read_text()
     first = text.splitlines()[0]
     if first.startswith("# include:"):
@@ -87,7 +99,8 @@ class PeakRss:
 def _config(cache: Path, measure: bool) -> Any:
     from kbench.config import RunConfig
 
-    return RunConfig(preset="small", device="cpu", backend="cpp", cache_dir=cache, static_checks=False,
+    preset = "small" if DEVICE == "cpu" else "full"
+    return RunConfig(preset=preset, device=DEVICE, backend=_backend(), cache_dir=cache, static_checks=False,
                      baselines=["eager"], measure=measure, store=cache / "kbench.db")  # fmt: skip
 
 
@@ -97,7 +110,7 @@ def _verdict(source: str, cache: Path, measure: bool) -> Any:
     from kbench.types import Candidate
 
     problem = get_problem("kbench:2/1")
-    return evaluate(problem, Candidate(problem.key, "cpp", source), _config(cache, measure))
+    return evaluate(problem, Candidate(problem.key, _backend(), source), _config(cache, measure))
 
 
 def part_latency(cache: Path, n: int) -> dict[str, Any]:
@@ -126,7 +139,7 @@ def part_throughput(cache: Path, n: int) -> dict[str, Any]:
     _verdict(_honest(), cache, True)
     with Evaluator(_config(cache, True), model="walls-bench") as ev:
         t0 = time.perf_counter()
-        tickets = ev.submit_many([Submission("2/1", _honest(), "cpp", sample=i) for i in range(n)])
+        tickets = ev.submit_many([Submission("2/1", _honest(), _backend(), sample=i) for i in range(n)])
         statuses = [t.verdict().status.value for t in tickets]
         seconds = time.perf_counter() - t0
     return {"n": n, "seconds": seconds, "per_min": 60 * n / seconds, "ok": statuses.count("ok")}
@@ -144,8 +157,20 @@ def part_flood(cache: Path, gb: float) -> dict[str, Any]:
 
 def run_part(src: Path, part: str, arg: float, cache: Path) -> dict[str, Any]:
     """One part in a fresh interpreter that imports kbench from `src`."""
-    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, __file__, "--part", part, "--arg", str(arg), "--cache", str(cache)]
+    others = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != ROOT / "src"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), *others]), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [
+        sys.executable,
+        __file__,
+        "--part",
+        part,
+        "--arg",
+        str(arg),
+        "--cache",
+        str(cache),
+        "--device",
+        DEVICE,
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{part} on {src} failed:\n{done.stderr[-3000:]}")
@@ -153,6 +178,8 @@ def run_part(src: Path, part: str, arg: float, cache: Path) -> dict[str, Any]:
 
 
 def _commit(src: Path) -> str:
+    if (src / "COMMIT").is_file():  # a tree exported without its .git (`git archive`), carried elsewhere
+        return (src / "COMMIT").read_text().strip()
     done = subprocess.run(
         ["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
@@ -163,9 +190,10 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     env = environment()
     labels = list(results)
     lines = [
-        "# The walls' cost and the host's memory under a log flood (CPU)", "",
+        f"# The walls' cost and the host's memory under a log flood ({DEVICE})", "",
         f"{env['machine']}, torch {env['versions'].get('torch')}, python {env['versions'].get('python')}. "
-        "Problem 2/1 (small preset), the honest cpp fixture, caches warm. "
+        + ("Problem 2/1 (small preset), the honest cpp fixture, caches warm. " if DEVICE == "cpu" else
+           "Problem 2/1 (full preset), the shipped Triton solution, caches warm. ")
         + ", ".join(f"{k}: kbench at {v['commit']}" for k, v in results.items()) + ".", "",
         "## Verdict latency and throughput", "",
         "| tree | untimed verdict s (median) | timed verdict s (median) | candidate's median ms | "
@@ -179,6 +207,8 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"| {label} | {lat['untimed']['median_s']:.2f} | {lat['timed']['median_s']:.2f} | "
             f"{lat['timed'].get('kernel_median_ms', float('nan')):.3f} | {thr['per_min']:.1f} |"
         )
+    if not any(results[label]["flood"] for label in labels):
+        return "\n".join([*lines, ""])
     lines += ["", "## Host memory while a candidate floods its log", "",
               "| tree | flood GB | host RSS before MiB | host RSS peak MiB | growth MiB | verdict | seconds |",
               "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -200,11 +230,16 @@ def main() -> int:
     ap.add_argument("--throughput", type=int, default=12)
     ap.add_argument("--flood-gb", type=float, default=2.0)
     ap.add_argument("--before-flood-gb", type=float, default=0.12)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: Triton at the full preset, no flood")
     ap.add_argument("--part", choices=["latency", "throughput", "flood"], help=argparse.SUPPRESS)
     ap.add_argument("--arg", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
     add_record_argument(ap)
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE != "cpu":
+        args.flood_gb = args.before_flood_gb = 0.0
     if args.part:
         fn = {"latency": part_latency, "throughput": part_throughput, "flood": part_flood}[args.part]
         arg = args.arg if args.part == "flood" else int(args.arg)
@@ -218,6 +253,7 @@ def main() -> int:
         src = tree / "src"
         cache = Path(tempfile.mkdtemp(prefix=f"kbench-walls-{label}-"))
         floods = [args.before_flood_gb] if label == "before" else [args.before_flood_gb, args.flood_gb]
+        floods = [gb for gb in floods if gb > 0]
         results[label] = {
             "commit": _commit(tree),
             "latency": run_part(src, "latency", args.verdicts, cache),
@@ -234,10 +270,14 @@ def main() -> int:
     metrics = {
         "timed_verdict_s": round(after["latency"]["timed"]["median_s"], 3),
         "verdicts_per_min": round(after["throughput"]["per_min"], 1),
-        "flood_peak_growth_mib": round(
-            max(f["rss_peak_mib"] - f["rss_before_mib"] for f in after["flood"]), 1
-        ),
     }
+    if "before" in results:
+        metrics["before_timed_verdict_s"] = round(results["before"]["latency"]["timed"]["median_s"], 3)
+        metrics["before_verdicts_per_min"] = round(results["before"]["throughput"]["per_min"], 1)
+    if after["flood"]:
+        metrics["flood_peak_growth_mib"] = round(
+            max(f["rss_peak_mib"] - f["rss_before_mib"] for f in after["flood"]), 1
+        )
     record_markdown(args.record, "walls", markdown, metrics=metrics, artifacts=[args.out / "walls.json"])
     return 0
 

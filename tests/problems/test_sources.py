@@ -116,6 +116,25 @@ def test_file_problems_have_a_stable_identity(tmp_path: Path, monkeypatch: pytes
         select(ids=[a.key, str(twin)])
 
 
+def test_a_relative_file_is_read_where_it_is_now_and_as_it_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same relative path from two working folders names two files, and an edited file is read
+    again: a long-lived process (the service, a test session) never answers with another folder's or an
+    older version's problem."""
+    _tree(tmp_path / "one", {"p/relu.py": PROBLEM})
+    _tree(tmp_path / "two", {"p/relu.py": UPSTREAM})
+    monkeypatch.chdir(tmp_path / "one")
+    first = get_problem("p/relu.py")
+    monkeypatch.chdir(tmp_path / "two")
+    second = get_problem("p/relu.py")
+    assert first.code == PROBLEM and second.code == UPSTREAM and first.key != second.key
+    edited = UPSTREAM.replace("torch.relu(", "2 * torch.relu(")
+    assert edited != UPSTREAM
+    (tmp_path / "two" / "p" / "relu.py").write_text(edited + "\n# edited\n")
+    assert get_problem("p/relu.py").code == edited + "\n# edited\n"
+
+
 def test_presets_rewrite_constants_and_do_not_leak(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"level1/1_A.py": PROBLEM, "level1/2_B.py": PROBLEM})
     a, b = select(str(root))

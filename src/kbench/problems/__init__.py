@@ -31,13 +31,30 @@ _ID_RE = re.compile(r"^(\d+)/(\d+)$")
 
 
 @lru_cache(maxsize=32)
-def _cached(spec: str) -> tuple[Problem, ...]:
+def _cached(spec: str, stamp: tuple[tuple[str, int, int], ...]) -> tuple[Problem, ...]:
     return tuple(load_source(spec))
 
 
+def _stamp(kind: str, path: str) -> tuple[tuple[str, int, int], ...]:
+    """What a file or folder source's problems depend on: each .py file's path, size and change time."""
+    files = [Path(path)] if kind == "file" else sorted(Path(path).rglob("*.py")) if kind == "dir" else []
+    stamps = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        stamps.append((str(f), st.st_size, st.st_mtime_ns))
+    return tuple(stamps)
+
+
 def source_problems(spec: str = "kbench") -> list[Problem]:
-    parse_spec(spec)  # validates the spec before the cache sees it
-    return list(_cached(spec))
+    """The problems of a source, cached by what they were read from: a file or folder by its absolute
+    path and its files' sizes and change times, so neither another working folder nor an edit sees stale ones."""
+    parsed = parse_spec(spec)  # validates the spec before the cache sees it
+    if parsed.kind in ("file", "dir"):
+        return list(_cached(parsed.arg, _stamp(parsed.kind, parsed.arg)))
+    return list(_cached(spec, ()))
 
 
 def _split(address: str) -> tuple[str, str]:
