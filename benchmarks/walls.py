@@ -247,7 +247,7 @@ def main() -> int:
         return 0
     if args.out is None:
         ap.error("--out is required")
-    trees = ([("before", args.before)] if args.before else []) + [("after", ROOT)]
+    trees = ([("before", args.before.resolve())] if args.before else []) + [("after", ROOT)]
     results: dict[str, dict[str, Any]] = {}
     for label, tree in trees:
         src = tree / "src"
