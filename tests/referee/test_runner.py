@@ -145,3 +145,17 @@ def test_the_host_reads_only_a_logs_tail(tmp_path: Path) -> None:
         f.write(b"x" * (4 * LOG_TAIL_BYTES))
         f.write(b"\nthe end\n")
     assert log_tail(log).endswith("the end") and "early" not in log_tail(log)
+
+
+def test_a_runners_tool_folders_are_never_importable(tmp_path: Path) -> None:
+    """The runner's working folder is the first entry of its import path: a tool folder there named like
+    a module (`triton`) would be imported as a namespace package where that module is not installed, and
+    torch.compile would take it for Triton and fail. Every folder the runner's tools use there is named so
+    Python cannot import it."""
+    from kbench.referee.job import runner_env
+
+    env = runner_env(tmp_path, "cpu")
+    inside = [Path(v) for v in env.values() if v.startswith(str(tmp_path) + "/")]
+    names = {p.relative_to(tmp_path).parts[0] for p in inside}
+    assert {"triton-cache", "xdg-cache"} <= names
+    assert [n for n in names if n.isidentifier()] == []

@@ -26,17 +26,31 @@ RUN_FOLDER = "run"
 BUILDS_FOLDER = "builds"  # the job's copies of its verified builds: its runner reads them, never writes
 
 
+# The folders a runner's tools keep their files in, inside its working folder. That folder is the first
+# entry of its import path (as `python -m` has it), so none is named as a module could be: a folder `triton`
+# there would be imported as a namespace package where Triton is not installed, and torch would take it for
+# Triton and fail.
+RUNNER_FOLDERS = {
+    "home": ".home",
+    "tmp": ".tmp",
+    "triton": "triton-cache",
+    "nv": "nv-cache",
+    "cache": "xdg-cache",
+}
+
+
 def runner_env(run: Path, device: str) -> dict[str, str]:
     """Where a runner's tools keep their files: all in its own folder (nothing shared with another job:
     Triton's and the CUDA driver's kernel caches included, which a candidate could otherwise poison)."""
+    f = {k: run / v for k, v in RUNNER_FOLDERS.items()}
     return {
-        "HOME": str(run / "home"),
-        "TMPDIR": str(run / "tmp"),
-        "TRITON_CACHE_DIR": str(run / "triton"),
-        "TRITON_HOME": str(run / "home"),
-        "CUDA_CACHE_PATH": str(run / "nv"),
-        "TORCH_EXTENSIONS_DIR": str(run / "tmp" / "extensions"),
-        "XDG_CACHE_HOME": str(run / "cache"),
+        "HOME": str(f["home"]),
+        "TMPDIR": str(f["tmp"]),
+        "TRITON_CACHE_DIR": str(f["triton"]),
+        "TRITON_HOME": str(f["home"]),
+        "CUDA_CACHE_PATH": str(f["nv"]),
+        "TORCH_EXTENSIONS_DIR": str(f["tmp"] / "extensions"),
+        "XDG_CACHE_HOME": str(f["cache"]),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
@@ -82,7 +96,7 @@ class Job:
 
     def setup(self, untrusted: bool) -> None:
         """Send the runner its walls; wait until it stands behind them."""
-        for sub in ("home", "tmp", "triton", "nv", "cache"):
+        for sub in RUNNER_FOLDERS.values():
             (self.run / sub).mkdir(parents=True, exist_ok=True)
         env = runner_env(self.run, self.spec.device)
         cache = Path(self.spec.cache_dir)
