@@ -93,8 +93,9 @@ def test_an_attacker_changes_nothing_of_a_victims_verdict(
     after = _evaluate(fixture_source("cpp_honest.py"), cache)
     assert after.status is Status.OK and after.build is not None and after.build.cache_hit
     assert before.timing is not None and after.timing is not None
-    # Same binary, same loop: a planted header or binary would show as a several-fold change.
-    assert 0.33 < after.timing.median_ms / before.timing.median_ms < 3.0
+    # Same binary, same loop: a planted header or binary would show as a several-fold change (the fastest
+    # call: a median on a loaded 2-core machine moves by more than that on its own).
+    assert 0.33 < after.timing.min_ms / before.timing.min_ms < 3.0
 
 
 @pytest.mark.slow
