@@ -112,6 +112,7 @@ def main() -> None:
         f"{name.replace(' ', '_')}_venv_gib": round(s["venv_bytes"] / 2**30, 2) for name, s in steps.items()
     }
     logs = [args.out / "make-run.log", args.out / "make-test.log"]
+    os.environ["BENCH_COMMIT"] = head.stdout.strip()  # the record names the clone's commit, not this tree's
     record_markdown(args.record, "first-hour", text, metrics=metrics, artifacts=logs)
     if any(s["rc"] for s in steps.values()):
         raise SystemExit(1)

@@ -89,7 +89,8 @@ def test_a_cpu_timing_loop_takes_no_timing_lock(tmp_path: Path, monkeypatch: pyt
     from kbench.types import TimingSettings
 
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
-    settings = TimingSettings(budget_s=0.2, warmup_s=0.01, min_time_s=0.01, min_runs=5)
+    # a budget the loop's 5 batches never reach, even on a loaded machine: it stops when they are done
+    settings = TimingSettings(budget_s=5.0, warmup_s=0.01, min_time_s=0.01, min_runs=5)
     feed = Feed(lambda: [torch.ones(4)], "cpu", "fp32", lambda slots: None)
     layout = [OutputMeta(dtype="float32", shape=[4], device="cpu")]
     loop = time_runner(LocalLink(lambda x: x + 1, feed), feed, layout, settings)
