@@ -352,7 +352,9 @@ def test_gpu_outputs_arrive_in_the_hosts_buffers_and_pass(tmp_path: Path) -> Non
     (result,) = seen
     order = list(result.phases)
     assert order.index("receive") < order.index("lease")  # never waits for the reference holding the GPU
-    assert order.index("cuda") < order.index("lease")  # its CUDA start came first, beside no timing loop
+    assert order.index("runner_cuda") < order.index(
+        "lease"
+    )  # its CUDA start came first, beside no timing loop
     assert order.index("settle") < order.index("timing")  # started beside the reference: timed once settled
     entries = [f for files in result.outputs.values() for f in files]
     assert entries and all(f.received for f in entries), result.warnings

@@ -106,7 +106,7 @@ if with_loop:
     window = timinglock.timing_window(lease.device_id("cuda:0"))
     assert window.__enter__()
     import subprocess
-    probe = "from kbench.sandbox import timinglock\nwith timinglock.shared_window('cuda:0') as t: print(t)"
+    probe = "from kbench.sandbox import timinglock\\nwith timinglock.shared_window('cuda:0') as t: print(t)"
     other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     print("beside a loop", other.stdout.strip())
 with timinglock.shared_window("cuda:0") as taken:

@@ -161,8 +161,10 @@ def export(device: Any, ptr: int) -> bytes:
     return _unpack(handle)
 
 
-def open_handle(handle: bytes) -> int:
-    """Map another process's allocation into this one's current context; its device pointer."""
+def open_handle(handle: bytes, device: Any) -> int:
+    """Map another process's allocation into this process's context on `device` (made current here: a
+    thread where nothing has used CUDA yet has none); its device pointer."""
+    _current(device)
     ptr = ctypes.c_uint64()
     _check(
         _driver().cuIpcOpenMemHandle_v2(ctypes.byref(ptr), _pack(handle), _LAZY_PEER), "cuIpcOpenMemHandle"

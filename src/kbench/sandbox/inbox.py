@@ -48,7 +48,7 @@ class Inbox:
         if list(out.shape) != slot.shape or out.numel() == 0:
             return None
         if (seed, index) not in self.opened:
-            ptr = devmem.open_handle(unseal(self.key, seed, index, slot.handle))
+            ptr = devmem.open_handle(unseal(self.key, seed, index, slot.handle), out.device)
             self.pointers.append(ptr)
             nbytes = out.numel() * out.element_size()
             self.opened[(seed, index)] = devmem.view(ptr, nbytes, out.dtype, slot.shape, out.device)

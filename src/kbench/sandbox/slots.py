@@ -178,6 +178,6 @@ def attach(ref: SlotRef, fds: list[int], device: str) -> Mapped:
         return Mapped(ref.ident, ref.layout, _views(base, ref.layout, "cpu"), mm)
     from kbench.sandbox import devmem
 
-    ptr = devmem.open_handle(bytes.fromhex(ref.handle))
+    ptr = devmem.open_handle(bytes.fromhex(ref.handle), device)
     base = devmem.view(ptr, ref.layout.nbytes, torch.uint8, [ref.layout.nbytes], device)
     return Mapped(ref.ident, ref.layout, _views(base, ref.layout, device), ptr)
