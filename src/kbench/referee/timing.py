@@ -3,10 +3,11 @@
 The runner holds the model, the referee holds the clock. Each batch is one command: B calls back to back,
 each on inputs made fresh for it (referee/feed.py), then a device-wide synchronise, then the answer. The
 referee's clock runs from the command to the answer. Then it commands the copy of the B calls' outputs
-into its output slots and times that too: a runner that answered before its work was done (work left on
-the device, or on a thread) does the rest during the copy, so whatever the copy takes beyond what the
-same copy takes the referee itself (`Copier`, measured before the loop) is added to the batch. A call's
-time is its batch's time over B. Nothing the runner reports about time is used.
+into its output slots, snapshots them into memory of its own and waits for that, and times both: a runner
+that answered before its work was done (work left on the device, or on a thread) makes the snapshot wait
+for it or leaves unfinished outputs there for the checks, and whatever the two copies take beyond what
+two such copies take the referee itself (referee/copies.py, measured before the loop) is added to the
+batch. A call's time is its batch's time over B. Nothing the runner reports about time is used.
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (5 ms on a GPU, 20 ms
   on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs and
@@ -17,7 +18,7 @@ time is its batch's time over B. Nothing the runner reports about time is used.
 - Length: N calls, fixed before the first timed batch from the warm-up's estimate: at least
   `settings.min_runs` batches, `settings.min_time_s` of calls and the checked calls (referee/checks.py),
   at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
-- Checked calls: after each batch's copy, some of its calls are drawn and compared with the reference's
+- Checked calls: after each batch's snapshot, some of its calls are drawn and compared with the reference's
   output in this process (referee/checks.py), a candidate's loop only.
 - Inputs: every call's own; after each batch every input slot is compared with its pristine copy.
 - GPU: the loop holds the device's timing lock (sandbox/timinglock.py); L2 is flushed by the referee before
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kbench.referee import Stop, checks
+from kbench.referee.copies import L2, Copier
 from kbench.referee.feed import Feed, plain
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
@@ -100,66 +102,6 @@ class LocalLink:
         for out, ident in zip(self.kept, outputs, strict=False):
             for value, target in zip(out, self._slot(ident).tensors, strict=False):
                 target.copy_(value)
-
-
-class Copier:
-    """What copying B calls' outputs takes the referee itself: the part of a runner's copy that is not
-    charged to its calls."""
-
-    def __init__(self, slots: list[Any], device: str) -> None:
-        import torch
-
-        self.device = device
-        self.scratch = [[torch.empty_like(t) for t in slot.tensors] for slot in slots]
-        self.sources = [[torch.empty_like(t) for t in slot.tensors] for slot in slots]
-        self.seconds = self._measure()
-
-    def _sync(self) -> None:
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize(self.device)
-
-    def _once(self) -> float:
-        self._sync()
-        t0 = _ns()
-        for dst, src in zip(self.scratch, self.sources, strict=True):
-            for d, s in zip(dst, src, strict=True):
-                d.copy_(s)
-        self._sync()
-        return (_ns() - t0) / 1e9
-
-    def _measure(self) -> float:
-        self._once()  # first touch of fresh pages
-        return min(self._once() for _ in range(5))
-
-    def snapshot(self, slots: list[Any]) -> list[list[Any]]:
-        """The referee's own copy of the slots' outputs, made on its own stream and waited for: what the
-        checks read. The runner can still write the slots it mapped after it answered; a runner that
-        answered before its work was done leaves unfinished outputs here, which the checks catch, or
-        pays the wait in this copy's time."""
-        for dst, slot in zip(self.scratch, slots, strict=True):
-            for d, src in zip(dst, slot.tensors, strict=True):
-                d.copy_(src)
-        self._sync()
-        return self.scratch
-
-
-class _L2:
-    """The referee's own write of 2x the device's L2 before each batch (CUDA; nothing on the CPU)."""
-
-    def __init__(self, device: str, on: bool) -> None:
-        self.buffer = None
-        if on and device.startswith("cuda"):
-            import torch
-
-            props = torch.cuda.get_device_properties(device)
-            l2 = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
-            self.buffer = torch.empty(2 * l2, dtype=torch.uint8, device=device)
-
-    def flush(self) -> None:
-        if self.buffer is not None:
-            self.buffer.zero_()
 
 
 @contextlib.contextmanager
@@ -312,7 +254,7 @@ def _time(
     batches = _Batches(link, feed, mode, layout, checker)
     batches.one(1, 0, 0.0)  # a first call outside the clock: torch.compile compiles here
     batches.active_s = 0.0
-    l2 = _L2(device, settings.flush_l2)
+    l2 = L2(device, settings.flush_l2)
     log = ClockLog(__import__("torch").device(device))
     settled = ClockSettled(log.nvml) if log.nvml is not None else None
     t0 = _ns()
