@@ -45,8 +45,12 @@ from kbench.sandbox.tensorfiles import save_tensors
 from kbench.types import Status
 
 CORES_SLACK = 1.25  # a loop's CPU time may exceed its cores' share of the wall time by this factor
-SHARE_SAMPLE_S = 0.1  # of calls sampled for a CPU candidate's kernel share (~2,000 samples of 50 us)
-SHARE_SAMPLES = 100  # samples in the candidate's code or PyTorch's before a share is told (up to 1 s)
+# A CPU candidate's kernel share: its calls are sampled until SHARE_SAMPLES samples fall in its code or
+# PyTorch's (a standard error of the share of at most 5 points), in batches of up to SHARE_BATCH calls
+# (one command each, so the sampled time is mostly the calls'), for at most SHARE_MAX_S
+SHARE_SAMPLES = 100
+SHARE_BATCH = 16
+SHARE_MAX_S = 1.0
 
 
 class CandidateJob:
@@ -245,7 +249,9 @@ class CandidateJob:
 
     def _cpu_share(self) -> float | None:
         """The share of the runner's CPU time in the candidate's own modules over a few of its calls, sampled
-        by the kernel's performance events from this process; None (and a warning) where there are none."""
+        by the kernel's performance events from this process; None (and a warning) where there are none.
+        Batches double (up to SHARE_BATCH calls, while a batch is short) and sampling stops as soon as
+        enough samples are counted."""
         from kbench.referee import perfshare
         from kbench.sandbox.commands import Ran, Run
 
@@ -258,14 +264,17 @@ class CandidateJob:
             return None
         builds = str(job.builds.resolve()) + "/"  # the job's copies of its builds: what the runner maps
         try:
-            t0, share = time.monotonic(), None
-            while time.monotonic() - t0 < 10 * SHARE_SAMPLE_S:
-                filled = feed.fill(0, secrets.randbelow(2**62))
+            t0, size = time.monotonic(), 1
+            while time.monotonic() - t0 < SHARE_MAX_S:
+                filled = [feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
                 feed.ready()
+                t1 = time.monotonic()
                 with sampler:  # the runner's calls only: not its copies, nor the referee's inputs
-                    job.session.ask(Run(calls=[filled.call()]), Ran)
-                if time.monotonic() - t0 >= SHARE_SAMPLE_S:
-                    samples = sampler.instructions()
+                    job.session.ask(Run(calls=[f.call() for f in filled]), Ran)
+                if time.monotonic() - t1 < 0.01:
+                    size = min(2 * size, SHARE_BATCH)
+                samples = sampler.instructions()
+                if len(samples) >= SHARE_SAMPLES:
                     maps = {pid: perfshare.mappings(pid) for pid in {pid for pid, _ in samples}}
                     share, counted = perfshare.share(samples, maps, lambda path: path.startswith(builds))
                     if counted >= SHARE_SAMPLES:

@@ -26,7 +26,6 @@ import mmap
 import os
 import re
 import struct
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -171,22 +170,44 @@ GLUE = re.compile(
 )
 
 
+_SHT_SYMTAB, _SHT_DYNSYM, _SHF_EXECINSTR = 2, 11, 0x4
+
+
 @functools.lru_cache(maxsize=64)
 def symbols(path: str) -> tuple[tuple[int, int, str], ...]:
-    """The defined code symbols of a module file: (address, size, name), by address (`nm`); () where the
-    file has none or nm is missing."""
+    """The defined code symbols of a module file: (address, size, name), by address, read from its ELF
+    symbol tables (what `nm --defined-only --print-size` sizes as T, t, W or w: symbols in executable
+    sections); () where
+    the file is no 64-bit little-endian ELF or cannot be read. Read here rather than by `nm`: a process
+    start per verdict cost more than the sampling it serves."""
     try:
-        out = subprocess.run(
-            ["nm", "--defined-only", "--print-size", "--no-demangle", path],
-            capture_output=True, text=True, timeout=60, check=False,
-        ).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
+        data = Path(path).read_bytes()
+    except OSError:
         return ()
-    found = []
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2] in "TtWw":
-            found.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:  # ELFCLASS64, little-endian
+        return ()
+    try:
+        return _elf_symbols(data)
+    except struct.error:  # a truncated or malformed file: nothing to attribute to it
+        return ()
+
+
+def _elf_symbols(data: bytes) -> tuple[tuple[int, int, str], ...]:
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    executable = {i for i, sec in enumerate(sections) if sec[2] & _SHF_EXECINSTR}
+    found = set()
+    for sec in sections:
+        if sec[1] not in (_SHT_SYMTAB, _SHT_DYNSYM):
+            continue
+        offset, size, entsize = sec[4], sec[5], sec[9] or 24
+        strings = sections[sec[6]][4]
+        for k in range(offset, offset + size - entsize + 1, entsize):
+            name_at, _info, _other, shndx, value, length = struct.unpack_from("<IBBHQQ", data, k)
+            if shndx in executable and name_at and length:  # as nm sizes them: a label has none
+                end = data.index(b"\0", strings + name_at)
+                found.add((value, length, data[strings + name_at : end].decode(errors="replace")))
     return tuple(sorted(found))
 
 

@@ -1,0 +1,86 @@
+"""The CPU kernel share's attribution: the code symbols the referee reads from a module file itself match
+what `nm` lists, and a sample is counted for the candidate only in its own functions."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench.referee import perfshare
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ELF modules and perf events: Linux only")
+
+
+def _nm(path: Path) -> set[tuple[int, int, str]]:
+    out = subprocess.run(
+        ["nm", "--defined-only", "--print-size", "--no-demangle", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = (line.split() for line in out.splitlines())
+    return {(int(r[0], 16), int(r[1], 16), r[3]) for r in rows if len(r) == 4 and r[2] in "TtWw"}
+
+
+GLUE_NAME = "_ZN8pybind116detail4glueEv"  # a name pybind11's bindings would give a function
+SOURCE = f"""
+int {GLUE_NAME}(int x) {{ return x + 1; }}
+float kernel(const float* x, int n) {{ float s = 0; for (int i = 0; i < n; ++i) s += x[i]; return s; }}
+"""
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small shared object with one function of the candidate's and one of the bindings'."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    folder = tmp_path_factory.mktemp("module")
+    (folder / "m.c").write_text(SOURCE)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-o", str(folder / "m.so"), str(folder / "m.c")], check=True
+    )
+    return folder / "m.so"
+
+
+def _modules(module: Path) -> list[Path]:
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib"
+    return [module, Path(torch._C.__file__), *sorted(lib.glob("libc10.so*"))[:1]]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_symbols_read_from_the_file_are_the_ones_nm_lists(index: int, module: Path) -> None:
+    if shutil.which("nm") is None:
+        pytest.skip("nm is not installed")
+    path = _modules(module)[index]
+    perfshare.symbols.cache_clear()
+    ours = perfshare.symbols(str(path))
+    assert ours, path
+    assert list(ours) == sorted(ours)
+    assert set(ours) == _nm(path)
+
+
+def test_a_file_that_is_no_elf_module_has_no_symbols(tmp_path: Path, module: Path) -> None:
+    text = tmp_path / "module.so"
+    text.write_bytes(b"not an ELF file at all")
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes(module.read_bytes()[:200])
+    assert perfshare.symbols(str(text)) == ()
+    assert perfshare.symbols(str(truncated)) == ()
+    assert perfshare.symbols(str(tmp_path / "missing.so")) == ()
+
+
+def test_samples_in_glue_count_for_neither_side(module: Path) -> None:
+    table = {name: (address, size) for address, size, name in perfshare.symbols(str(module))}
+    assert GLUE_NAME in table and "kernel" in table
+    start, lib = 0x7F0000000000, "/usr/lib/libtorch_cpu.so"
+    maps = {7: [(start, start + (1 << 20), 0, str(module)), (start + (1 << 20), start + (2 << 20), 0, lib)]}
+    at = {name: start + address + size // 2 for name, (address, size) in table.items()}
+    samples = [(7, at[GLUE_NAME]), (7, at["kernel"]), (7, at["kernel"]), (7, start + (1 << 20) + 64)]
+    share, counted = perfshare.share(samples, maps, lambda path: path == str(module))
+    assert counted == 3 and share == pytest.approx(2 / 3)  # the glue sample counts for neither side
+    assert perfshare.share([(8, at["kernel"])], maps, lambda path: True) == (None, 0)  # an unmapped pid
