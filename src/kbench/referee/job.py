@@ -123,6 +123,8 @@ class Job:
         with self.timed("runner_setup"):
             self.runner.channel.send(setup)
             ready = self._first_answer()
+        for step, seconds in ready.phases.items():  # the runner's own account: where its walls took time
+            self.result.phases[f"runner_setup_{step}"] = seconds
         self.result.confinement = ready.confinement if untrusted else ""
 
     def _first_answer(self) -> Ready:

@@ -122,10 +122,11 @@ def _child(sock: object, out_w: int, module: str, referee: int) -> None:
         from kbench.sandbox.commands import Ready, Setup
 
         setup, _ = link.receive(Setup)
-        confinement = _wall_in(setup)
+        walls: dict[str, float] = {}
+        confinement = _wall_in(setup, walls)
         os.environ["KBENCH_RUNNER_FD"] = str(fd)
         os.set_inheritable(fd, False)
-        link.send(Ready(confinement=confinement))
+        link.send(Ready(confinement=confinement, phases=walls))
         sys.argv = [module]
         import runpy
 
@@ -148,12 +149,20 @@ def _open_fds() -> list[int]:
         return list(range(3, 256))
 
 
-def _wall_in(setup: object) -> str:
-    """Namespaces, mounts, limits, cores, environment, Landlock: what held, for the verdict."""
+def _wall_in(setup: object, seconds: dict[str, float]) -> str:
+    """Namespaces, mounts, limits, cores, environment, Landlock: what held, for the verdict; each step's
+    seconds into `seconds` (the verdict's `runner_setup:*` phases)."""
+    clock = [time.perf_counter()]
     from kbench.sandbox import confine
     from kbench.sandbox.commands import Setup
 
     assert isinstance(setup, Setup)
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        seconds[name] = round(now - clock[0], 4)
+        clock[0] = now
+
     os.environ.update(setup.env)
     import tempfile
 
@@ -166,15 +175,19 @@ def _wall_in(setup: object) -> str:
         except (isolate.Refused, OSError) as exc:
             done = []
             parts.append(f"no namespaces: {exc}")
+        lap("namespaces")
         if "pid" in done:
             _become_init()
             if "mount" in done and isolate.mount_proc():
                 done.append("proc")
+            lap("pid_init")
         if "mount" in done and setup.tmp and isolate.mount_tmp(Path(setup.tmp), walls.tmp_mib):
             done.append("tmpfs")
+            lap("tmpfs")
         if done:
             parts.append("namespaces " + "+".join(done))
         isolate.limit_self(walls)
+        lap("limits")
     if setup.memory is not None:
         import resource
 
@@ -188,9 +201,11 @@ def _wall_in(setup: object) -> str:
     if setup.cwd:
         os.chdir(setup.cwd)
         sys.path[0] = setup.cwd
+    lap("cores")
     if setup.confine:
         reads = [Path(p) for p in setup.reads] if setup.reads is not None else None
         parts.insert(0, confine.confine([Path(p) for p in setup.writes], reads=reads))
+        lap("landlock")
     return ", ".join(parts) if parts else "none: the trusted reference"
 
 
