@@ -151,7 +151,7 @@ def hardware_name(gpu: str | None) -> str:
     if not gpu:
         return "cpu"
     name = re.sub(r"^(NVIDIA|AMD)\s+", "", gpu.strip(), flags=re.I)
-    name = re.sub(r"\s+\d+\s*GB$", "", name)
+    name = re.sub(r"\s+\d+\s*GB(\s+HBM\w*)?$", "", name, flags=re.I)  # H100 80GB HBM3 -> H100
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 

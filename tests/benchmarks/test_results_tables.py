@@ -109,7 +109,8 @@ def test_ingest_files_a_markdown_output_and_merge_skips_what_is_there(tmp_path: 
 def test_the_hardware_folder_is_named_after_the_gpu() -> None:
     assert common.hardware_name(None) == "cpu"
     assert common.hardware_name("NVIDIA H200") == "h200"
-    assert common.hardware_name("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert common.hardware_name("NVIDIA H100 80GB HBM3") == "h100"
+    assert common.hardware_name("NVIDIA H100 PCIe") == "h100-pcie"
     env = json.loads(json.dumps(common.environment()))
     assert set(env) == {"hardware", "kbench", "versions", "machine"} and env["versions"]["python"]
 
