@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config, fixture_source
+from evalfixtures import cpu_config, fixture_source, use_builds
 
 from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
@@ -17,8 +17,8 @@ PROBLEM = "kbench:2/1"  # small preset: batch_size 16, in_features 64 (both shap
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kbench-cache")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Path:
+    return use_builds(tmp_path_factory.mktemp("kbench-cache"), shared_builds)
 
 
 def run(name: str, cache_dir: Path, **kw: object) -> Verdict:

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from evalfixtures import use_builds
 from llmserver import load_server_module
 from modelanswers import answer
 from typer.testing import CliRunner
@@ -19,10 +20,12 @@ from kbench.types import Status
 pytestmark = pytest.mark.slow
 
 
-def test_run_model_against_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_model_against_local_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_builds: Path
+) -> None:
     server_mod = load_server_module()
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(use_builds(tmp_path / "cache", shared_builds)))
     store = tmp_path / "runs" / "kbench.db"
     with server_mod.LLMServer(respond=answer, p429=0.2, seed=3) as server:
         args = ["run", "--model", "openai/test", "--base-url", server.openai_url, "--level", "2",

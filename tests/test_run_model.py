@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evalfixtures import use_builds
 from llmserver import load_server_module
 from modelanswers import BAD_LINE, answer, source_for, task, turn
 from typer.testing import CliRunner, Result
@@ -31,9 +32,10 @@ PROSE = "I would fuse the three operators into one loop."
 
 
 @pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_builds: Path) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    # the session's builds (conftest.shared_builds): each answer's extension is built once per session
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(use_builds(tmp_path / "cache", shared_builds)))
     monkeypatch.setenv("KBENCH_BASELINES", "eager")  # torch.compile on a CPU adds 10-20 s per problem
     monkeypatch.setenv("KBENCH_DEVICE", "cpu")  # the same on a machine with a GPU
 
