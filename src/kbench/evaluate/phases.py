@@ -13,8 +13,9 @@ Nested names (`ref:outputs`, `cand:timing`, ...) break a segment down: each work
 (from asking for the worker to its start: a fork of the warm starter, or the starter's own start on
 first use; of it, `starter` is the wait for a starter still coming up, and then `starter_start` that
 starter's own start, from its launch to its answer, with its imports in `starter_torch` and
-`starter_kbench`), the runner's own phases as it reports them (`runner_import`, `runner_cuda`...: inside
-its referee's phases, shown and not added) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it checked, before
+`starter_kbench`), the referee's `walls` (its runner entering its namespaces, limits and Landlock), the
+runner's own phases as it reports them (`runner_import`, `runner_cuda`, `runner_walls_*` for each step of
+its walls...: inside its referee's phases, shown and not added) and the host's reads (`ref:lookup`: the reference's disk cache entry read and every file of it checked, before
 its worker starts). Nested ones overlap their segment and are not added to the total.
 """
 

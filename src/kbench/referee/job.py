@@ -124,7 +124,7 @@ class Job:
             self.runner.channel.send(setup)
             ready = self._first_answer()
         for step, seconds in ready.phases.items():  # the runner's own account: where its walls took time
-            self.result.phases[f"walls_{step}"] = seconds
+            self.result.phases[f"runner_walls_{step}"] = seconds  # inside `walls`: not added again
         self.result.confinement = ready.confinement if untrusted else ""
 
     def _first_answer(self) -> Ready:

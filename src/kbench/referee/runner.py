@@ -151,7 +151,7 @@ def _open_fds() -> list[int]:
 
 def _wall_in(setup: object, seconds: dict[str, float]) -> str:
     """Namespaces, mounts, limits, cores, environment, Landlock: what held, for the verdict; each step's
-    seconds into `seconds` (the verdict's `walls_*` phases)."""
+    seconds into `seconds` (the verdict's `runner_walls_*` phases, inside the referee's `walls`)."""
     clock = [time.perf_counter()]
     from kbench.sandbox import confine
     from kbench.sandbox.commands import Setup
