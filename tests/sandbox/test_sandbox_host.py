@@ -270,12 +270,14 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     body = (
         "import sys\nfrom triton.runtime import cache\n"
         "print('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
+        "print('cpp_extension', 'torch.utils.cpp_extension' in sys.modules)\n"
         "print('key', cache.triton_key.cache_info().currsize)\n"
     )
     env = _module(tmp_path, body)
     exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
     assert "key 1" in exit_.log_tail, exit_.log_tail
+    assert "cpp_extension True" in exit_.log_tail, exit_.log_tail  # zygote.PRELOAD: the runners' build hooks
 
 
 def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Path) -> None:

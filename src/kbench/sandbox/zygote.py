@@ -43,7 +43,10 @@ from kbench.files import write_atomic
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
 ENTRIES = ("kbench.referee.__main__", "kbench.worker.candidate", "kbench.worker.reference")
-PRELOAD = ("torch", *ENTRIES)
+# torch.utils.cpp_extension: every candidate runner imports it when it installs its backend's build hooks
+# (backends/buildcache.py), and on a GPU host its import (setuptools, the CUDA toolkit's discovery) cost each
+# runner's setup ~0.6 s; it imports without initialising CUDA or starting a thread
+PRELOAD = ("torch", "torch.utils.cpp_extension", *ENTRIES)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
