@@ -253,7 +253,8 @@ def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> 
 
 
 def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path) -> None:
-    """torch._dynamo and triton.testing (imported by every GPU worker) are preloaded, after the starter is
+    """torch.utils.cpp_extension (imported by every candidate runner), torch._dynamo and triton.testing
+    (imported by every GPU worker) are preloaded, after the starter is
     ready, once the probe shows they are fork-safe; TRITON_INTERPRET decides how triton binds at import, so
     each mode has its own starter."""
     from kbench.sandbox.host import worker_env
@@ -263,9 +264,10 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     interpreted = starter_for(worker_env({**_module(tmp_path, ""), "TRITON_INTERPRET": "1"}))
     assert compiled is not None and interpreted is not None and compiled is not interpreted
     deadline = time.monotonic() + 180  # preloaded after "ready", while no job waits (zygote.serve)
-    while not {"torch._dynamo", "triton.testing"} <= set(compiled.preloaded) and time.monotonic() < deadline:
+    wanted = {"torch.utils.cpp_extension", "torch._dynamo", "triton.testing"}
+    while not wanted <= set(compiled.preloaded) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert {"torch._dynamo", "triton.testing"} <= set(compiled.preloaded)
+    assert wanted <= set(compiled.preloaded)
     # a forked worker finds torch._dynamo imported and Triton's cache key computed (zygote.AFTER_PRELOAD)
     body = (
         "import sys\nfrom triton.runtime import cache\n"
@@ -277,7 +279,7 @@ def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path
     exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
     assert "key 1" in exit_.log_tail, exit_.log_tail
-    assert "cpp_extension True" in exit_.log_tail, exit_.log_tail  # zygote.PRELOAD: the runners' build hooks
+    assert "cpp_extension True" in exit_.log_tail, exit_.log_tail  # the runners' build hooks
 
 
 def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Path) -> None:

@@ -43,14 +43,13 @@ from kbench.files import write_atomic
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
 ENTRIES = ("kbench.referee.__main__", "kbench.worker.candidate", "kbench.worker.reference")
-# torch.utils.cpp_extension: every candidate runner imports it when it installs its backend's build hooks
-# (backends/buildcache.py), and on a GPU host its import (setuptools, the CUDA toolkit's discovery) cost each
-# runner's setup ~0.6 s; it imports without initialising CUDA or starting a thread
-PRELOAD = ("torch", "torch.utils.cpp_extension", *ENTRIES)
+PRELOAD = ("torch", *ENTRIES)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
-OPTIONAL_PRELOAD = ("torch._dynamo", "triton.testing")
+# torch.utils.cpp_extension comes first: every candidate runner imports it when it installs its backend's
+# build hooks (backends/buildcache.py), which cost a runner's setup ~0.6 s on a GPU host.
+OPTIONAL_PRELOAD = ("torch.utils.cpp_extension", "torch._dynamo", "triton.testing")
 # What runs once a module is preloaded, for every worker forked after it: Triton's cache key (its digest of
 # its own sources and library), which each worker would otherwise compute at its first launch (0.4 s).
 AFTER_PRELOAD = {"triton.testing": ("kbench.backends.triton", "prewarm_cache_key")}
@@ -91,6 +90,22 @@ def _threads() -> int:
         return 0
 
 
+def _import(name: str) -> None:
+    """Import `name` with torch's CUDA check answered by NVML: a module that asks torch.cuda.is_available()
+    at import (torch.utils.cpp_extension does, where it finds a CUDA toolkit) would otherwise initialise the
+    CUDA driver, which breaks CUDA in every child forked after."""
+    env = "PYTORCH_NVML_BASED_CUDA_CHECK"
+    before = os.environ.get(env)
+    os.environ[env] = "1"
+    try:
+        __import__(name)
+    finally:
+        if before is None:
+            os.environ.pop(env, None)
+        else:
+            os.environ[env] = before
+
+
 def _fork_safe_import(name: str) -> bool:
     """Import `name` in a forked probe first; True if it imported there without initialising CUDA or
     starting a thread (the caller then imports it here)."""
@@ -104,7 +119,7 @@ def _fork_safe_import(name: str) -> bool:
 
             procs.die_with_parent(parent)
             before = _threads()
-            __import__(name)
+            _import(name)
             torch = sys.modules["torch"]
             code = (
                 0 if not (torch.cuda.is_initialized() or cuda_initialized()) and _threads() <= before else 3
@@ -162,7 +177,7 @@ def _preload(name: str, path: Path, known: dict[str, bool]) -> bool:
     if not known[key]:
         return False
     before = _threads()
-    __import__(name)
+    _import(name)
     if name in AFTER_PRELOAD:
         module, function = AFTER_PRELOAD[name]
         getattr(__import__(module, fromlist=[function]), function)()
