@@ -462,3 +462,27 @@ def test_a_first_fork_says_how_long_it_waited_for_the_starter_and_why(
     assert phases["starter_start"] >= phases["starter_torch"] + phases["starter_kbench"]
     assert phases["starter"] <= phases["starter_start"] + 0.5
     assert list(again.start_phases) == ["starter"] and again.start_phases["starter"] < 0.005
+
+
+def test_a_starter_ended_while_starting_is_forgotten_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill_all (a signal, the last Evaluator closing) ends a starter that is still importing torch: the
+    next job of the same process starts a new one and forks from it, rather than taking the ended one
+    for a starter that cannot start and spawning every worker from then on."""
+    from kbench.sandbox import starter
+    from kbench.sandbox.host import worker_env
+
+    monkeypatch.setattr(starter, "_starters", {})
+    monkeypatch.setattr(starter, "_retired", [])
+    monkeypatch.setattr(starter, "_failed", {})
+    env = _module(tmp_path, "print('ran')\n")
+    starter.starter_for(worker_env(env), wait=False)  # launched, still importing torch
+    starter.kill_all()
+    try:
+        exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
+        assert exit_.returncode == 0 and "ran" in exit_.log_tail, exit_.log_tail
+        assert starter.failure_reason(worker_env(env)) is None
+        assert starter.starter_for(worker_env(env)) is not None
+    finally:
+        starter.kill_all()

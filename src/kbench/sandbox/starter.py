@@ -375,6 +375,11 @@ def _close_all() -> None:
 
 
 def kill_all() -> None:
-    """End every starter now (and so every worker it forked): for stopping on a signal."""
-    for starter in [*_starters.values(), *_retired]:
+    """End every starter now (and so every worker it forked): for stopping on a signal, and when the last
+    Evaluator closes. They are forgotten, not failed: one ended while it was still starting would otherwise
+    read as a starter that could not start, and this process would spawn every later worker."""
+    ended = [*_starters.values(), *_retired]  # no lock: this runs in signal handlers too
+    _starters.clear()
+    _retired.clear()
+    for starter in ended:
         starter.close(wait_s=1.0)
