@@ -89,3 +89,28 @@ def test_a_slot_layout_aligns_every_tensor() -> None:
     slot.close()
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+def test_a_channel_past_select_s_descriptor_limit_still_waits() -> None:
+    """A long-lived host may hold more than 1024 descriptors: a channel on one past that still waits for
+    and receives its message (poll, where select refused such a descriptor)."""
+    import resource
+    import socket
+
+    from kbench.sandbox.channel import Channel
+    from kbench.sandbox.commands import Ready
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2100:
+        pytest.skip(f"this process may open no descriptor past {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2100), hard))
+    a, b = socket.socketpair()
+    far = [socket.socket(fileno=os.dup2(s.fileno(), fd)) for s, fd in ((a, 2050), (b, 2051))]
+    try:
+        Channel(far[0]).send(Ready(confinement="far"))
+        got, _ = Channel(far[1]).receive(Ready, timeout=5)
+        assert got.confinement == "far"
+    finally:
+        for s in (*far, a, b):
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

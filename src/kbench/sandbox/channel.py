@@ -60,7 +60,10 @@ class Channel:
         if deadline is None:
             return
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([self.sock], [], [], remaining)[0]:
+        # poll, not select: a long-lived host (a service, a trainer) may hold descriptors past select's 1024
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN | select.POLLPRI)
+        if remaining <= 0 or not poller.poll(remaining * 1000):
             raise ChannelError("no answer in time")
 
     def _exactly(self, n: int, deadline: float | None) -> bytes:
