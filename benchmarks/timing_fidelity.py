@@ -76,6 +76,7 @@ class Run:
             cache_dir=self.private,
             baselines=["eager"],  # torch.compile's baselines cost minutes; eager is what is compared
             **({"timing_budget_s": args.budget_s} if args.budget_s else {}),
+            **({"timing_batch_ms": args.batch_ms} if args.batch_ms else {}),
         )
         self.notes: list[str] = []
         self.ncu_reserve = 0.0  # seconds kept for the Nsight Compute step
@@ -171,6 +172,10 @@ def timing_row(problem: Problem, rnd: int, role: str, timing: TimingStats | None
         "clock_limits": extra.get("clock_limits"),
         "launch_ms": extra.get("launch_ms"),
         "spin_ms": extra.get("spin_ms"),
+        "batch": extra.get("batch"),
+        "split_ms": dict(extra.get("split_ms") or ()),  # per batch: where the referee's clock went
+        "copier_ms": extra.get("copy_ms"),
+        "overhead_ms": extra.get("overhead_ms"),
     }
 
 
@@ -331,6 +336,7 @@ def report(args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
             "backend": args.backend,
             "preset": args.preset,
             "budget_s": args.budget_s or RunConfig().timing_budget_s,
+            "batch_ms": args.batch_ms or RunConfig().timing_batch_ms,
             "notes": notes,
         }
     (out / "timing_fidelity.md").write_text(markdown(table, summary, meta))
@@ -358,6 +364,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-seconds", type=float, default=540.0)
     ap.add_argument(
         "--budget-s", type=float, default=None, help="timing budget per callable (kbench default)"
+    )
+    ap.add_argument(
+        "--batch-ms", type=float, default=None, help="the referee's batch length (kbench default)"
     )
     ap.add_argument(
         "--cache-dir",

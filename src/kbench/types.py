@@ -159,7 +159,7 @@ class TimingSettings:
     min_runs: int = 20  # batches of the loop at least
     # of the loop's calls: a shorter run samples one moment of the clock's wander
     min_time_s: float = 0.2
-    target_batch_s: float = 0.005  # one batch's calls run about this long (referee/timing.py)
+    target_batch_s: float = 0.01  # one batch's calls run about this long (referee/timing.py)
     max_batch: int = 2000
     flush_l2: bool = True  # the referee writes 2x the L2 before each batch (CUDA)
     threads: int = 0  # torch/OpenMP threads of a CPU runner (0: leave as is)

@@ -14,7 +14,7 @@ import torch
 from kbench.referee import Stop, checks
 from kbench.referee.feed import Feed
 from kbench.referee.stats import summarize_times
-from kbench.referee.timing import LocalLink, batch_size, loop_length, time_runner, warmed
+from kbench.referee.timing import LocalLink, batch_size, calibrate, loop_length, time_runner, warmed
 from kbench.sandbox.commands import OutputMeta
 from kbench.types import TimingSettings
 
@@ -88,23 +88,48 @@ def test_batch_size_and_loop_length() -> None:
     assert loop_length(0.001, 7, settings, checked=50) % 7 == 0
 
 
-def test_work_left_to_the_copy_is_charged_to_the_calls() -> None:
-    """A runner that answers before its work is done and does it while copying gains nothing: the copy's
-    time beyond the referee's own copy of the same bytes is added to the batch."""
+def test_work_done_while_copying_is_charged_to_the_calls() -> None:
+    """A runner that does its calls' work while it copies their outputs gains nothing: the copy is inside
+    the batch's window, and only what the same copy takes the referee is deducted."""
 
     class Deferred(LocalLink):
-        def run(self, calls: list[Any], mode: str) -> list[list[OutputMeta]]:
-            return super().run(calls, mode)  # answers at once
-
-        def copy(self, outputs: list[int]) -> None:
-            time.sleep(0.002 * len(outputs))  # the calls' real work, done now
-            super().copy(outputs)
+        def run(
+            self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0
+        ) -> list[list[OutputMeta]]:
+            metas = super().run(calls, mode, [])  # the calls return at once
+            time.sleep(0.002 * len(outputs))  # their real work, done now
+            super().run(calls, mode, outputs)
+            return metas
 
     feed = _feed()
     honest = time_runner(LocalLink(Sleepy(2.0), feed), feed, _layout(), FAST)
     feed2 = _feed()
     cheat = time_runner(Deferred(Sleepy(0.0), feed2), feed2, _layout(), FAST)
     assert cheat.stats.median_ms >= 0.8 * honest.stats.median_ms
+
+
+def test_the_calibrated_round_trip_is_deducted_from_each_batch() -> None:
+    """A link whose every batch costs a fixed round trip on top of its calls: with that round trip
+    calibrated, a call's time is its own work, whatever the batch size; uncalibrated, the round trip
+    inflates it by its share of the batch."""
+
+    class Slow(LocalLink):
+        def run(
+            self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0
+        ) -> list[list[OutputMeta]]:
+            time.sleep(0.006)  # the command's round trip
+            return super().run(calls, mode, outputs, repeat)
+
+    settings = dataclasses.replace(FAST, target_batch_s=0.008)
+    feed = _feed()
+    plain = time_runner(Slow(Sleepy(2.0), feed), feed, _layout(), settings).stats
+    calibrated = Slow(Sleepy(2.0), _feed())
+    calibrated.calibration = calibrate(calibrated, calibrated.feed)  # type: ignore[attr-defined]
+    deducted = time_runner(calibrated, calibrated.feed, _layout(), settings).stats
+    assert 6.0 <= dict(deducted.extra)["overhead_ms"] < 8.0  # the round trip, as batches of no calls see it
+    assert plain.median_ms > 4.0, plain  # 2 ms of work and a 6 ms round trip shared by one or two calls
+    # 2 ms of work and what sleeps overshoot on a loaded machine, well under the round trip's share
+    assert 1.9 < deducted.median_ms < min(3.5, plain.median_ms - 2.0), (deducted, plain)
 
 
 def test_a_timed_call_that_writes_its_inputs_is_caught() -> None:

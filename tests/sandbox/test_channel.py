@@ -3,6 +3,7 @@ share (sandbox/slots.py): typed frames, descriptors, whatever a hostile runner s
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import threading
@@ -12,7 +13,7 @@ import torch
 
 from kbench.sandbox import slots
 from kbench.sandbox.channel import MAX_BODY, Channel, ChannelError, pair
-from kbench.sandbox.commands import Bind, Call, FromRunner, Ran, Run
+from kbench.sandbox.commands import Bind, Call, FromRunner, OutputMeta, Ran, Run
 
 
 def _pair() -> tuple[Channel, Channel]:
@@ -22,12 +23,43 @@ def _pair() -> tuple[Channel, Channel]:
 
 def test_typed_messages_cross_in_order() -> None:
     referee, runner = _pair()
-    referee.send(Run(calls=[Call(inputs=3, literals=[None, 2.5])]))
+    referee.send(Run.of([Call(inputs=3, literals=[None, 2.5])]))
     got, fds = runner.receive(Run, timeout=5)
-    assert got == Run(calls=[Call(inputs=3, literals=[None, 2.5])]) and fds == []
-    runner.send(Ran(outputs=[[]], seconds=0.1))
+    assert got == Run.of([Call(inputs=3, literals=[None, 2.5])]) and fds == []
+    assert got.calls() == [(3, [None, 2.5])]
+    runner.send(Ran(kinds=[[]], which=[0], seconds=0.1))
     answer, _ = referee.receive(FromRunner, timeout=5)
-    assert isinstance(answer, Ran)
+    assert isinstance(answer, Ran) and answer.per_call() == [[]]
+
+
+def test_a_batch_travels_compact_and_expands_to_its_calls() -> None:
+    """A timed batch's command and answer are on the referee's clock: each distinct list of literals and
+    of output descriptions travels once, and the calls name their entries."""
+    calls = [Call(inputs=i, literals=[None, 2 if i % 3 else 5]) for i in range(300)]
+    run = Run.of(calls, outputs=list(range(300)))
+    assert run.literals == [[None, 5], [None, 2]] and run.calls() == [(c.inputs, c.literals) for c in calls]
+    meta = OutputMeta(dtype="float32", shape=[4, 3], device="cpu")
+    ran = Ran(kinds=[[meta]], which=[0] * 300)
+    assert ran.per_call() == [[meta]] * 300
+    referee, runner = _pair()
+    referee.send(run)
+    got, _ = runner.receive(Run, timeout=5)
+    assert got == run
+
+
+def test_a_call_without_its_entry_is_refused() -> None:
+    """An answer whose calls name descriptions it did not send is no answer (the runner is untrusted)."""
+    referee, runner = _pair()
+    runner.sock.sendall(_frame({"kind": "ran", "kinds": [[]], "which": [0, 1]}))
+    with pytest.raises(ChannelError, match="unexpected message"):
+        referee.receive(FromRunner, timeout=5)
+    with pytest.raises(ValueError, match="entry"):
+        Run(inputs=[1, 2], literals=[[None]], which=[0])
+
+
+def _frame(body: dict[str, object]) -> bytes:
+    data = json.dumps(body).encode()
+    return struct.pack("<II", len(data), 0) + data
 
 
 def test_descriptors_travel_with_their_message(tmp_path: object) -> None:

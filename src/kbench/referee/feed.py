@@ -19,6 +19,11 @@ from kbench.sandbox.slots import Layout, Slot, allocate
 from kbench.types import Status
 
 _ids = itertools.count(1)
+# the timing loop's calibration slot (referee/timing.calibrate): work a device does in ~10 to 50 microseconds
+CALIBRATION_NUMEL_CUDA = 1 << 24  # 64 MiB of float32
+CALIBRATION_NUMEL_CPU = (
+    1 << 14
+)  # under torch's parallel grain: one thread, in the runner and the referee alike
 
 
 def _bytes(t: Any) -> Any:
@@ -47,6 +52,7 @@ class Feed:
         self.inputs: list[Filled] = []
         self.layout: Layout | None = None  # of the inputs: the problem's, fixed by its sizes
         self.outputs: dict[tuple[Any, ...], list[Slot]] = {}
+        self.calibration: Slot | None = None
 
     def generate(self, seed: int) -> list[Any]:
         import torch
@@ -99,6 +105,15 @@ class Feed:
         for i, (now, before) in enumerate(zip(filled.slot.tensors, filled.pristine, strict=True)):
             if not torch.equal(_bytes(now), _bytes(before)):
                 raise Stop(Status.CHEAT, f"{what} modified its input {i}", "inputs-mutated")
+
+    def calibration_slot(self) -> Slot:
+        """A small output slot of its own for the timing loop's calibration batches (referee/timing.py)."""
+        if self.calibration is None:
+            numel = CALIBRATION_NUMEL_CUDA if self.device.startswith("cuda") else CALIBRATION_NUMEL_CPU
+            self.calibration = allocate(next(_ids), Layout.of([("float32", [numel])]), self.device)
+            fill_nan(self.calibration)
+            self.bind([self.calibration])
+        return self.calibration
 
     def output_slots(self, metas: list[OutputMeta], n: int) -> list[Slot]:
         """`n` output slots shaped like `metas` (one call's outputs as the runner reported them)."""

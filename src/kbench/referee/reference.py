@@ -21,7 +21,7 @@ from typing import Any
 from kbench.referee.checksums import checksum
 from kbench.referee.feed import Feed
 from kbench.referee.job import Job
-from kbench.referee.timing import time_runner
+from kbench.referee.timing import calibrate, time_runner
 from kbench.sandbox import slots as slotlib
 from kbench.sandbox.commands import Bind, Bound, Copied, Copy, Load, Loaded, Place, Ran, Run, RunnerSpec
 from kbench.sandbox.offer import write_layouts
@@ -61,7 +61,7 @@ class ReferenceJob:
         assert self.feed is not None
         filled = self.feed.fill(0, seed)
         self.feed.ready()
-        metas = self.job.session.ask(Run(calls=[filled.call()]), Ran).outputs[0]
+        metas = self.job.session.ask(Run.of([filled.call()]), Ran).per_call()[0]
         outs = self.feed.output_slots(metas, 1)
         self.job.session.ask(Copy(outputs=[outs[0].ident]), Copied)
         self.job.result.input_checksums[str(seed)] = checksum(filled.pristine)
@@ -98,6 +98,8 @@ class ReferenceJob:
             self.devices[str(seed)] = [m.device for m in layout]
         job.result.phases["outputs"] = round(time.perf_counter() - t0, 3)
         if spec.measure:
+            with job.timed("calibrate"):
+                job.session.calibration = calibrate(job.session, self.feed, spec.timing.flush_l2)
             for mode in spec.baselines:
                 t0 = time.perf_counter()
                 job.result.timings[mode] = time_runner(

@@ -19,8 +19,6 @@ from kbench.sandbox.channel import ChannelError
 from kbench.sandbox.commands import (
     BuildAnswer,
     BuildRequest,
-    Copied,
-    Copy,
     Failed,
     FromRunner,
     OutputMeta,
@@ -83,6 +81,9 @@ class Session:
         self.build = build
         self.log_tail = log_tail
         self.phase: Phase | None = None
+        self.ran_s = 0.0  # the last Run's seconds as the runner reported them
+        self.stamps: list[int] = []  # and its clock's stamps (Ran.stamps)
+        self.calibration: Any = None  # what a timed batch costs beyond its calls (referee/timing.calibrate)
 
     def enter(self, phase: Phase) -> None:
         self.phase = phase
@@ -152,8 +153,8 @@ class Session:
             raise self._died("hung up during a build") from None
 
     # The timing loop's link (referee/timing.py)
-    def run(self, calls: list[Any], mode: str) -> list[list[OutputMeta]]:
-        return self.ask(Run(calls=calls, mode=mode), Ran).outputs
-
-    def copy(self, outputs: list[int]) -> None:
-        self.ask(Copy(outputs=outputs), Copied)
+    def run(self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0) -> list[list[OutputMeta]]:
+        ran = self.ask(Run.of(calls, mode=mode, outputs=outputs, repeat=repeat), Ran)
+        self.ran_s = ran.seconds  # the runner's own account: reported in the loop's split, never used
+        self.stamps = ran.stamps if len(ran.stamps) == 4 else []
+        return ran.per_call()

@@ -1,20 +1,22 @@
 """The timing loop: the referee times batches of calls it commands, with its own clock (trusted).
 
 The runner holds the model, the referee holds the clock. Each batch is one command: B calls back to back,
-each on inputs made fresh for it (referee/feed.py), then a device-wide synchronise, then the answer. The
-referee's clock runs from the command to the answer. Then it commands the copy of the B calls' outputs
-into its output slots, snapshots them into memory of its own and waits for that, and times both: a runner
-that answered before its work was done (work left on the device, or on a thread) makes the snapshot wait
-for it or leaves unfinished outputs there for the checks, and whatever the two copies take beyond what
-two such copies take the referee itself (referee/copies.py, measured before the loop) is added to the
-batch. A call's time is its batch's time over B. Nothing the runner reports about time is used.
+each on inputs made fresh for it (referee/feed.py), then the copy of their outputs into the referee's output
+slots, a device-wide synchronise, the answer. The referee's clock runs from the command to the answer; then
+it snapshots the slots into memory of its own and waits for that. A batch is charged its window less two
+things that are not the calls' work, each measured by trusted code: the round trip of a batch of no calls
+(`overhead_s`, Session.calibrate: measured before the candidate is imported, so it cannot inflate it), and
+one copy of the outputs (referee/copies.py, the referee's own copy of the same bytes). What the snapshot
+takes beyond its own copy is charged too: work the runner left running past its answer delays it, or leaves
+unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
+about time is used (its own account is kept in the extras' `split_ms`, beside the referee's).
 
-- Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (5 ms on a GPU, 20 ms
-  on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs and
-  outputs. Back to back, a call's launch overlaps the previous call's work, so a batch measures what the
-  device executes, as the profiler sees it, plus the command's round trip once per batch. Because every
-  job's batch runs the same time, that round trip is the same share of every job's calls, and a speedup
-  (a ratio) does not move with it.
+- Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
+  ms on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs
+  and outputs. Back to back, a call's launch overlaps the previous call's work, so a batch measures what
+  the device executes, as the profiler sees it. What the calibration cannot remove (the first call's
+  launch, the round trip's jitter) is a fixed cost per batch, the same share of the reference's and the
+  candidate's batches, which run equally long.
 - Length: N calls, fixed before the first timed batch from the warm-up's estimate: at least
   `settings.min_runs` batches, `settings.min_time_s` of calls and the checked calls (referee/checks.py),
   at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
@@ -54,9 +56,12 @@ class Link(Protocol):
     """What the loop needs of the runner (referee/session.py, or a model in this process for trusted
     in-process tools): run calls and keep their outputs; copy them into output slots."""
 
-    def run(self, calls: list[Call], mode: str) -> list[list[OutputMeta]]: ...
-
-    def copy(self, outputs: list[int]) -> None: ...
+    def run(
+        self, calls: list[Call], mode: str, outputs: list[int], repeat: int = 0
+    ) -> list[list[OutputMeta]]:
+        """Run `calls`, copy their outputs into the slots `outputs` (one per call), synchronise, answer.
+        No calls: a calibration batch, 1 added to the output slots `repeat` times."""
+        ...
 
 
 @dataclass
@@ -82,11 +87,22 @@ class LocalLink:
             for slot in pool:
                 if slot.ident == ident:
                     return slot
+        if self.feed.calibration is not None and self.feed.calibration.ident == ident:
+            return self.feed.calibration
         raise KeyError(ident)
 
-    def run(self, calls: list[Call], mode: str) -> list[list[OutputMeta]]:
+    def run(
+        self, calls: list[Call], mode: str, outputs: list[int], repeat: int = 0
+    ) -> list[list[OutputMeta]]:
         from kbench.sandbox.protocol import dtype_name
 
+        if not calls:  # a calibration batch
+            for tensor in [t for ident in outputs for t in self._slot(ident).tensors]:
+                for _ in range(repeat):
+                    tensor.add_(1.0)
+            if self.feed.device.startswith("cuda"):
+                __import__("torch").cuda.synchronize(self.feed.device)
+            return []
         self.kept, metas = [], []
         for call in calls:
             tensors = iter(self._slot(call.inputs).tensors)
@@ -96,12 +112,12 @@ class LocalLink:
             metas.append([
                 OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
             ])  # fmt: skip
-        return metas
-
-    def copy(self, outputs: list[int]) -> None:
         for out, ident in zip(self.kept, outputs, strict=False):
             for value, target in zip(out, self._slot(ident).tensors, strict=False):
                 target.copy_(value)
+        if self.feed.device.startswith("cuda"):
+            __import__("torch").cuda.synchronize(self.feed.device)
+        return metas
 
 
 @contextlib.contextmanager
@@ -122,6 +138,75 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") == "1"
 
 
+CALIBRATION_ROUNDS = 10  # calibration batches (`calibrate`); the first few are not kept
+CALIBRATION_SKIPPED = 3
+IDLE_S = 0.002  # how long a calibration batch's runner waits first, as the referee's work between batches
+WORK_S = 0.003  # about how long a calibration batch's device work runs, as a batch's calls do
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a timed batch costs beyond its calls' work (`calibrate`), deducted from each batch."""
+
+    overhead_s: float = 0.0  # the window beyond the calls and their outputs' copy
+    switch_s: float = 0.0  # the snapshot beyond its own copy: the device switching back to the referee
+
+
+def _own_work(tensor: Any, repeat: int, device: str) -> float:
+    """What `repeat` in-place adds over a tensor like `tensor` take the referee itself (the fastest of 3)."""
+    import torch
+
+    scratch = torch.zeros_like(tensor)
+    best = math.inf
+    for _ in range(3):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        t0 = _ns()
+        for _ in range(repeat):
+            scratch.add_(1.0)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        best = min(best, (_ns() - t0) / 1e9)
+    return best
+
+
+def calibrate(link: Link, feed: Feed, flush_l2: bool = True) -> Calibration:
+    """Batches of known work that run as the loop's batches do: the runner idle a moment, the referee's own
+    device work (the L2 flush) right before the command; then the runner adds 1 to a calibration slot
+    `repeat` times (about `WORK_S` of device work, as a batch's calls), synchronises and answers, and the
+    referee snapshots the slot. A window less what the same adds take the referee itself, in its own
+    process, is the batch's cost beyond its work: the command's way both ways, the waking, the device's
+    switch to the runner's work and its first launch. The median of those is `overhead_s`; the median
+    snapshot beyond the referee's own copy, the switch back, `switch_s`.
+
+    Measured while the runner holds only kbench's code (before a candidate's import; a reference's runner
+    throughout), so a candidate cannot make it larger. A runner that later answers faster than its trusted
+    self gains at most its own part of `overhead_s` per batch."""
+    slot = feed.calibration_slot()
+    tensor, device = slot.tensors[0], feed.device
+    repeat = max(1, min(1000, round(WORK_S / max(_own_work(tensor, 1, device), 1e-6))))
+    work_s = _own_work(tensor, repeat, device)
+    copier = Copier([slot], device)
+    l2 = L2(device, flush_l2)
+    windows, snapshots = [], []
+    for _ in range(CALIBRATION_ROUNDS):
+        time.sleep(IDLE_S)  # the runner idle while the referee works, then the referee's device work
+        l2.flush()
+        feed.ready()
+        t0 = _ns()
+        link.run([], "", [slot.ident], repeat)
+        t1 = _ns()
+        copier.snapshot([slot])
+        t2 = _ns()
+        windows.append((t1 - t0) / 1e9 - work_s)
+        snapshots.append((t2 - t1) / 1e9)
+    # the least of each, not a middle value: what every batch costs at least, so that a batch's deduction
+    # does not exceed its own costs and a call's time is not understated where its work is small
+    window = min(windows[CALIBRATION_SKIPPED:])
+    snapshot = min(snapshots[CALIBRATION_SKIPPED:])
+    return Calibration(overhead_s=max(0.0, window), switch_s=max(0.0, snapshot - copier.seconds))
+
+
 class _Batches:
     """One loop's batches against one runner: fill, command, time, copy, check, keep."""
 
@@ -132,33 +217,59 @@ class _Batches:
         self.checker = checker
         self.copier: Copier | None = None
         self.active_s = 0.0  # the runner's windows: its commands' round trips, from send to answer
+        self.calibration: Calibration = getattr(link, "calibration", None) or Calibration()
+        # where the timed batches' seconds went (the loop's extras `split_ms`, per batch): the Run command
+        # from send to answer, the referee's snapshot, what was charged; and the Run's window split at the
+        # runner's stamps (untrusted: reported, never used): the command's way to the runner, its calls'
+        # launches, its copy's launch, its synchronise, its answer's way back
+        self.split: dict[str, float] = {}
+        self.counted = 0
 
     def one(self, size: int, first: int, share: float) -> float:
         """Run calls first..first+size-1 and check the mutation of their inputs and, with probability
         `share` each, their outputs; their per-call seconds."""
         filled = [self.feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
-        self.feed.ready()
-        t0 = _ns()
-        metas = self.link.run([f.call() for f in filled], self.mode)
-        t1 = _ns()
-        self._validate(metas, first)
         outs = self.feed.output_slots(self.layout, size)
         if self.copier is None or len(self.copier.scratch) != size:
             self.copier = Copier(outs, self.feed.device)
-        t2 = _ns()
-        self.link.copy([slot.ident for slot in outs])
-        t_answer = _ns()
+        calls, targets = [f.call() for f in filled], [slot.ident for slot in outs]
+        self.feed.ready()
+        t0 = _ns()
+        metas = self.link.run(calls, self.mode, targets)
+        t1 = _ns()
         seen = self.copier.snapshot(outs)
-        t3 = _ns()
-        # the runner's copy and the referee's snapshot each cost what the Copier measured: the rest is work
-        charged = (t1 - t0) / 1e9 + max(0.0, (t3 - t2) / 1e9 - 2 * self.copier.seconds)
-        self.active_s += (t1 - t0 + t_answer - t2) / 1e9
+        t2 = _ns()
+        self._validate(metas, first)
+        # The batch's window less what is not the calls' work: the round trip of a batch of no calls (the
+        # link's calibration) and the runner's copy of the outputs into the slots (what the same copy
+        # takes the referee: Copier). The snapshot shares the device with any work the runner left running
+        # past its answer: what it takes beyond its own copy is charged, and what it reads unfinished, the
+        # checks see.
+        run_s, snap_s = (t1 - t0) / 1e9, (t2 - t1) / 1e9
+        cal = self.calibration
+        charged = max(0.0, run_s - cal.overhead_s - self.copier.seconds)
+        charged += max(0.0, snap_s - self.copier.seconds - cal.switch_s)
+        self.active_s += run_s
+        self._account(t0, t1, snap_s, charged)
         for j, f in enumerate(filled):
             self.feed.check_unchanged(f, f"timed call {first + j}")
         if self.checker is not None:
             for j in checks.drawn(size, share):  # drawn now, after the calls ran
                 self.checker.check(first + j, filled[j].pristine, filled[j].literals, seen[j])
         return charged / size
+
+    def _account(self, t0: int, t1: int, snap_s: float, charged: float) -> None:
+        """Add one batch to the split: the referee's measures, and the runner's stamps where it gave them
+        (the same monotonic clock; untrusted, for the record only)."""
+        stamps = list(getattr(self.link, "stamps", None) or [])
+        parts = {"run": (t1 - t0) / 1e9, "snapshot": snap_s, "charged": charged}
+        if len(stamps) == 4 and t0 <= stamps[0] <= stamps[1] <= stamps[2] <= stamps[3] <= t1:
+            marks = [t0, *stamps, t1]
+            names = ("to_runner", "calls", "copy", "sync", "answer")
+            parts |= {name: (b - a) / 1e9 for name, a, b in zip(names, marks[:-1], marks[1:], strict=True)}
+        for name, value in parts.items():
+            self.split[name] = self.split.get(name, 0.0) + value
+        self.counted += 1
 
     def _validate(self, metas: list[list[OutputMeta]], first: int) -> None:
         for j, call in enumerate(metas):
@@ -278,6 +389,8 @@ def _time(
     calls = loop_length(estimate, size, settings, checked, wall_per_call)
     share = checks.share(calls) if checker is not None else 0.0
     times: list[float] = []
+    batches.split = {}
+    batches.counted = 0
     start = _ns()
     stop = "done"
     flagged = None
@@ -311,6 +424,9 @@ def _time(
         "extra_checked_calls": extra,
         "active_s": round(batches.active_s, 4),
         "copy_ms": round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
+        "overhead_ms": round(batches.calibration.overhead_s * 1e3, 4),
+        "switch_ms": round(batches.calibration.switch_s * 1e3, 4),
+        "split_ms": tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
     }
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
                             meaningful=not interpreted(), **extras)  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kbench.sandbox.slots import SlotRef
 from kbench.types import Problem
@@ -78,13 +78,55 @@ class Call(_Message):
 
 
 class Run(_Message):
-    """Run the model once per call, back to back, keep the outputs, synchronise, answer `Ran`."""
+    """Run the model once per call, back to back, keep the outputs, synchronise, answer `Ran`.
+
+    Compact, since a timed batch's command is on the referee's clock: each call's input slot, and each
+    call's entry in the distinct lists of non-tensor inputs (`Run.of` makes it from calls)."""
 
     kind: Literal["run"] = "run"
-    calls: list[Call]
+    inputs: list[int] = []  # each call's input slot, in order
+    literals: list[list[Any]] = []  # the distinct lists of non-tensor inputs (None: a tensor)
+    which: list[int] = []  # each call's entry in `literals`
     mode: str = ""  # reference: which baseline mode serves the calls
     # the ablation call: what the candidate's own kernels produce is made NaN (backends KernelRecorder)
     ablate: bool = False
+    # the output slots the calls' outputs are copied into, in order, before the synchronise (a timed
+    # batch: one round trip); none: the outputs are kept for a later `Copy`. With no calls: a calibration
+    # batch (referee/timing.calibrate), known work on these slots
+    outputs: list[int] = []
+    repeat: int = Field(
+        default=0, ge=0, le=1000
+    )  # a calibration batch: how many times 1 is added to its slots
+
+    @model_validator(mode="after")
+    def _entries(self) -> Run:
+        if len(self.which) != len(self.inputs) or any(not 0 <= i < len(self.literals) for i in self.which):
+            raise ValueError("each call needs one entry of `literals`")
+        return self
+
+    @classmethod
+    def of(cls, calls: list[Call], **fields: Any) -> Run:
+        import json
+
+        index: dict[Any, int] = {}
+        literals: list[list[Any]] = []
+        which = []
+        for call in calls:
+            key: Any = tuple((type(v), v) for v in call.literals)  # 1, 1.0 and True are different
+            try:
+                hash(key)
+            except TypeError:  # a list or a dict among them
+                key = json.dumps(call.literals, sort_keys=True, default=repr)
+            if key not in index:
+                index[key] = len(literals)
+                literals.append(call.literals)
+            which.append(index[key])
+        # made here by trusted code, so not validated again (a timed batch's command is on the clock)
+        return cls.model_construct(inputs=[c.inputs for c in calls], literals=literals, which=which, **fields)
+
+    def calls(self) -> list[tuple[int, list[Any]]]:
+        """Each call's input slot and its non-tensor inputs."""
+        return [(slot, self.literals[i]) for slot, i in zip(self.inputs, self.which, strict=True)]
 
 
 class Copy(_Message):
@@ -168,9 +210,25 @@ class OutputMeta(_Message):
 
 
 class Ran(_Message):
+    """The calls' outputs as the runner saw them, compact: the distinct per-call descriptions (`kinds`) and
+    each call's entry among them (`which`); `per_call` expands them."""
+
     kind: Literal["ran"] = "ran"
-    outputs: list[list[OutputMeta]]  # per call
+    kinds: list[list[OutputMeta]] = []
+    which: list[int] = []
     seconds: float = 0.0  # the runner's own clock around the calls: reported, never trusted
+    # the runner's monotonic clock (ns) when it had the command, had launched the calls, had launched the
+    # copy, had synchronised: reported in the timing loop's split, never trusted
+    stamps: list[int] = []
+
+    @model_validator(mode="after")
+    def _entries(self) -> Ran:
+        if any(not 0 <= i < len(self.kinds) for i in self.which):
+            raise ValueError("a call's entry is not among `kinds`")
+        return self
+
+    def per_call(self) -> list[list[OutputMeta]]:
+        return [self.kinds[i] for i in self.which]
 
 
 class Copied(_Message):

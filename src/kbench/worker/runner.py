@@ -89,11 +89,12 @@ def _flatten(out: Any) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
-def _meta(value: Any, inputs: list[Any]) -> OutputMeta:
+def _describe(value: Any, inputs: list[Any]) -> tuple[Any, ...]:
+    """One output as a hashable description (an OutputMeta's fields): the calls of a batch mostly share one."""
     import torch
 
     if type(value) is not torch.Tensor:
-        return OutputMeta(type=type(value).__qualname__)
+        return (type(value).__qualname__, "", (), "", -1)
     from kbench.sandbox.protocol import dtype_name
 
     aliases = -1
@@ -101,9 +102,12 @@ def _meta(value: Any, inputs: list[Any]) -> OutputMeta:
         if isinstance(x, torch.Tensor) and _shares(value, x):
             aliases = j
             break
-    return OutputMeta(
-        dtype=dtype_name(value.dtype), shape=list(value.shape), device=str(value.device), aliases=aliases
-    )
+    return ("Tensor", dtype_name(value.dtype), tuple(value.shape), str(value.device), aliases)
+
+
+def _meta(described: tuple[Any, ...]) -> OutputMeta:
+    kind, dtype, shape, device, aliases = described
+    return OutputMeta(type=kind, dtype=dtype, shape=list(shape), device=device, aliases=aliases)
 
 
 def _shares(a: Any, b: Any) -> bool:
@@ -121,9 +125,9 @@ class Server:
         self.mapped: dict[int, slots.Mapped] = {}
         self.kept: list[list[Any]] = []  # the last Run's outputs, per call
 
-    def _inputs(self, call: Any) -> list[Any]:
-        tensors = iter(self.mapped[call.inputs].tensors)
-        return [next(tensors) if v is None else v for v in call.literals]
+    def _inputs(self, slot: int, literals: list[Any]) -> list[Any]:
+        tensors = iter(self.mapped[slot].tensors)
+        return [next(tensors) if v is None else v for v in literals]
 
     def _sync(self) -> None:
         if self.device.startswith("cuda"):
@@ -132,42 +136,60 @@ class Server:
             torch.cuda.synchronize()
 
     def run(self, cmd: Run) -> Any:
-        model = self.role.model(cmd.mode)
-        self.kept = []
-        metas = []
+        stamps = [time.perf_counter_ns()]
         t0 = time.perf_counter()
+        self.kept = []
+        if not cmd.inputs:  # a calibration batch (referee/timing.calibrate): known work on its slots
+            tensors = [t for ident in cmd.outputs for t in self.mapped[ident].tensors]
+            for tensor in tensors:
+                for _ in range(cmd.repeat):  # as tight as the referee's own loop (referee/timing._own_work)
+                    tensor.add_(1.0)
+            self._sync()
+            return Ran(seconds=time.perf_counter() - t0)
+        model = self.role.model(cmd.mode)
+        kinds: dict[tuple[Any, ...], int] = {}
+        which = []
         self.role.ablating(cmd.ablate)
         try:
-            for call in cmd.calls:
-                inputs = self._inputs(call)
+            for slot, literals in cmd.calls():
+                inputs = self._inputs(slot, literals)
                 out = _flatten(model(*inputs))
                 self.kept.append(out)
-                metas.append([_meta(v, inputs) for v in out])
+                which.append(kinds.setdefault(tuple(_describe(v, inputs) for v in out), len(kinds)))
+            stamps.append(time.perf_counter_ns())
+            if cmd.outputs:
+                self._copy_into(cmd.outputs)
+            stamps.append(time.perf_counter_ns())
             self._sync()
+            stamps.append(time.perf_counter_ns())
         except (Exception, SystemExit) as exc:
             self.kept = []
             return failure(exc, Status.RUNTIME_ERROR)
         finally:
             self.role.ablating(False)
-        return Ran(outputs=metas, seconds=time.perf_counter() - t0)
+        described = [[_meta(d) for d in key] for key in kinds]
+        return Ran(kinds=described, which=which, seconds=time.perf_counter() - t0, stamps=stamps)
 
-    def copy(self, cmd: Copy) -> Any:
+    def _copy_into(self, outputs: list[int]) -> None:
+        """The kept outputs into the referee's output slots (a call's output the slot's shape and dtype)."""
         import torch
 
+        for out, ident in zip(self.kept, outputs, strict=False):
+            for value, target in zip(out, self.mapped[ident].tensors, strict=False):
+                if (
+                    isinstance(value, torch.Tensor)
+                    and value.shape == target.shape
+                    and value.dtype == target.dtype
+                ):
+                    target.copy_(value)
+        self.kept = []
+
+    def copy(self, cmd: Copy) -> Any:
         try:
-            for out, ident in zip(self.kept, cmd.outputs, strict=False):
-                targets = self.mapped[ident].tensors
-                for value, target in zip(out, targets, strict=False):
-                    if (
-                        isinstance(value, torch.Tensor)
-                        and value.shape == target.shape
-                        and value.dtype == target.dtype
-                    ):
-                        target.copy_(value)
+            self._copy_into(cmd.outputs)
             self._sync()
         except (Exception, SystemExit) as exc:
             return failure(exc, Status.RUNTIME_ERROR)
-        self.kept = []
         return Copied()
 
     def bind(self, cmd: Bind, fds: list[int]) -> Any:
@@ -206,7 +228,7 @@ class Server:
         if isinstance(cmd, Load):
             return self.role.load()
         if isinstance(cmd, Profile):
-            return self.role.profile(self._inputs(cmd.call))
+            return self.role.profile(self._inputs(cmd.call.inputs, cmd.call.literals))
         if isinstance(cmd, Guard):
             return self.role.guard(cmd.when)
         if isinstance(cmd, CompileCheck):
