@@ -163,6 +163,7 @@ def triton_results() -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("triton-solutions")  # one worker: the module's one interpreter run serves them all
 @pytest.mark.parametrize("path", _paths("triton"), ids=lambda p: p.stem)
 def test_triton_solution_matches_reference(path: Path, triton_results: dict[str, str]) -> None:
     assert triton_results.get(path.stem) == "ok", triton_results.get(path.stem)
