@@ -54,7 +54,8 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
     # the rse is reported instead of spending 5 s x 3 callables per verdict.
     budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
     # the 0.2 s minimum is for GPU clocks' wander; CPU calls of the small presets are microseconds
-    # and a CPU batch runs 20 ms: the round trip of its command (~0.1 ms) stays within 0.5 % of it
+    # and a CPU batch runs 20 ms: what its command's round trip costs (0.5-1 ms on two cores) is
+    # deducted by the loop's calibration (referee/timing.calibrate)
     return TimingSettings(
         budget_s=budget,
         threads=cfg.cpu_threads,

@@ -138,10 +138,10 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "") == "1"
 
 
-CALIBRATION_ROUNDS = 10  # calibration batches (`calibrate`); the first few are not kept
-CALIBRATION_SKIPPED = 3
+CALIBRATION_ROUNDS = 8  # calibration batches (`calibrate`); the first few are not kept
+CALIBRATION_SKIPPED = 2
 IDLE_S = 0.002  # how long a calibration batch's runner waits first, as the referee's work between batches
-WORK_S = 0.003  # about how long a calibration batch's device work runs, as a batch's calls do
+WORK_S = 0.002  # about how long a calibration batch's device work runs, as a batch's calls do
 
 
 @dataclass(frozen=True)
