@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from kbench.referee import Stop, checks
+from kbench.referee.calibrate import calibrate
 from kbench.referee.feed import Feed
 from kbench.referee.stats import summarize_times
-from kbench.referee.timing import LocalLink, batch_size, calibrate, loop_length, time_runner, warmed
+from kbench.referee.timing import LocalLink, batch_size, loop_length, time_runner, warmed
 from kbench.sandbox.commands import OutputMeta
 from kbench.types import TimingSettings
 

@@ -30,11 +30,25 @@ def ieee_numerics() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+def seed_all(seed: int) -> None:
+    """`torch.manual_seed(seed)`, the same generators' states, without its lazy seeding of device types no
+    one can start here: each such call records its caller's stack (0.6 ms in all on a slow core), and the
+    timing loop seeds every call's inputs (referee/feed.py). Where CUDA can start but has not, the lazy
+    seeding stays, as torch does it."""
+    if torch.cuda.is_initialized():
+        torch.default_generator.manual_seed(seed)
+        torch.cuda.manual_seed_all(seed)
+    elif torch.cuda.is_available():
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
+
+
 def generate_inputs(get_inputs: Any, seed: int, device: torch.device | str) -> list[Any]:
     """`get_inputs()` under `seed`, its factory calls made on `device` (as returned: not moved or cast).
     Changing where inputs are made changes their values: bump evaluate.reference_cache.NUMERICS with it."""
     device = torch.device(device)
-    torch.manual_seed(seed)
+    seed_all(seed)
     if device.type == "cpu":
         return list(get_inputs())
     with torch.device(device):

@@ -23,10 +23,11 @@ import time
 from typing import Any
 
 from kbench.referee import Stop
+from kbench.referee.calibrate import calibrate
 from kbench.referee.checks import Checker, Flagged
 from kbench.referee.feed import Feed, plain
 from kbench.referee.job import Job, cpu_seconds
-from kbench.referee.timing import calibrate, time_runner
+from kbench.referee.timing import time_runner
 from kbench.sandbox import slots as slotlib
 from kbench.sandbox.commands import (
     Bind,

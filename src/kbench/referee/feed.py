@@ -40,7 +40,7 @@ class Filled:
     pristine: list[Any] = field(default_factory=list)
 
     def call(self) -> Call:
-        return Call(inputs=self.slot.ident, literals=self.literals)
+        return Call.model_construct(inputs=self.slot.ident, literals=self.literals)  # trusted: not validated
 
 
 class Feed:

@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench.referee.calibrate import calibrate
 from kbench.referee.checksums import checksum
 from kbench.referee.feed import Feed
 from kbench.referee.job import Job
-from kbench.referee.timing import calibrate, time_runner
+from kbench.referee.timing import time_runner
 from kbench.sandbox import slots as slotlib
 from kbench.sandbox.commands import Bind, Bound, Copied, Copy, Load, Loaded, Place, Ran, Run, RunnerSpec
 from kbench.sandbox.offer import write_layouts

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kbench.referee import Stop, checks
+from kbench.referee.calibrate import Calibration
 from kbench.referee.copies import L2, Copier
 from kbench.referee.feed import Feed, plain
 from kbench.referee.stats import summarize_times
@@ -78,18 +79,18 @@ class LocalLink:
     def __init__(self, model: Any, feed: Feed) -> None:
         self.model, self.feed = model, feed
         self.kept: list[list[Any]] = []
+        self.slots: dict[int, Any] = {}
 
     def _slot(self, ident: int) -> Any:
-        for filled in self.feed.inputs:
-            if filled.slot.ident == ident:
-                return filled.slot
-        for pool in self.feed.outputs.values():
-            for slot in pool:
-                if slot.ident == ident:
-                    return slot
-        if self.feed.calibration is not None and self.feed.calibration.ident == ident:
-            return self.feed.calibration
-        raise KeyError(ident)
+        slot = self.slots.get(ident)
+        if slot is None:  # made since the last look: index them all again
+            made = [f.slot for f in self.feed.inputs] + [
+                s for pool in self.feed.outputs.values() for s in pool
+            ]
+            made += [self.feed.calibration] if self.feed.calibration is not None else []
+            self.slots = {s.ident: s for s in made}
+            slot = self.slots[ident]
+        return slot
 
     def run(
         self, calls: list[Call], mode: str, outputs: list[int], repeat: int = 0
@@ -136,75 +137,6 @@ def interpreted() -> bool:
     import os
 
     return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
-CALIBRATION_ROUNDS = 8  # calibration batches (`calibrate`); the first few are not kept
-CALIBRATION_SKIPPED = 2
-IDLE_S = 0.002  # how long a calibration batch's runner waits first, as the referee's work between batches
-WORK_S = 0.002  # about how long a calibration batch's device work runs, as a batch's calls do
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What a timed batch costs beyond its calls' work (`calibrate`), deducted from each batch."""
-
-    overhead_s: float = 0.0  # the window beyond the calls and their outputs' copy
-    switch_s: float = 0.0  # the snapshot beyond its own copy: the device switching back to the referee
-
-
-def _own_work(tensor: Any, repeat: int, device: str) -> float:
-    """What `repeat` in-place adds over a tensor like `tensor` take the referee itself (the fastest of 3)."""
-    import torch
-
-    scratch = torch.zeros_like(tensor)
-    best = math.inf
-    for _ in range(3):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-        t0 = _ns()
-        for _ in range(repeat):
-            scratch.add_(1.0)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize(device)
-        best = min(best, (_ns() - t0) / 1e9)
-    return best
-
-
-def calibrate(link: Link, feed: Feed, flush_l2: bool = True) -> Calibration:
-    """Batches of known work that run as the loop's batches do: the runner idle a moment, the referee's own
-    device work (the L2 flush) right before the command; then the runner adds 1 to a calibration slot
-    `repeat` times (about `WORK_S` of device work, as a batch's calls), synchronises and answers, and the
-    referee snapshots the slot. A window less what the same adds take the referee itself, in its own
-    process, is the batch's cost beyond its work: the command's way both ways, the waking, the device's
-    switch to the runner's work and its first launch. The median of those is `overhead_s`; the median
-    snapshot beyond the referee's own copy, the switch back, `switch_s`.
-
-    Measured while the runner holds only kbench's code (before a candidate's import; a reference's runner
-    throughout), so a candidate cannot make it larger. A runner that later answers faster than its trusted
-    self gains at most its own part of `overhead_s` per batch."""
-    slot = feed.calibration_slot()
-    tensor, device = slot.tensors[0], feed.device
-    repeat = max(1, min(1000, round(WORK_S / max(_own_work(tensor, 1, device), 1e-6))))
-    work_s = _own_work(tensor, repeat, device)
-    copier = Copier([slot], device)
-    l2 = L2(device, flush_l2)
-    windows, snapshots = [], []
-    for _ in range(CALIBRATION_ROUNDS):
-        time.sleep(IDLE_S)  # the runner idle while the referee works, then the referee's device work
-        l2.flush()
-        feed.ready()
-        t0 = _ns()
-        link.run([], "", [slot.ident], repeat)
-        t1 = _ns()
-        copier.snapshot([slot])
-        t2 = _ns()
-        windows.append((t1 - t0) / 1e9 - work_s)
-        snapshots.append((t2 - t1) / 1e9)
-    # the least of each, not a middle value: what every batch costs at least, so that a batch's deduction
-    # does not exceed its own costs and a call's time is not understated where its work is small
-    window = min(windows[CALIBRATION_SKIPPED:])
-    snapshot = min(snapshots[CALIBRATION_SKIPPED:])
-    return Calibration(overhead_s=max(0.0, window), switch_s=max(0.0, snapshot - copier.seconds))
 
 
 class _Batches:
