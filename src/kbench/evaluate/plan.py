@@ -55,7 +55,7 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
     budget = min(cfg.timing_budget_s, cfg.cpu_timing_budget_s)
     # the 0.2 s minimum is for GPU clocks' wander; CPU calls of the small presets are microseconds
     # and a CPU batch runs 20 ms: what its command's round trip costs (0.5-1 ms on two cores) is
-    # deducted by the loop's calibration (referee/timing.calibrate)
+    # deducted by the loop's calibration (referee/calibrate.py)
     return TimingSettings(
         budget_s=budget,
         threads=cfg.cpu_threads,

@@ -19,7 +19,7 @@ from kbench.sandbox.slots import Layout, Slot, allocate
 from kbench.types import Status
 
 _ids = itertools.count(1)
-# the timing loop's calibration slot (referee/timing.calibrate): work a device does in ~10 to 50 microseconds
+# the timing loop's calibration slot (referee/calibrate.py): work a device does in ~10 to 50 microseconds
 CALIBRATION_NUMEL_CUDA = 1 << 24  # 64 MiB of float32
 CALIBRATION_NUMEL_CPU = (
     1 << 14

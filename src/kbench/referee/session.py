@@ -83,7 +83,7 @@ class Session:
         self.phase: Phase | None = None
         self.ran_s = 0.0  # the last Run's seconds as the runner reported them
         self.stamps: list[int] = []  # and its clock's stamps (Ran.stamps)
-        self.calibration: Any = None  # what a timed batch costs beyond its calls (referee/timing.calibrate)
+        self.calibration: Any = None  # what a timed batch costs beyond its calls (referee/calibrate.py)
 
     def enter(self, phase: Phase) -> None:
         self.phase = phase

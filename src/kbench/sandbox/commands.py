@@ -92,11 +92,9 @@ class Run(_Message):
     ablate: bool = False
     # the output slots the calls' outputs are copied into, in order, before the synchronise (a timed
     # batch: one round trip); none: the outputs are kept for a later `Copy`. With no calls: a calibration
-    # batch (referee/timing.calibrate), known work on these slots
+    # batch (referee/calibrate.py), known work on these slots: 1 added to them `repeat` times
     outputs: list[int] = []
-    repeat: int = Field(
-        default=0, ge=0, le=1000
-    )  # a calibration batch: how many times 1 is added to its slots
+    repeat: int = Field(default=0, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _entries(self) -> Run:

@@ -139,10 +139,12 @@ class Server:
         stamps = [time.perf_counter_ns()]
         t0 = time.perf_counter()
         self.kept = []
-        if not cmd.inputs:  # a calibration batch (referee/timing.calibrate): known work on its slots
+        if not cmd.inputs:  # a calibration batch (referee/calibrate.py): known work on its slots
             tensors = [t for ident in cmd.outputs for t in self.mapped[ident].tensors]
             for tensor in tensors:
-                for _ in range(cmd.repeat):  # as tight as the referee's own loop (referee/timing._own_work)
+                for _ in range(
+                    cmd.repeat
+                ):  # as tight as the referee's own loop (referee/calibrate._own_work)
                     tensor.add_(1.0)
             self._sync()
             return Ran(seconds=time.perf_counter() - t0)
