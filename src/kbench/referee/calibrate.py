@@ -56,12 +56,22 @@ def calibrate(link: Any, feed: Any, flush_l2: bool = True) -> Calibration:
     `repeat` times (about `WORK_S` of device work, as a batch's calls), synchronises and answers, and the
     referee snapshots the slot. A window less what the same adds take the referee itself, in its own
     process, is the batch's cost beyond its work: the command's way both ways, the waking, the device's
-    switch to the runner's work and its first launch. The median of those is `overhead_s`; the median
-    snapshot beyond the referee's own copy, the switch back, `switch_s`.
+    switch to the runner's work and its first launch. The least of those is `overhead_s`; the least
+    snapshot beyond the referee's own copy, the switch back, `switch_s`. On a GPU under the device's
+    timing lock, as the loop (sandbox/timinglock.py): no other job's timing runs beside it.
 
     Measured while the runner holds only kbench's code (before a candidate's import; a reference's runner
     throughout), so a candidate cannot make it larger. A runner that later answers faster than its trusted
     self gains at most its own part of `overhead_s` per batch."""
+    if not feed.device.startswith("cuda"):
+        return _calibrate(link, feed, flush_l2)
+    from kbench.sandbox import lease, timinglock
+
+    with timinglock.timing_window(lease.device_id(feed.device)):
+        return _calibrate(link, feed, flush_l2)
+
+
+def _calibrate(link: Any, feed: Any, flush_l2: bool) -> Calibration:
     slot = feed.calibration_slot()
     tensor, device = slot.tensors[0], feed.device
     repeat = max(1, min(1000, round(WORK_S / max(_own_work(tensor, 1, device), 1e-6))))
