@@ -127,7 +127,8 @@ def test_the_calibrated_round_trip_is_deducted_from_each_batch() -> None:
     calibrated = Slow(Sleepy(2.0), _feed())
     calibrated.calibration = calibrate(calibrated, calibrated.feed)  # type: ignore[attr-defined]
     deducted = time_runner(calibrated, calibrated.feed, _layout(), settings).stats
-    assert 6.0 <= dict(deducted.extra)["overhead_ms"] < 8.0  # the round trip, as batches of no calls see it
+    # the round trip, as batches of known work see it (less the work as the referee timed it, give or take)
+    assert 5.5 <= dict(deducted.extra)["overhead_ms"] < 8.0
     assert plain.median_ms > 4.0, plain  # 2 ms of work and a 6 ms round trip shared by one or two calls
     # 2 ms of work and what sleeps overshoot on a loaded machine, well under the round trip's share
     assert 1.9 < deducted.median_ms < min(3.5, plain.median_ms - 2.0), (deducted, plain)
