@@ -254,9 +254,8 @@ def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> 
 
 def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path) -> None:
     """torch.utils.cpp_extension (imported by every candidate runner), torch._dynamo and triton.testing
-    (imported by every GPU worker) are preloaded, after the starter is
-    ready, once the probe shows they are fork-safe; TRITON_INTERPRET decides how triton binds at import, so
-    each mode has its own starter."""
+    (imported by every GPU worker) are preloaded, after the starter is ready, once the probe shows they
+    are fork-safe; TRITON_INTERPRET decides how triton binds at import, so each mode has its own starter."""
     from kbench.sandbox.host import worker_env
     from kbench.sandbox.starter import starter_for
 

@@ -19,11 +19,10 @@ from kbench.sandbox.slots import Layout, Slot, allocate
 from kbench.types import Status
 
 _ids = itertools.count(1)
-# the timing loop's calibration slot (referee/calibrate.py): work a device does in ~10 to 50 microseconds
+# the timing loop's calibration slot (referee/calibrate.py): work a device does in ~10 to 50 microseconds;
+# on the CPU under torch's parallel grain, so one thread adds to it in the runner and the referee alike
 CALIBRATION_NUMEL_CUDA = 1 << 24  # 64 MiB of float32
-CALIBRATION_NUMEL_CPU = (
-    1 << 14
-)  # under torch's parallel grain: one thread, in the runner and the referee alike
+CALIBRATION_NUMEL_CPU = 1 << 14
 
 
 def _bytes(t: Any) -> Any:
@@ -107,7 +106,7 @@ class Feed:
                 raise Stop(Status.CHEAT, f"{what} modified its input {i}", "inputs-mutated")
 
     def calibration_slot(self) -> Slot:
-        """A small output slot of its own for the timing loop's calibration batches (referee/timing.py)."""
+        """An output slot of its own for the timing loop's calibration batches (referee/calibrate.py)."""
         if self.calibration is None:
             numel = CALIBRATION_NUMEL_CUDA if self.device.startswith("cuda") else CALIBRATION_NUMEL_CPU
             self.calibration = allocate(next(_ids), Layout.of([("float32", [numel])]), self.device)

@@ -177,8 +177,8 @@ _SHT_SYMTAB, _SHT_DYNSYM, _SHF_EXECINSTR = 2, 11, 0x4
 def symbols(path: str) -> tuple[tuple[int, int, str], ...]:
     """The defined code symbols of a module file: (address, size, name), by address, read from its ELF
     symbol tables (what `nm --defined-only --print-size` sizes as T, t, W or w: symbols in executable
-    sections); () where the file is no 64-bit little-endian ELF or cannot be read. Read here rather than by `nm`: a process
-    start per verdict cost more than the sampling it serves."""
+    sections); () where the file is no 64-bit little-endian ELF or cannot be read. Read here rather than
+    by `nm`: a process start per verdict cost more than the sampling it serves."""
     try:
         data = Path(path).read_bytes()
     except OSError:

@@ -81,8 +81,7 @@ class Session:
         self.build = build
         self.log_tail = log_tail
         self.phase: Phase | None = None
-        self.ran_s = 0.0  # the last Run's seconds as the runner reported them
-        self.stamps: list[int] = []  # and its clock's stamps (Ran.stamps)
+        self.stamps: list[int] = []  # the last Run's clock stamps as the runner reported them (Ran.stamps)
         self.calibration: Any = None  # what a timed batch costs beyond its calls (referee/calibrate.py)
 
     def enter(self, phase: Phase) -> None:
@@ -155,6 +154,5 @@ class Session:
     # The timing loop's link (referee/timing.py)
     def run(self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0) -> list[list[OutputMeta]]:
         ran = self.ask(Run.of(calls, mode=mode, outputs=outputs, repeat=repeat), Ran)
-        self.ran_s = ran.seconds  # the runner's own account: reported in the loop's split, never used
-        self.stamps = ran.stamps if len(ran.stamps) == 4 else []
+        self.stamps = ran.stamps  # untrusted: the loop's split checks them before it records them
         return ran.per_call()

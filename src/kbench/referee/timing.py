@@ -4,11 +4,11 @@ The runner holds the model, the referee holds the clock. Each batch is one comma
 each on inputs made fresh for it (referee/feed.py), then the copy of their outputs into the referee's output
 slots, a device-wide synchronise, the answer. The referee's clock runs from the command to the answer; then
 it snapshots the slots into memory of its own and waits for that. A batch is charged its window less two
-things that are not the calls' work, each measured by trusted code: the round trip of a batch of no calls
-(`overhead_s`, Session.calibrate: measured before the candidate is imported, so it cannot inflate it), and
-one copy of the outputs (referee/copies.py, the referee's own copy of the same bytes). What the snapshot
-takes beyond its own copy is charged too: work the runner left running past its answer delays it, or leaves
-unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
+things that are not the calls' work, each measured by trusted code: what a batch costs beyond its work
+(referee/calibrate.py: batches of known work on the same runner, before the candidate is imported, so it
+cannot inflate it), and one copy of the outputs (referee/copies.py, the referee's own copy of the same
+bytes). What the snapshot takes beyond its own copy and the calibrated switch back is charged too: work
+the runner left running past its answer delays it, or leaves unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
 about time is used (its own account is kept in the extras' `split_ms`, beside the referee's).
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
@@ -101,8 +101,7 @@ class LocalLink:
             for tensor in [t for ident in outputs for t in self._slot(ident).tensors]:
                 for _ in range(repeat):
                     tensor.add_(1.0)
-            if self.feed.device.startswith("cuda"):
-                __import__("torch").cuda.synchronize(self.feed.device)
+            self.feed.ready()
             return []
         self.kept, metas = [], []
         for call in calls:
@@ -116,8 +115,7 @@ class LocalLink:
         for out, ident in zip(self.kept, outputs, strict=False):
             for value, target in zip(out, self._slot(ident).tensors, strict=False):
                 target.copy_(value)
-        if self.feed.device.startswith("cuda"):
-            __import__("torch").cuda.synchronize(self.feed.device)
+        self.feed.ready()  # the device synchronised, as the runner does before it answers
         return metas
 
 
