@@ -84,7 +84,8 @@ def test_a_cpu_timing_loop_takes_no_timing_lock(tmp_path: Path, monkeypatch: pyt
     import torch
 
     from kbench.referee.feed import Feed
-    from kbench.referee.timing import LocalLink, time_runner
+    from kbench.referee.local import LocalLink
+    from kbench.referee.timing import time_runner
     from kbench.sandbox.commands import OutputMeta
     from kbench.types import TimingSettings
 

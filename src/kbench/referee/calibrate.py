@@ -28,7 +28,8 @@ WORK_S = 0.002  # about how long a calibration batch's device work runs, as a ba
 class Calibration:
     """What a timed batch costs beyond its calls' work (`calibrate`), deducted from each batch."""
 
-    overhead_s: float = 0.0  # the window beyond the calls and their outputs' copy
+    overhead_s: float = 0.0  # the Run's window beyond the calls' work
+    copy_s: float = 0.0  # the round trip of a Copy of nothing
     switch_s: float = 0.0  # the snapshot beyond its own copy: the device switching back to the referee
 
 
@@ -53,8 +54,8 @@ def _own_work(tensor: Any, repeat: int, device: str) -> float:
 def calibrate(link: Any, feed: Any, flush_l2: bool = True) -> Calibration:
     """Batches of known work that run as the loop's batches do: the runner idle a moment, the referee's own
     device work (the L2 flush) right before the command; then the runner adds 1 to a calibration slot
-    `repeat` times (about `WORK_S` of device work, as a batch's calls), synchronises and answers, and the
-    referee snapshots the slot. A window less what the same adds take the referee itself, in its own
+    `repeat` times (about `WORK_S` of device work, as a batch's calls), synchronises and answers, is sent a
+    Copy of nothing (its round trip is `copy_s`), and the referee snapshots the slot. A window less what the same adds take the referee itself, in its own
     process, is the batch's cost beyond its work: the command's way both ways, the waking, the device's
     switch to the runner's work and its first launch. The least of those is `overhead_s`; the least
     snapshot beyond the referee's own copy, the switch back, `switch_s`. On a GPU under the device's
@@ -78,7 +79,7 @@ def _calibrate(link: Any, feed: Any, flush_l2: bool) -> Calibration:
     work_s = _own_work(tensor, repeat, device)
     copier = Copier([slot], device)
     l2 = L2(device, flush_l2)
-    windows, snapshots = [], []
+    windows, copies, snapshots = [], [], []
     for _ in range(CALIBRATION_ROUNDS):
         time.sleep(IDLE_S)  # the runner idle while the referee works, then the referee's device work
         l2.flush()
@@ -86,12 +87,18 @@ def _calibrate(link: Any, feed: Any, flush_l2: bool) -> Calibration:
         t0 = _ns()
         link.run([], "", [slot.ident], repeat)
         t1 = _ns()
-        copier.snapshot([slot])
+        link.copy([])
         t2 = _ns()
+        copier.snapshot([slot])
+        t3 = _ns()
         windows.append((t1 - t0) / 1e9 - work_s)
-        snapshots.append((t2 - t1) / 1e9)
+        copies.append((t2 - t1) / 1e9)
+        snapshots.append((t3 - t2) / 1e9)
     # the least of each, not a middle value: what every batch costs at least, so that a batch's deduction
     # does not exceed its own costs and a call's time is not understated where its work is small
-    window = min(windows[CALIBRATION_SKIPPED:])
-    snapshot = min(snapshots[CALIBRATION_SKIPPED:])
-    return Calibration(overhead_s=max(0.0, window), switch_s=max(0.0, snapshot - copier.seconds))
+    kept = slice(CALIBRATION_SKIPPED, None)
+    return Calibration(
+        overhead_s=max(0.0, min(windows[kept])),
+        copy_s=min(copies[kept]),
+        switch_s=max(0.0, min(snapshots[kept]) - copier.seconds),
+    )

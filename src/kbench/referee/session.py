@@ -19,6 +19,8 @@ from kbench.sandbox.channel import ChannelError
 from kbench.sandbox.commands import (
     BuildAnswer,
     BuildRequest,
+    Copied,
+    Copy,
     Failed,
     FromRunner,
     OutputMeta,
@@ -156,3 +158,6 @@ class Session:
         ran = self.ask(Run.of(calls, mode=mode, outputs=outputs, repeat=repeat), Ran)
         self.stamps = ran.stamps  # untrusted: the loop's split checks them before it records them
         return ran.per_call()
+
+    def copy(self, outputs: list[int]) -> None:
+        self.ask(Copy(outputs=outputs), Copied)

@@ -1,14 +1,14 @@
 """The timing loop: the referee times batches of calls it commands, with its own clock (trusted).
 
-The runner holds the model, the referee holds the clock. Each batch is one command: B calls back to back,
-each on inputs made fresh for it (referee/feed.py), then the copy of their outputs into the referee's output
-slots, a device-wide synchronise, the answer. The referee's clock runs from the command to the answer; then
-it snapshots the slots into memory of its own and waits for that. A batch is charged its window less two
-things that are not the calls' work, each measured by trusted code: what a batch costs beyond its work
-(referee/calibrate.py: batches of known work on the same runner, before the candidate is imported, so it
-cannot inflate it), and one copy of the outputs (referee/copies.py, the referee's own copy of the same
-bytes). What the snapshot takes beyond its own copy and the calibrated switch back is charged too: work
-the runner left running past its answer delays it, or leaves unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
+The runner holds the model, the referee holds the clock. Each batch is two commands: B calls back to back,
+each on inputs made fresh for it (referee/feed.py), a device-wide synchronise, the answer; then the copy of
+their outputs into the referee's output slots. The referee's clock runs from each command to its answer;
+then it snapshots the slots into memory of its own and waits for that. The Run's window is charged less
+what a batch costs beyond its work (referee/calibrate.py: batches of known work on the same runner, before
+the candidate is imported, so it cannot inflate it); the Copy's less its own round trip and one copy of the
+outputs as the referee takes it (referee/copies.py); the snapshot's less its own copy and the switch back.
+Each part is floored at nothing, so a copy that did not happen takes nothing off the calls; work the runner
+left running past an answer is paid in the next window, or leaves unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
 about time is used (its own account is kept in the extras' `split_ms`, beside the referee's).
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
@@ -46,6 +46,7 @@ from kbench.referee import Stop, checks
 from kbench.referee.calibrate import Calibration
 from kbench.referee.copies import L2, Copier
 from kbench.referee.feed import Feed, plain
+from kbench.referee.local import LocalLink
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
 from kbench.types import Status, TimingSettings, TimingStats
@@ -64,59 +65,16 @@ class Link(Protocol):
         No calls: a calibration batch, 1 added to the output slots `repeat` times."""
         ...
 
+    def copy(self, outputs: list[int]) -> None:
+        """Copy the last run's outputs into the slots `outputs` (one per call), synchronise, answer."""
+        ...
+
 
 @dataclass
 class Loop:
     stats: TimingStats
     layout: list[OutputMeta] = field(default_factory=list)
     flagged: checks.Flagged | None = None  # a checked call unlike the reference: the loop ended there
-
-
-class LocalLink:
-    """The Link for a model in this process: trusted in-process tools and tests time a model with the
-    loop a runner is timed with, over the same slots."""
-
-    def __init__(self, model: Any, feed: Feed) -> None:
-        self.model, self.feed = model, feed
-        self.kept: list[list[Any]] = []
-        self.slots: dict[int, Any] = {}
-
-    def _slot(self, ident: int) -> Any:
-        slot = self.slots.get(ident)
-        if slot is None:  # made since the last look: index them all again
-            made = [f.slot for f in self.feed.inputs] + [
-                s for pool in self.feed.outputs.values() for s in pool
-            ]
-            made += [self.feed.calibration] if self.feed.calibration is not None else []
-            self.slots = {s.ident: s for s in made}
-            slot = self.slots[ident]
-        return slot
-
-    def run(
-        self, calls: list[Call], mode: str, outputs: list[int], repeat: int = 0
-    ) -> list[list[OutputMeta]]:
-        from kbench.sandbox.protocol import dtype_name
-
-        if not calls:  # a calibration batch
-            for tensor in [t for ident in outputs for t in self._slot(ident).tensors]:
-                for _ in range(repeat):
-                    tensor.add_(1.0)
-            self.feed.ready()
-            return []
-        self.kept, metas = [], []
-        for call in calls:
-            tensors = iter(self._slot(call.inputs).tensors)
-            out = self.model(*[next(tensors) if v is None else v for v in call.literals])
-            out = list(out) if isinstance(out, tuple | list) else [out]
-            self.kept.append(out)
-            metas.append([
-                OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
-            ])  # fmt: skip
-        for out, ident in zip(self.kept, outputs, strict=False):
-            for value, target in zip(out, self._slot(ident).tensors, strict=False):
-                target.copy_(value)
-        self.feed.ready()  # the device synchronised, as the runner does before it answers
-        return metas
 
 
 @contextlib.contextmanager
@@ -148,10 +106,10 @@ class _Batches:
         self.copier: Copier | None = None
         self.active_s = 0.0  # the runner's windows: its commands' round trips, from send to answer
         self.calibration: Calibration = getattr(link, "calibration", None) or Calibration()
-        # where the timed batches' seconds went (the loop's extras `split_ms`, per batch): the Run command
-        # from send to answer, the referee's snapshot, what was charged; and the Run's window split at the
-        # runner's stamps (untrusted: reported, never used): the command's way to the runner, its calls'
-        # launches, its copy's launch, its synchronise, its answer's way back
+        # where the timed batches' seconds went (the loop's extras `split_ms`, per batch): the Run and the
+        # Copy commands from send to answer, the referee's snapshot, what was charged; and the Run's window
+        # split at the runner's stamps (untrusted: reported, never used): the command's way to the runner,
+        # its calls' launches, a copy's launch (none in a timed batch), its synchronise, its answer's way
         self.split: dict[str, float] = {}
         self.counted = 0
 
@@ -165,22 +123,26 @@ class _Batches:
         calls, targets = [f.call() for f in filled], [slot.ident for slot in outs]
         self.feed.ready()
         t0 = _ns()
-        metas = self.link.run(calls, self.mode, targets)
+        metas = self.link.run(calls, self.mode, [])
         t1 = _ns()
-        seen = self.copier.snapshot(outs)
+        self.link.copy(targets)
         t2 = _ns()
+        seen = self.copier.snapshot(outs)
+        t3 = _ns()
         self._validate(metas, first)
-        # The batch's window less what is not the calls' work: the round trip of a batch of no calls (the
-        # link's calibration) and the runner's copy of the outputs into the slots (what the same copy
-        # takes the referee: Copier). The snapshot shares the device with any work the runner left running
-        # past its answer: what it takes beyond its own copy is charged, and what it reads unfinished, the
-        # checks see.
-        run_s, snap_s = (t1 - t0) / 1e9, (t2 - t1) / 1e9
-        cal = self.calibration
-        charged = max(0.0, run_s - cal.overhead_s - self.copier.seconds)
-        charged += max(0.0, snap_s - self.copier.seconds - cal.switch_s)
-        self.active_s += run_s
-        self._account(t0, t1, snap_s, charged)
+        # Each window less what is not the calls' work, each part floored at nothing: the Run's less the
+        # cost of a batch (the link's calibration); the Copy's less its own round trip and what the same
+        # copy takes the referee (Copier), so a runner that skips the copy (its outputs made in the slots,
+        # which it maps and which are reused in order) saves none of its calls' time; the snapshot's less
+        # its own copy and the switch back. Work left running past an answer is paid in the next window,
+        # or leaves unfinished outputs for the checks.
+        run_s, copy_s, snap_s = (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9
+        cal, copier_s = self.calibration, self.copier.seconds
+        charged = max(0.0, run_s - cal.overhead_s)
+        charged += max(0.0, copy_s - cal.copy_s - copier_s)
+        charged += max(0.0, snap_s - copier_s - cal.switch_s)
+        self.active_s += run_s + copy_s
+        self._account(t0, t1, {"copy_command": copy_s, "snapshot": snap_s, "charged": charged})
         for j, f in enumerate(filled):
             self.feed.check_unchanged(f, f"timed call {first + j}")
         if self.checker is not None:
@@ -188,11 +150,11 @@ class _Batches:
                 self.checker.check(first + j, filled[j].pristine, filled[j].literals, seen[j])
         return charged / size
 
-    def _account(self, t0: int, t1: int, snap_s: float, charged: float) -> None:
-        """Add one batch to the split: the referee's measures, and the runner's stamps where it gave them
-        (the same monotonic clock; untrusted, for the record only)."""
+    def _account(self, t0: int, t1: int, parts: dict[str, float]) -> None:
+        """Add one batch to the split: the referee's measures, and the runner's stamps in the Run's window
+        where it gave them (the same monotonic clock; untrusted, for the record only)."""
         stamps = list(getattr(self.link, "stamps", None) or [])
-        parts = {"run": (t1 - t0) / 1e9, "snapshot": snap_s, "charged": charged}
+        parts = {"run": (t1 - t0) / 1e9, **parts}
         if len(stamps) == 4 and t0 <= stamps[0] <= stamps[1] <= stamps[2] <= stamps[3] <= t1:
             marks = [t0, *stamps, t1]
             names = ("to_runner", "calls", "copy", "sync", "answer")
@@ -355,6 +317,7 @@ def _time(
         "active_s": round(batches.active_s, 4),
         "copy_ms": round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
         "overhead_ms": round(batches.calibration.overhead_s * 1e3, 4),
+        "copy_overhead_ms": round(batches.calibration.copy_s * 1e3, 4),
         "switch_ms": round(batches.calibration.switch_s * 1e3, 4),
         "split_ms": tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
     }

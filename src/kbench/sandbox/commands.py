@@ -90,9 +90,9 @@ class Run(_Message):
     mode: str = ""  # reference: which baseline mode serves the calls
     # the ablation call: what the candidate's own kernels produce is made NaN (backends KernelRecorder)
     ablate: bool = False
-    # the output slots the calls' outputs are copied into, in order, before the synchronise (a timed
-    # batch: one round trip); none: the outputs are kept for a later `Copy`. With no calls: a calibration
-    # batch (referee/calibrate.py), known work on these slots: 1 added to them `repeat` times
+    # the output slots the calls' outputs are copied into, in order, before the synchronise; none: the
+    # outputs are kept for a later `Copy` (a timed batch's, so the copy has a window of its own). With no
+    # calls: a calibration batch (referee/calibrate.py), known work on these slots: 1 added `repeat` times
     outputs: list[int] = []
     repeat: int = Field(default=0, ge=0, le=1000)
 
