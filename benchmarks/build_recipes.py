@@ -12,9 +12,11 @@ headers, what kbench builds with). The bindings file (`main.cpp`, precompiled-he
 under all of them and is not compiled here.
 
 `--bindings` measures load_inline's other unit instead: the bindings file (`main.cpp`: `#include
-<torch/extension.h>`, the C++ sources, the generated PYBIND11_MODULE) compiled by g++ with the real header
-(`full`, what a build without a precompiled header compiles) and with the lean bindings header where the
-C++ sources only declare (`lean-bindings`); OUT/build_bindings.json and .md.
+<torch/extension.h>`, the C++ sources, the generated PYBIND11_MODULE) compiled by g++ with the source's
+own `extra_cflags` and the real header (`full`, what a build without a precompiled header compiles), with
+the lean bindings header where the C++ sources only declare (`lean-bindings`) and with the lite header
+where they define functions (`lite-header`); OUT/build_bindings.json and .md. `--corpus cpp` takes the
+C++ backend's sources instead of the CUDA ones (level-2 solutions, anti-cheat fixtures, prompt examples).
 
 Reported per source and overall: seconds per recipe (one compile at a time by default, so the times are
 one core's), whether each shim compiled, and the operator headers it named. Writes OUT/build_recipes.json
@@ -102,8 +104,12 @@ def load_inline_argument(path: Path, name: str) -> str | list[str] | None:
     return None
 
 
-def corpus() -> list[Path]:
+def corpus(kind: str = "cuda") -> list[Path]:
     src = ROOT / "src" / "kbench"
+    if kind == "cpp":
+        files = sorted((src / "suite" / "solutions" / "cpp" / "level2").glob("*.py"))
+        files += sorted((src / "selftest" / "fixtures").rglob("*.cpp.py"))
+        return files + sorted((src / "prompts" / "examples" / "cpp").glob("*.py"))
     files = sorted((src / "suite" / "solutions" / "cuda" / "level2").glob("*.py"))
     files += sorted((src / "selftest" / "fixtures").rglob("*.cuda.py"))
     files += sorted((src / "prompts" / "examples" / "cuda").glob("*.py"))
@@ -112,7 +118,13 @@ def corpus() -> list[Path]:
 
 
 def compile_object(
-    workdir: Path, main: str, cu: str, target: str, includes: list[str], cuda_cflags: list[str]
+    workdir: Path,
+    main: str,
+    cu: str,
+    target: str,
+    includes: list[str],
+    cuda_cflags: list[str],
+    cflags: list[str] | None = None,
 ) -> tuple[bool, float, str]:
     """Write load_inline's two files (main.cpp, cuda.cu) and its build file into `workdir`, compile the
     object `target` only (main.o or cuda.cuda.o); (ok, seconds, log)."""
@@ -125,12 +137,12 @@ def compile_object(
         path=str(workdir / "build.ninja"),
         name="kbench_recipe_probe",
         sources=[str(workdir / "main.cpp"), str(workdir / "cuda.cu")],
-        extra_cflags=[],
+        extra_cflags=cflags or [],
         extra_cuda_cflags=cuda_cflags,
         extra_sycl_cflags=[],
         extra_ldflags=[],
         extra_include_paths=includes,
-        with_cuda=True,
+        with_cuda=bool(cu),
         with_sycl=False,
         is_standalone=False,
     )
@@ -149,7 +161,7 @@ def compile_unit(
 
 
 RECIPES = ("light", "op-headers", "lean")
-BINDINGS = ("full", "lean-bindings")
+BINDINGS = ("full", "lean-bindings", "lite-header")
 
 
 def bindings_file(cpp: list[str], functions: list[str]) -> str:
@@ -160,10 +172,12 @@ def bindings_file(cpp: list[str], functions: list[str]) -> str:
     )
 
 
-def compile_bindings(text: str, include_first: Path | None, workdir: Path) -> tuple[bool, float, str]:
-    """main.cpp with `text`, compiled to its object; (ok, seconds, log)."""
+def compile_bindings(
+    text: str, include_first: Path | None, workdir: Path, cflags: list[str]
+) -> tuple[bool, float, str]:
+    """main.cpp with `text`, compiled to its object with `cflags`; (ok, seconds, log)."""
     includes = [str(include_first)] if include_first is not None else []
-    return compile_object(workdir, text, "", "main.o", includes, [])
+    return compile_object(workdir, text, "", "main.o", includes, [], cflags)
 
 
 def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, Any]:
@@ -173,16 +187,18 @@ def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, An
     if cpp is None or functions is None:
         return row | {"skipped": "cpp_sources or functions not built from string constants"}
     cpp, functions = fastbuild.as_list(cpp), fastbuild.as_list(functions)
+    cflags = [str(f) for f in fastbuild.as_list(load_inline_argument(path, "extra_cflags"))]
     row["declarations_only"] = fastbuild.declarations_only({"cpp_sources": cpp})
     work = Path(tempfile.mkdtemp(prefix="bindings-", dir=root))
     for recipe in recipes:
         folder = None
-        if recipe == "lean-bindings":
-            folder = fastbuild.bindings_shim(root / "shims", {"cpp_sources": cpp})
+        if recipe != "full":
+            shim = fastbuild.bindings_shim if recipe == "lean-bindings" else fastbuild.lite_header_shim
+            folder = shim(root / "shims", {"cpp_sources": cpp})
             if folder is None:
-                row[recipe] = None  # the C++ sources do more than declare: the recipe does not apply
+                row[recipe] = None  # the recipe does not apply to these C++ sources
                 continue
-        ok, secs, log = compile_bindings(bindings_file(cpp, functions), folder, work / recipe)
+        ok, secs, log = compile_bindings(bindings_file(cpp, functions), folder, work / recipe, cflags)
         row[recipe] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
     return row
 
@@ -222,7 +238,9 @@ def markdown(env: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
     recipes = args.recipes
     both = [r for r in rows if all(r.get(x) and r[x]["ok"] for x in recipes)]
     unit = "bindings files (main.cpp, g++)" if args.bindings else "CUDA units"
-    flag = " --bindings" if args.bindings else ""
+    flag = (" --bindings" if args.bindings else "") + (
+        f" --corpus {args.corpus}" if args.corpus != "cuda" else ""
+    )
     lines = [
         f"# Compile time of load_inline {unit} under each build recipe",
         "",
@@ -278,6 +296,9 @@ def main() -> None:
         "--bindings", action="store_true", help="the bindings file (main.cpp) instead of the CUDA unit"
     )
     ap.add_argument(
+        "--corpus", choices=("cuda", "cpp"), default="cuda", help="whose sources (cpp: --bindings)"
+    )
+    ap.add_argument(
         "--include", action="append", default=[], help="extra include folder (e.g. cuBLAS/cuSPARSE headers)"
     )
     args = ap.parse_args()
@@ -298,7 +319,9 @@ def main() -> None:
             sys.exit("no CUDA toolkit found: set CUDA_HOME")
         ext.CUDA_HOME = home
     files, seen = [], set()
-    for f in corpus():  # one file per distinct source (the fixtures share one library)
+    if args.corpus == "cpp" and not args.bindings:
+        ap.error("--corpus cpp has no CUDA unit: add --bindings")
+    for f in corpus(args.corpus):  # one file per distinct source (the fixtures share one library)
         key = str(load_inline_argument(f, "cpp_sources") if args.bindings else cuda_sources(f))
         if key not in seen:
             seen.add(key)

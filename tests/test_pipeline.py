@@ -26,6 +26,7 @@ def test_run_model_against_local_server(
     server_mod = load_server_module()
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(use_builds(tmp_path / "cache", shared_builds)))
+    monkeypatch.setenv("KBENCH_BASELINES", "eager")  # torch.compile on a CPU adds 10-20 s per problem
     store = tmp_path / "runs" / "kbench.db"
     with server_mod.LLMServer(respond=answer, p429=0.2, seed=3) as server:
         args = ["run", "--model", "openai/test", "--base-url", server.openai_url, "--level", "2",

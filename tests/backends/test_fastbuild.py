@@ -131,15 +131,58 @@ def test_lean_bindings_come_first_and_only_while_no_pch_exists(
     first, second = (Path(p) for p in lean["extra_include_paths"][:2])
     assert "#include_next <torch/extension.h>" in (first / "torch" / "extension.h").read_text()
     assert (second / "torch" / "types.h").is_file()  # the operator headers' shim still applies
-    assert (
-        _recipes(dict(args, cpp_sources="torch::Tensor f(torch::Tensor x) { return x; }"), folder, tmp_path)[
-            0
-        ][0]
-        == "op-headers+light-headers"
-    )
+    defined = dict(args, cpp_sources="torch::Tensor f(torch::Tensor x) { return x; }")
+    assert [label for label, _ in _recipes(defined, folder, tmp_path)][:2] == [
+        "op-headers+light-headers+lite-header",  # a body: the lite header, never the lean one
+        "op-headers+light-headers",
+    ]
     _adopt_pch(tmp_path / "made", folder)  # with a PCH the bindings compile faster through it
     labels = [label for label, _ in _recipes(args, folder, tmp_path)]
     assert labels == ["op-headers+light-headers+pch", "light-headers+pch", "standard (fast recipe failed)"]
+
+
+def test_the_lite_header_comes_first_for_defined_functions_and_then_precompiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fastbuild.RECIPE_ENV, "fast")
+    body = "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { return x.relu(); }"
+    args = {"name": "m", "cpp_sources": body, "extra_cflags": ["-O3"]}
+    lite = fastbuild.lite_header_shim(tmp_path, args)
+    assert lite is not None
+    header, tool = lite / "torch" / "extension.h", {"g++": "13"}
+    real, lite_pch = pch.pch_dir(tmp_path, args, tool), pch.pch_dir(tmp_path, args, tool, header)
+    assert real != lite_pch and real.parent == lite_pch.parent == tmp_path / ".pch"
+    assert [label for label, _ in _recipes(args, real, tmp_path, lite_pch)] == [
+        "lite-header",
+        "standard (fast recipe failed)",
+    ]
+    first = _recipes(args, real, tmp_path, lite_pch)[0][1]
+    assert first["extra_include_paths"] == [str(lite)]
+    shim = (lite / "torch" / "extension.h").read_text()
+    assert "#include <torch/types.h>" in shim and "#include <torch/csrc/utils/pybind.h>" in shim
+    assert "#include_next <torch/extension.h>" in shim  # nvcc's passes see the real header
+    _adopt_pch(tmp_path / "made-real", real)  # torch's own header precompiled: the second attempt
+    assert [label for label, _ in _recipes(args, real, tmp_path, lite_pch)] == [
+        "lite-header",
+        "pch",
+        "standard (fast recipe failed)",
+    ]
+    (tmp_path / "made-lite" / "torch").mkdir(parents=True)
+    (tmp_path / "made-lite" / pch.PCH_FILE).write_text("pch")
+    assert pch.adopt(tmp_path / "made-lite", lite_pch, header) and pch.ready(lite_pch, header)
+    assert not pch.ready(lite_pch) and pch.sound(lite_pch) and pch.sound(real)  # each its own header
+    attempts = _recipes(args, real, tmp_path, lite_pch)
+    assert [label for label, _ in attempts][0] == "lite-header+pch"
+    assert attempts[0][1]["extra_include_paths"] == [str(lite_pch)]
+    for source in (
+        "torch::Tensor f(torch::Tensor x);",  # declarations only: the lean bindings instead
+        "torch::Tensor f(torch::Tensor x) { return torch::nn::functional::relu(x); }",  # the frontend
+        "#include <torch/torch.h>\ntorch::Tensor f(torch::Tensor x) { return x; }",
+        "int64_t n() { return torch::cuda::device_count(); }",  # a frontend namespace types.h lacks
+        "py::object f(py::object o) { return o; }",  # pybind11 by name
+        "// nothing but a comment",
+    ):
+        assert fastbuild.lite_header_shim(tmp_path, {"cpp_sources": source}) is None, source
 
 
 def test_the_lean_bindings_header_reaches_every_pybind11_caster_the_real_one_does(tmp_path: Path) -> None:

@@ -65,7 +65,8 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
     if request.get("pch"):
         from kbench.backends.pch import PchMaker
 
-        maker = PchMaker(Path(request["pch"]))
+        header = request.get("pch_header")  # a shim's header; None: torch's own
+        maker = PchMaker(Path(request["pch"]), Path(header) if header else None)
     errors: dict[str, str] = {}
     done: dict[str, Any] = {"ok": False, "label": "", "folder": "", "errors": errors, "pch_seconds": None}
     for i, (label, arguments) in enumerate(request["attempts"]):

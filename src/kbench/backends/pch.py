@@ -3,8 +3,10 @@
 The bindings file load_inline writes (`main.cpp`, which starts with `#include <torch/extension.h>`) is
 compiled by g++ against a precompiled `torch/extension.h`. GCC uses a `.gch` only when it was made with
 the same compiler and flags (it silently ignores one that does not match), so one PCH is kept per
-(toolchain, with_cuda, extra_cflags, extra_include_paths) under
-`ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path.
+(header, toolchain, with_cuda, extra_cflags, extra_include_paths) under
+`ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path. The
+header is torch's own or the lite shim of backends/fastbuild.py (C++ sources that define functions),
+which `ROOT/.pch/KEY/torch/extension.h` links to.
 A PCH is made from the exact compile flags of a build (its build.ninja), by one build worker at a
 time (an O_EXCL claim), written under a temporary name and renamed into place. Only CPU build workers
 make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs ~30 s of a core and
@@ -42,9 +44,14 @@ def pch_mode() -> str:
     return mode if mode in ("make", "use", "off") else "use"
 
 
-def pch_dir(root: Path, arguments: dict[str, Any], toolchain: dict[str, str]) -> Path:
+def pch_dir(
+    root: Path, arguments: dict[str, Any], toolchain: dict[str, str], header: Path | None = None
+) -> Path:
+    """The folder of the PCH for these build flags, of torch/extension.h or of `header` (a shim's, whose
+    folder name is the digest of its content: fastbuild._shim_folder)."""
     blob = json.dumps(
         {
+            "header": header.parent.parent.name if header is not None else "torch",
             "toolchain": toolchain,
             "with_cuda": with_cuda(arguments),
             "cflags": as_list(arguments.get("extra_cflags")),
@@ -196,26 +203,40 @@ class PchMaker:
         return self.spent
 
 
-def ready(folder: Path) -> bool:
+def ready(folder: Path, header: Path | None = None) -> bool:
     """Whether `folder` holds a finished precompiled header a build may use: its files match the manifest
-    the referee wrote when it adopted them, and its `torch/extension.h` leads to the installed header."""
+    the referee wrote when it adopted them, and its `torch/extension.h` leads to `header` (by default the
+    installed one)."""
     from kbench.backends.buildcache import verified
 
     if verified(folder) is None or not (folder / PCH_FILE).is_file():
         return False
     link = folder / "torch" / "extension.h"
-    header = _torch_header()
+    header = header or _torch_header()
     return header is not None and link.is_symlink() and os.path.realpath(link) == os.path.realpath(header)
 
 
-def adopt(made: Path, folder: Path) -> bool:
+def sound(folder: Path) -> bool:
+    """`ready` for the header its link leads to: the installed one, or a shim's in the same cache
+    (ROOT/.shim/DIGEST/torch/extension.h) whose folder still matches its manifest."""
+    from kbench.backends.buildcache import verified
+
+    link = folder / "torch" / "extension.h"
+    target = Path(os.path.realpath(link)) if link.is_symlink() else None
+    shim = target.parent.parent if target is not None else None
+    if shim is not None and shim.parent == folder.parent.parent / ".shim" and verified(shim) is not None:
+        return ready(folder, target)
+    return ready(folder)
+
+
+def adopt(made: Path, folder: Path, header: Path | None = None) -> bool:
     """Move a precompiled header a builder made (in its staging folder `made`) into `folder`, sealed with a
-    manifest; the link to the installed header is made here, not taken from the builder. False when
-    there was none to take."""
+    manifest; the link to `header` (by default the installed one) is made here, not taken from the
+    builder. False when there was none to take."""
     from kbench.backends.buildcache import place, seal
 
     gch = made / PCH_FILE
-    header = _torch_header()
+    header = header or _torch_header()
     if header is None or gch.is_symlink() or not gch.is_file():
         return False
     link = made / "torch" / "extension.h"

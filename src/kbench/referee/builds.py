@@ -53,17 +53,20 @@ def _checked(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def recipes(
-    arguments: dict[str, Any], pch_folder: Path | None, root: Path
+    arguments: dict[str, Any], pch_folder: Path | None, root: Path, lite_pch: Path | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Build attempts in order: per-operator headers, the light headers, then load_inline's own arguments
     (each fast recipe only where it applies; a precompiled bindings header with either when one exists,
-    else first the same with lean bindings where the C++ sources only declare)."""
+    else first the same with lean bindings where the C++ sources only declare). Where the C++ sources
+    define functions, the first attempt compiles the bindings file against the lite header, precompiled
+    in `lite_pch` when that is ready."""
     attempts: list[tuple[str, dict[str, Any]]] = []
     if fastbuild.fast_recipe():
         fast, labels = arguments, []
         light = fastbuild.light_cuda_sources(fast)
         if light is not None:
             fast, labels = light, ["light-headers"]
+        plain, plain_labels = fast, list(labels)  # before any precompiled torch/extension.h
         precompiled = (
             pch.with_pch(fast, pch_folder) if pch_folder is not None and pch.ready(pch_folder) else None
         )
@@ -72,6 +75,7 @@ def recipes(
         shim = fastbuild.op_header_shim(root, fast) if fastbuild.op_headers() else None
         if shim is not None:
             attempts.append(("+".join(["op-headers", *labels]), fastbuild.with_include_first(fast, shim)))
+            plain, plain_labels = fastbuild.with_include_first(plain, shim), ["op-headers", *plain_labels]
         if labels:
             attempts.append(("+".join(labels), fast))
         bindings = fastbuild.bindings_shim(root, arguments) if precompiled is None else None
@@ -79,6 +83,12 @@ def recipes(
             label, first = attempts[0] if attempts else ("", arguments)
             lean = fastbuild.with_include_first(first, bindings)
             attempts.insert(0, ("+".join([*filter(None, [label]), "lean-bindings"]), lean))
+        lite = fastbuild.lite_header_shim(root, arguments)
+        if lite is not None:
+            header = lite / "torch" / "extension.h"
+            made = lite_pch is not None and pch.ready(lite_pch, header)
+            folder, tag = (lite_pch, ["lite-header", "pch"]) if made and lite_pch else (lite, ["lite-header"])
+            attempts.insert(0, ("+".join([*plain_labels, *tag]), fastbuild.with_include_first(plain, folder)))
     attempts.append(("standard" if not attempts else "standard (fast recipe failed)", arguments))
     return attempts
 
@@ -108,21 +118,24 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
     toolchain = buildcache.toolchain(fastbuild.with_cuda(arguments))
     fast = mode != "off" and fastbuild.fast_recipe()
     pch_folder = pch.pch_dir(root, arguments, toolchain) if fast else None
-    attempts = recipes(arguments, pch_folder, root)
+    lite = fastbuild.lite_header_shim(root, arguments) if fast else None
+    header = lite / "torch" / "extension.h" if lite is not None else None  # the header a maker compiles
+    lite_pch = pch.pch_dir(root, arguments, toolchain, header) if header is not None else None
+    attempts = recipes(arguments, pch_folder, root, lite_pch)
     staging = root / STAGING / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir(parents=True)
-    make_pch = mode == "make" and pch_folder is not None and not pch.ready(pch_folder)
+    target = lite_pch or pch_folder
+    make_pch = mode == "make" and target is not None and not pch.ready(target, header)
     try:
         request = {
             "attempts": attempts,
             "staging": str(staging),
             "pch": str(staging / "pch") if make_pch else None,
+            "pch_header": str(header) if make_pch and header is not None else None,
         }
         done = compile_(request)
-        if (
-            make_pch and pch_folder is not None
-        ):  # a header made beside a build that failed is good all the same
-            pch.adopt(staging / "pch", pch_folder)
+        if make_pch and target is not None:  # a header made beside a build that failed is good all the same
+            pch.adopt(staging / "pch", target, header)
         errors = dict(done.get("errors") or {})
         if not done.get("ok"):
             log = (list(errors.values()) or [done.get("error", "the build failed")])[-1]

@@ -135,7 +135,7 @@ def cache_entries(cache_dir: Path) -> tuple[int, list[CacheEntry]]:
         else:
             good += 1
     for folder in folders(root / ".pch"):
-        if pch.ready(folder):
+        if pch.sound(folder):
             good += 1
         elif not _claimed(folder):
             bad.append(CacheEntry(folder, "precompiled header", "changed or unsealed"))
