@@ -310,7 +310,7 @@ def main() -> None:
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
     import torch.utils.cpp_extension as ext
 
-    if ext.CUDA_HOME is None:  # a CPU build of torch does not look for nvcc: CUDA_HOME or the nvcc on PATH
+    if ext.CUDA_HOME is None and args.corpus == "cuda":  # a CPU torch does not look: CUDA_HOME or PATH's nvcc
         nvcc = shutil.which("nvcc")
         home = os.environ.get("CUDA_HOME") or (
             str(Path(os.path.realpath(nvcc)).parent.parent) if nvcc else ""

@@ -89,6 +89,60 @@ def test_failed_build_leaves_no_staging(tmp_path: Path) -> None:
     assert not (tmp_path / "k").exists() and list((tmp_path / ".staging").iterdir()) == []
 
 
+DIAGNOSTIC = "Error building extension 'm': main.cpp:3:9: error: 'bb' was not declared in this scope"
+
+
+def test_what_the_compiler_said_no_to_is_not_compiled_again(tmp_path: Path) -> None:
+    """A build error with the compiler's diagnostic is kept under the build's key (sealed like a build): the
+    same arguments get the same error from the record; a changed record is not believed."""
+    from kbench.backends.jitbuild import run
+    from kbench.referee import builds
+    from kbench.sandbox.commands import BuildRequest
+
+    calls: list[str] = []
+
+    def broken(**arguments: Any) -> None:
+        calls.append(arguments["build_directory"])
+        raise RuntimeError(DIAGNOSTIC)
+
+    builder = builds.Builder(tmp_path, 60.0, {}, confined=False)
+    builder._spawn = lambda request: run(request, broken)  # type: ignore[method-assign]
+    request = BuildRequest(arguments={"name": "m", "cpp_sources": "torch::Tensor f(torch::Tensor x) { bb; }"})
+    first = builder(request)
+    assert not first.ok and not first.cache_hit and "'bb' was not declared" in first.log
+    attempts = len(calls)  # every recipe was tried once
+    again = builder(request)
+    assert not again.ok and again.cache_hit and again.log == first.log and again.errors == first.errors
+    assert len(calls) == attempts  # nothing compiled again
+    other = builder(BuildRequest(arguments={"name": "m", "cpp_sources": "int g() { bb; }"}))
+    assert not other.cache_hit and len(calls) > attempts  # another source compiles
+    record = tmp_path / "builds" / builds.FAILED / build_key(request.arguments)
+    assert builds.known_failure(tmp_path / "builds", record.name) is not None
+    (record / "failure.json").write_text('{"log": "forged", "errors": {}}')
+    assert builds.known_failure(tmp_path / "builds", record.name) is None  # the manifest no longer matches
+    assert not builder(request).cache_hit
+
+
+@pytest.mark.parametrize(
+    "said, kept",
+    [
+        (DIAGNOSTIC, True),
+        (
+            "main.cpp:1:1: fatal error: torch/extension.h: No such file or directory\ncompilation terminated.",
+            False,
+        ),
+        ("c++: fatal error: Killed signal terminated program cc1plus", False),  # the machine's part
+        ("main.cpp:9:1: internal compiler error: Segmentation fault", False),
+        ("main.cpp:9:1: error: x\n/tmp: No space left on device", False),
+        ("Error building extension 'm'", False),  # no diagnostic at all
+    ],
+)
+def test_only_the_compilers_own_verdict_is_kept(said: str, kept: bool) -> None:
+    from kbench.referee.builds import compiler_said_no
+
+    assert compiler_said_no(said) is kept
+
+
 def test_recorder_counts() -> None:
     r = KernelRecorder()
     r.hit("f")

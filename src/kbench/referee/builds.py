@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -139,6 +140,8 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
         errors = dict(done.get("errors") or {})
         if not done.get("ok"):
             log = (list(errors.values()) or [done.get("error", "the build failed")])[-1]
+            if not done.get("error") and errors and all(compiler_said_no(e) for e in errors.values()):
+                remember_failure(root, key, log, errors)
             return BuildAnswer(ok=False, log=log, errors=errors)
         built = Path(done["folder"])
         module = _module_file(built, arguments["name"])
@@ -152,6 +155,48 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
         )  # fmt: skip
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+FAILED = ".failed"  # ROOT/.failed/KEY: what the compiler said of a build that can only fail again
+_TRANSIENT = re.compile(
+    r"Killed|internal compiler error|No space left|Cannot allocate memory|virtual memory exhausted|"
+    r"out of memory|Bus error|Segmentation fault|terminated|Interrupt|Resource temporarily unavailable|"
+    r"Too many open files|Input/output error|Permission denied|Read-only file system"
+)
+_DIAGNOSTIC = re.compile(r": (fatal )?error: ")
+
+
+def compiler_said_no(error: str) -> bool:
+    """Whether a failed attempt's output is the compiler's verdict on the sources (a diagnostic), with no
+    sign of the machine's part (a killed or crashed compiler, a full disk, missing memory or rights):
+    the same arguments with the same toolchain (both in the build's key) fail the same way again."""
+    return bool(_DIAGNOSTIC.search(error)) and not _TRANSIENT.search(error)
+
+
+def remember_failure(root: Path, key: str, log: str, errors: dict[str, str]) -> None:
+    """Keep what the compiler said under the build's key, sealed like a build: a later request for the
+    same key (a resubmitted sample, another protocol's run, a resumed run) gets the same build error
+    without compiling again."""
+    staging = root / STAGING / f"{key}-{os.getpid()}-{secrets.token_hex(4)}"
+    staging.mkdir(parents=True)
+    (staging / "failure.json").write_text(json.dumps({"log": log, "errors": errors}))
+    buildcache.seal(staging, ["failure.json"])
+    (root / FAILED).mkdir(exist_ok=True)
+    buildcache.place(staging, root / FAILED / key)
+
+
+def known_failure(root: Path, key: str) -> dict[str, Any] | None:
+    """What the compiler said of this build before (`remember_failure`), while its record matches its
+    manifest; None otherwise."""
+    folder = root / FAILED / key
+    if buildcache.verified(folder) is None:
+        return None
+    try:
+        data = json.loads((folder / "failure.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(data.get("log"), str) and isinstance(data.get("errors"), dict)
+    return data if ok else None
 
 
 class Builder:
@@ -185,9 +230,14 @@ class Builder:
             return BuildAnswer(ok=False, log=str(exc))
         key = buildcache.build_key(arguments)
         target = self.root / key
+        failed = known_failure(self.root, key)
         if buildcache.verified(target) is not None:
             answer = BuildAnswer(
                 ok=True, folder=str(target), name=arguments["name"], recipe="cache", cache_hit=True
+            )
+        elif failed is not None:
+            answer = BuildAnswer(
+                ok=False, log=failed["log"], errors=failed["errors"], recipe="cache", cache_hit=True
             )
         else:
             answer = build(arguments, key, self.root, self._spawn)

@@ -119,7 +119,7 @@ def cache_entries(cache_dir: Path) -> tuple[int, list[CacheEntry]]:
     """The build cache under `cache_dir`: how many entries verify, and every one that does not."""
     from kbench.backends import pch
     from kbench.backends.buildcache import verified
-    from kbench.referee.builds import STAGING
+    from kbench.referee.builds import FAILED, STAGING
 
     root = cache_dir / "builds"
     good, bad = 0, []
@@ -128,7 +128,7 @@ def cache_entries(cache_dir: Path) -> tuple[int, list[CacheEntry]]:
         return sorted(p for p in where.iterdir() if p.is_dir()) if where.is_dir() else []
 
     for folder in folders(root):
-        if folder.name in (STAGING, ".pch", ".shim"):
+        if folder.name in (STAGING, FAILED, ".pch", ".shim"):
             continue
         if verified(folder) is None:
             bad.append(CacheEntry(folder, "build", "changed or unsealed"))
@@ -139,6 +139,11 @@ def cache_entries(cache_dir: Path) -> tuple[int, list[CacheEntry]]:
             good += 1
         elif not _claimed(folder):
             bad.append(CacheEntry(folder, "precompiled header", "changed or unsealed"))
+    for folder in folders(root / FAILED):
+        if verified(folder) is None:
+            bad.append(CacheEntry(folder, "build error", "changed or unsealed"))
+        else:
+            good += 1
     for folder in folders(root / ".shim"):
         if folder.name.startswith("."):
             if _builder_gone(folder.name):
