@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config, fixture_source
+from evalfixtures import cpu_config, fixture_source, use_builds
 
 from kbench.evaluate.flow import evaluate
 from kbench.evaluate.prebuild import cuda_arch_list, prebuild
@@ -27,10 +27,12 @@ def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_prebuild_reports_a_build_error(tmp_path: Path) -> None:
+def test_prebuild_reports_a_build_error(tmp_path: Path, shared_builds: Path) -> None:
+    """In the session's builds: test_flow's build error compiles the same source, so one of the two
+    compiles it and the other gets what the compiler said from the cache; both report it."""
     candidate = Candidate("kbench:2/1", "cpp", fixture_source("cpp_build_error.py"))
-    built = prebuild(candidate, cpu_config(tmp_path), "cpu")
-    assert not built.ok and built.log
+    built = prebuild(candidate, cpu_config(use_builds(tmp_path / "cache", shared_builds)), "cpu")
+    assert not built.ok and "error:" in built.log
 
 
 def test_prebuild_of_triton_builds_nothing(tmp_path: Path) -> None:
