@@ -20,6 +20,7 @@ from kbench.types import Status
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.xdist_group("model-runs")  # the model runs' answers build once, on one worker
 def test_run_model_against_local_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_builds: Path
 ) -> None:

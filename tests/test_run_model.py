@@ -79,6 +79,7 @@ class Responder:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("model-runs")  # the model runs' answers build once, on one worker
 def test_model_run_end_to_end(tmp_path: Path) -> None:
     store = tmp_path / "runs" / "kbench.db"
     with LLMServer(respond=Responder()) as server:

@@ -97,6 +97,7 @@ def _cells(output: str, label: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("model-runs")  # the model runs' answers build once, on one worker
 def test_a_recorded_run_under_both_protocols(tmp_path: Path) -> None:
     store_path = tmp_path / "runs" / "kbench.db"
     with LLMServer(respond=Responder()) as server:

@@ -162,6 +162,7 @@ def test_build_budget_is_its_own(cache_dir: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpp-build-error")  # one worker compiles it, test_prebuild's reads the answer
 def test_build_error(cache_dir: Path) -> None:
     v = run("cpp_build_error.py", cache_dir, measure=False)
     assert v.status is Status.BUILD_ERROR

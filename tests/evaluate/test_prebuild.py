@@ -27,6 +27,7 @@ def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("cpp-build-error")  # after or before test_flow's, never beside it
 def test_prebuild_reports_a_build_error(tmp_path: Path, shared_builds: Path) -> None:
     """In the session's builds: test_flow's build error compiles the same source, so one of the two
     compiles it and the other gets what the compiler said from the cache; both report it."""
