@@ -171,6 +171,11 @@ def test_the_lite_header_comes_first_for_defined_functions_and_then_precompiled(
     (tmp_path / "made-lite" / pch.PCH_FILE).write_text("pch")
     assert pch.adopt(tmp_path / "made-lite", lite_pch, header) and pch.ready(lite_pch, header)
     assert not pch.ready(lite_pch) and pch.sound(lite_pch) and pch.sound(real)  # each its own header
+    linked = (
+        tmp_path.parent / f"{tmp_path.name}-link"
+    )  # a cache reached through a link (evalfixtures.use_builds)
+    linked.symlink_to(tmp_path, target_is_directory=True)
+    assert pch.sound(linked / ".pch" / lite_pch.name)
     attempts = _recipes(args, real, tmp_path, lite_pch)
     assert [label for label, _ in attempts][0] == "lite-header+pch"
     assert attempts[0][1]["extra_include_paths"] == [str(lite_pch)]

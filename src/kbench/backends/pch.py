@@ -224,7 +224,8 @@ def sound(folder: Path) -> bool:
     link = folder / "torch" / "extension.h"
     target = Path(os.path.realpath(link)) if link.is_symlink() else None
     shim = target.parent.parent if target is not None else None
-    if shim is not None and shim.parent == folder.parent.parent / ".shim" and verified(shim) is not None:
+    shims = Path(os.path.realpath(folder.parent.parent / ".shim"))  # the cache's own (it may be a link)
+    if shim is not None and shim.parent == shims and verified(shim) is not None:
         return ready(folder, target)
     return ready(folder)
 

@@ -141,7 +141,10 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
         if not done.get("ok"):
             log = (list(errors.values()) or [done.get("error", "the build failed")])[-1]
             if not done.get("error") and errors and all(compiler_said_no(e) for e in errors.values()):
-                remember_failure(root, key, log, errors)
+                try:
+                    remember_failure(root, key, log, errors)
+                except OSError:  # a record that cannot be written is only not kept
+                    pass
             return BuildAnswer(ok=False, log=log, errors=errors)
         built = Path(done["folder"])
         module = _module_file(built, arguments["name"])
@@ -230,12 +233,11 @@ class Builder:
             return BuildAnswer(ok=False, log=str(exc))
         key = buildcache.build_key(arguments)
         target = self.root / key
-        failed = known_failure(self.root, key)
         if buildcache.verified(target) is not None:
             answer = BuildAnswer(
                 ok=True, folder=str(target), name=arguments["name"], recipe="cache", cache_hit=True
             )
-        elif failed is not None:
+        elif (failed := known_failure(self.root, key)) is not None:
             answer = BuildAnswer(
                 ok=False, log=failed["log"], errors=failed["errors"], recipe="cache", cache_hit=True
             )
