@@ -12,11 +12,12 @@ import shutil
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticUndefined
 
+from kbench.backends import check_backend_name, default_backend
 from kbench.errors import ConfigError
 from kbench.files import default_cache_dir
 from kbench.types import TimingSettings
@@ -54,6 +55,28 @@ _REF: dict[str, Any] = {"reference": True}
 def _ref(default: Any = PydanticUndefined, **kw: Any) -> Any:
     """A RunConfig field a reference run depends on (RunConfig.reference_fields, reference_pool.py)."""
     return Field(default, json_schema_extra=_REF, **kw)
+
+
+class _RegisteredBackends:
+    """A backend name's JSON schema lists the registered backends (read when a schema is made, OpenAPI's,
+    after any plugin registered)."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: Any) -> dict[str, Any]:
+        from kbench.backends import backend_names
+
+        schema: dict[str, Any] = handler(core)
+        schema["enum"] = backend_names()
+        return schema
+
+
+# A registered backend's name (backends/__init__.py), checked when a setting or a request names one.
+BackendName = Annotated[str, AfterValidator(check_backend_name), _RegisteredBackends()]
+
+
+def gpu_default_backend() -> str:
+    """RunConfig's backend when none is named: the GPU's default (a machine without a GPU switches to the
+    CPU's where the caller left it out, defaults.device_defaults)."""
+    return default_backend(gpu=True)
 
 
 SHM = Path("/dev/shm")
@@ -142,7 +165,7 @@ class RunConfig(BaseModel):
     device: str = "auto"  # auto | cpu | cuda | cuda:N
 
     # candidates
-    backend: Literal["cuda", "triton", "cpp"] = "cuda"
+    backend: BackendName = Field(default_factory=gpu_default_backend)
     static_checks: bool = True
 
     # generation

@@ -1,20 +1,19 @@
 """Defaults the library decides from the machine, for every caller (CLI, Python API): where a run
 evaluates, and what `--solutions` runs.
 
-A CUDA candidate on a machine without a GPU can only end in `static_reject`, and the `full` preset is
+A GPU backend's candidate on a machine without a GPU can only end in `static_reject`, and the `full` preset is
 sized for a GPU (minutes per problem on a CPU), so evaluation defaults to what this machine can measure:
-without a GPU, the cpp backend and the `small` preset on the CPU. A backend or device asked for
+without a GPU, the backend whose `default_on` is the CPU and the `small` preset on the CPU. A backend or device asked for
 explicitly is honoured or refused with a ConfigError, never silently replaced. Each function returns the
 notice a caller should show when it chose something ('' when it did not).
 """
 
 from __future__ import annotations
 
-from kbench.backends import get_backend, gpu_backends
+from kbench.backends import default_backend, get_backend, gpu_backends
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
 
-CPU_BACKEND = "cpp"
 CPU_PRESET = "small"
 GPU_PRESET = "full"
 SOLUTIONS_LEVEL = 2  # the level the shipped solutions cover
@@ -43,16 +42,17 @@ def device_defaults(cfg: RunConfig, what: str = "evaluating") -> tuple[RunConfig
     explicit = cfg.model_fields_set
     if cfg.device.startswith("cuda"):
         raise ConfigError(f"no GPU for device {cfg.device}: torch sees none here; use --device cpu")
+    cpu_backend = get_backend(default_backend(gpu=False))
     if "backend" in explicit and get_backend(cfg.backend).needs_gpu:
         raise ConfigError(
-            f"no GPU for backend {cfg.backend}: torch sees none here; use --backend {CPU_BACKEND} "
-            "(C++ kernels on the CPU) or run on a GPU machine"
+            f"no GPU for backend {cfg.backend}: torch sees none here; use --backend {cpu_backend.name} "
+            f"({cpu_backend.title} kernels on the CPU) or run on a GPU machine"
         )
     update: dict[str, object] = {"device": "cpu"}
     chosen = []
     if "backend" not in explicit:
-        update["backend"] = CPU_BACKEND
-        chosen.append(f"the {CPU_BACKEND} backend")
+        update["backend"] = cpu_backend.name
+        chosen.append(f"the {cpu_backend.name} backend")
     if "preset" not in explicit:
         update["preset"] = CPU_PRESET
         chosen.append(f"the `{CPU_PRESET}` preset")
@@ -78,17 +78,21 @@ def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
     gpu = gpu_present(cfg.device)
     explicit = cfg.model_fields_set
     backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
-    if not gpu and any(b != CPU_BACKEND for b in backends):
-        raise ConfigError(f"no GPU for backend {backends[0]}: without one use --backend {CPU_BACKEND}")
+    if not gpu and (on_gpu := [b for b in backends if get_backend(b).gpu_kernels]):
+        raise ConfigError(
+            f"no GPU for backend {on_gpu[0]}: without one use --backend {default_backend(gpu=False)}"
+        )
     update: dict[str, object] = {"solution_backends": backends, "backend": backends[0], "model": ""}
     if "preset" not in explicit:
         update["preset"] = GPU_PRESET if gpu else CPU_PRESET
     notice = ""
     if not gpu:
         update["device"] = "cpu"
+        titles = " and ".join(get_backend(b).title for b in gpu_backends(True))
         notice = (
-            "evaluating the shipped C++ (OpenMP) solutions on the `small` preset on the CPU; on a GPU "
-            "machine the same command evaluates the CUDA and Triton solutions"
+            f"evaluating the shipped {' and '.join(get_backend(b).title for b in backends)} solutions on "
+            f"the `small` preset on the CPU; on a GPU machine the same command evaluates the {titles} "
+            "solutions"
         )
     if not (cfg.level or cfg.problems or cfg.tags):
         update["level"] = SOLUTIONS_LEVEL

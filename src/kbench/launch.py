@@ -64,19 +64,19 @@ def _value(args: Sequence[str], *names: str) -> str | None:
     return None
 
 
-def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[bool, bool] | None:
-    """(triton_interpret, one_shot) of the starter command line `args` will ask for (api.prewarm decides
+def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[str, str], bool] | None:
+    """(startup environment, one_shot) of the starter command line `args` will ask for (api.prewarm decides
     the same from the resolved settings), or None when it starts no worker or cannot be told here."""
     command = next((a for a in args if not a.startswith("-")), None)
     if command not in ONE_SHOT or {"--help", "-h", "--config"} & {a.split("=")[0] for a in args}:
         return None
     if environ.get("KBENCH_WORKER_START", "auto") == "spawn":
         return None
-    from kbench.sandbox.starter import interprets_triton
+    from kbench.sandbox.starter import startup_env
 
     backend = _value(args, "--backend", "-b") or environ.get("KBENCH_BACKEND", "")
     device = _value(args, "--device") or environ.get("KBENCH_DEVICE", "auto")
-    return interprets_triton(backend, device), ONE_SHOT[command]
+    return startup_env(backend, device), ONE_SHOT[command]
 
 
 def main() -> None:
@@ -92,7 +92,7 @@ def main() -> None:
         if guess is not None:
             from kbench.sandbox.starter import import_torch_meanwhile, prewarm
 
-            prewarm(triton_interpret=guess[0], one_shot=guess[1])
+            prewarm(guess[0], one_shot=guess[1])
             # This process's own torch import (seconds on a GPU host) from here, beside the starter's, and
             # not from the CLI's prewarm a second or two later: the offer of device buffers and the judge
             # need it, and on a cold `kbench eval` the candidate waited for it.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -42,12 +44,17 @@ def test_env_says_which_backends_run_here() -> None:
     backends = info["backends"]
     assert sorted(backends) == ["cpp", "cuda", "triton"]
     if info["gpu"] is None:
-        assert backends["cuda"] == {
+        cuda = backends["cuda"]
+        assert {k: cuda[k] for k in ("runs", "device", "here")} == {
             "runs": False,
             "device": None,
             "here": "no: needs a CUDA GPU, and torch sees none here",
         }
         assert backends["cpp"]["device"] == "cpu"
+    # each says which version of its tool builds its kernels, where that tool is installed
+    assert backends["triton"]["version"] == importlib.metadata.version("triton")
+    compiler = shutil.which("c++") or shutil.which("g++")
+    assert (backends["cpp"]["version"] is None) == (compiler is None)
     table = runner.invoke(app, ["env"])
     assert "backend cpp" in table.output and "backend cuda" in table.output
 
@@ -148,7 +155,8 @@ def test_a_backend_that_cannot_run_names_its_fix_whole(monkeypatch: pytest.Monke
         "no: this feature needs the optional package 'triton'; install it with: pip install 'kbench[triton]'"
     )
     info = json.loads(runner.invoke(app, ["env", "--format", "json"]).output)
-    assert info["backends"]["triton"] == {"runs": False, "device": None, "here": fix}
+    triton = info["backends"]["triton"]
+    assert {k: triton[k] for k in ("runs", "device", "here")} == {"runs": False, "device": None, "here": fix}
     table = runner.invoke(app, ["env"])
     assert table.exit_code == 0 and fix in table.output  # rich markup would have eaten "[triton]"
 

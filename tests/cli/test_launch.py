@@ -79,7 +79,7 @@ def test_the_early_starter_is_the_one_the_cli_asks_for(
         monkeypatch.setenv(key, value)
     guess = launch.early_start(args, os.environ)
     assert guess is not None and guess[1] is one_shot
-    starter.prewarm(triton_interpret=guess[0], one_shot=guess[1])
+    starter.prewarm(guess[0], one_shot=guess[1])
     assert len(fake_starters) == 1
     flags: dict[str, Any] = {
         "backend": launch._value(args, "--backend", "-b"),

@@ -42,13 +42,14 @@ from kbench.types import Candidate, Problem, Status, Verdict
 
 def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
     """Start the warm starter now, in the background, so its torch import overlaps the caller's set-up.
-    Triton on a machine without a GPU runs interpreted, which its starter must know when it imports.
+    Its start-up environment is the backend's (Triton on a machine without a GPU runs interpreted, which
+    its starter must know when it imports).
     `one_shot`: the caller asks for one verdict and exits (`kbench eval`): nothing optional is preloaded."""
-    from kbench.sandbox.starter import import_torch_meanwhile, interprets_triton
+    from kbench.sandbox.starter import import_torch_meanwhile, startup_env
     from kbench.sandbox.starter import prewarm as start
 
     if cfg.worker_start != "spawn":
-        start(triton_interpret=interprets_triton(cfg.backend, cfg.device), one_shot=one_shot)
+        start(startup_env(cfg.backend, cfg.device), one_shot=one_shot)
     import_torch_meanwhile()  # after the starter's launch (see there); once per process
 
 

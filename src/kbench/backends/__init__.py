@@ -1,10 +1,17 @@
-"""Candidate backends as a registry: how each one builds/loads, names its kernels and compile-checks.
+"""Candidate backends as plugins: everything kbench knows about one backend lives in its class.
 
 backend = get_backend("cuda")
 backend.check_environment("cuda:0")          # host: ConfigError with the fix when tools are missing
 backend.worker_env("cpu")                     # host: environment for the candidate worker
 backend.install_hooks(recorder, cache_dir, request)  # runner: before the candidate is imported
+backend.find_kernels(ctx)                     # static checks: the kernels its source defines
 backend.compile_check(source, "sm_90")        # anywhere: compile without running
+
+A backend is one module that subclasses `Backend` and registers it (`@register_backend("name")`); its
+prompt text lives in its `prompt_package` (kbench's own: prompts/templates/backends/NAME.md and
+prompts/examples/NAME/) and its shipped solutions under suite/solutions/NAME/. The built-in backends are this package's modules that
+register one (BUILTIN); another package adds one through the `kbench.backends` entry point group
+(`name = "package.module"`). Nothing outside a backend's module decides by its name.
 """
 
 from __future__ import annotations
@@ -81,12 +88,32 @@ class CompileCheck:
 
 
 class Backend:
-    """Base class: the cpp backend's behaviour is the default (load_inline, no device tools needed)."""
+    """Base class: a load_inline extension built on the CPU is the default (no device tools needed)."""
 
     name = ""
+    title = ""  # its name as people write it ("CUDA"), in prompts and messages
+    prompt_title = ""  # in prompts, when it says more than `title` ("C++ (CPU)")
     prebuilds = True  # builds a load_inline extension that a CPU builder can compile ahead of the run
     gpu_kernels = False  # its kernels are GPU kernels: its shipped solutions run where there is a GPU
     needs_gpu = False  # cannot run at all without a GPU (Triton has its CPU interpreter)
+    default_on = ""  # "gpu" / "cpu": the backend a run on such a machine gets when it names none
+    triton_kernels = False  # Triton compiles its kernels: its workers use Triton's cache (its key looked
+    # up by the host first), and its compile check, on a CPU host too
+    code_names: tuple[str, ...] = ()  # dotted names its kernel code calls (`tl.sum` is a kernel's, not
+    # PyTorch's, in a rule that looks for PyTorch doing the work)
+    runner_imports: tuple[str, ...] = ()  # imported by its runner before the guards' snapshot of torch
+    missing_kernel = "no kernel found"  # rule no-kernel: what its source lacks
+    detect_rank = 100  # which backend's kernels a source is taken for first (rule no-kernel's hint)
+    prompt_package = "kbench.prompts"  # holds its prompt text: templates/backends/NAME.md, examples/NAME/
+
+    def find_kernels(self, ctx: Any) -> list[str]:
+        """The names of the kernels `ctx` (a parsed candidate, checks/context.py) defines for this backend,
+        read from its text, in order of appearance."""
+        return []
+
+    def version(self) -> str | None:
+        """The version of the tool that builds its kernels, None where it is not installed."""
+        return None
 
     def check_environment(self, device: str) -> None:
         """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""
@@ -103,6 +130,7 @@ class Backend:
         install(recorder, cache_dir / "builds", request)
 
     def kernel_names(self, source: str) -> tuple[str, ...]:
+        """`find_kernels` of `source`, deduplicated; () on a syntax error."""
         from kbench.checks.kernels import kernel_names
 
         return kernel_names(source, self.name)
@@ -126,22 +154,78 @@ def register_backend(name: str) -> Callable[[B], B]:
 
 
 def backend_names() -> list[str]:
-    _load_builtin()
+    _load(plugins=True)
     return sorted(_REGISTRY)
+
+
+def backends() -> list[Backend]:
+    """Every registered backend, in the order a source's kernels are matched against them."""
+    _load(plugins=True)
+    return sorted(_REGISTRY.values(), key=lambda b: (b.detect_rank, b.name))
 
 
 def gpu_backends(gpu: bool) -> list[str]:
     """The backends whose kernels run on a GPU (`gpu`), or on the CPU (not `gpu`), by name."""
-    _load_builtin()
-    return sorted(name for name, b in _REGISTRY.items() if b.gpu_kernels == gpu)
+    return [b.name for b in sorted(backends(), key=lambda b: b.name) if b.gpu_kernels == gpu]
+
+
+def kernel_code_names() -> tuple[str, ...]:
+    """The dotted names every backend's kernel code is written with (`Backend.code_names`)."""
+    return tuple(dict.fromkeys(n for b in backends() for n in b.code_names))
+
+
+def default_backend(gpu: bool) -> str:
+    """The backend a run gets when it names none: the one that says it is the default on a GPU (`gpu`)
+    or on the CPU."""
+    where = "gpu" if gpu else "cpu"
+    for b in sorted(backends(), key=lambda b: b.name):
+        if b.default_on == where:
+            return b.name
+    raise ConfigError(f"no backend is registered as the default on the {where.upper()}")
 
 
 def get_backend(name: str) -> Backend:
-    _load_builtin()
+    _load(plugins=False)
+    if name not in _REGISTRY:
+        _load(plugins=True)  # the plugins' entry points are read only for a name the built-ins lack
     if name not in _REGISTRY:
         raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(sorted(_REGISTRY))}")
     return _REGISTRY[name]
 
 
-def _load_builtin() -> None:
-    from kbench.backends import cpp, cuda, triton  # noqa: F401  (registration side effects)
+def check_backend_name(name: str) -> str:
+    """`name` when it is a registered backend's; ValueError (for a validator) otherwise."""
+    try:
+        get_backend(name)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return name
+
+
+BUILTIN = ("cpp", "cuda", "triton")  # this package's modules that each register a backend
+ENTRY_POINTS = "kbench.backends"  # the entry point group through which other packages add one
+_loaded: set[str] = set()
+
+
+def _load(plugins: bool) -> None:
+    """Import the built-in backends' modules, and with `plugins` the entry points' (reading them costs
+    a process ~60 ms, so a worker that names a built-in backend never does)."""
+    import importlib
+
+    if "builtin" not in _loaded:
+        _loaded.add("builtin")
+        for module in BUILTIN:
+            importlib.import_module(f"{__name__}.{module}")
+    if plugins and "plugins" not in _loaded:
+        _loaded.add("plugins")
+        from importlib.metadata import entry_points
+
+        for point in entry_points(group=ENTRY_POINTS):
+            try:
+                point.load()
+            except Exception as exc:  # a broken plugin must not take the built-in backends down
+                import warnings
+
+                warnings.warn(
+                    f"backend plugin {point.name!r} ({point.value}) failed to load: {exc}", stacklevel=2
+                )

@@ -2,14 +2,50 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+from typing import Any
 
 from kbench.backends import Backend, register_backend
 from kbench.errors import ConfigError
 
+_PYBIND_DEF = re.compile(r"\.def\(\s*\"([A-Za-z_]\w*)\"")
+
 
 @register_backend("cpp")
 class CppBackend(Backend):
+    title = "C++"
+    prompt_title = "C++ (CPU)"
+    default_on = "cpu"
+    missing_kernel = "no C++ function exported by load_inline(functions=[...]) or PYBIND11 m.def"
+    detect_rank = 2
+
+    def find_kernels(self, ctx: Any) -> list[str]:
+        """Functions exported by `load_inline(functions=[...])` and by `m.def("name", ...)` in PYBIND11
+        blocks."""
+        from kbench.checks.kernels import load_inline_calls
+
+        names: list[str] = []
+        for call in load_inline_calls(ctx):
+            for kw in call.keywords:
+                if kw.arg == "functions":
+                    names.extend(ctx.module_list_value(kw.value))
+        for cs in ctx.code_strings:
+            if "PYBIND11_MODULE" in cs.text:
+                names.extend(_PYBIND_DEF.findall(cs.text))
+        return names
+
+    def version(self) -> str | None:
+        compiler = shutil.which("c++") or shutil.which("g++")
+        if compiler is None:
+            return None
+        try:
+            out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.splitlines()[0].strip() if out else None
+
     def check_environment(self, device: str) -> None:
         if device != "cpu":
             raise ConfigError(f"the cpp backend runs on the CPU; use --device cpu (got {device!r})")

@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kbench.backends import Backend, CompileCheck, register_backend
 from kbench.backends.cudasrc import cuda_strings, kernels_only
@@ -40,10 +41,42 @@ def _torch_includes() -> list[str]:
     return [*include_paths(), sysconfig.get_paths()["include"]]
 
 
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL = re.compile(r"__global__\b([^;{(]*)\(")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
 @register_backend("cuda")
 class CudaBackend(Backend):
+    title = "CUDA"
     gpu_kernels = True
     needs_gpu = True
+    default_on = "gpu"
+    missing_kernel = "no __global__ kernel in any CUDA source string"
+    detect_rank = 0  # before cpp: a CUDA candidate exports its launcher through load_inline too
+
+    def find_kernels(self, ctx: Any) -> list[str]:
+        """`__global__` function names in the source's C/C++ strings (its load_inline `cuda_sources`)."""
+        names: list[str] = []
+        for cs in ctx.code_strings:
+            text = _LAUNCH_BOUNDS.sub(" ", cs.text)
+            for m in _GLOBAL.finditer(text):
+                # `__global__ void __launch_bounds__(256) k(` -> the last identifier before `(` is the name.
+                idents = _IDENT.findall(m.group(1))
+                if idents:
+                    names.append(idents[-1])
+        return names
+
+    def version(self) -> str | None:
+        nvcc = nvcc_path()
+        if nvcc is None:
+            return None
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        found = re.search(r"release ([\d.]+)", out)
+        return f"nvcc {found.group(1)}" if found else "nvcc"
 
     def check_environment(self, device: str) -> None:
         from kbench.hardware import gpu_count

@@ -113,10 +113,43 @@ def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> Compil
     return CompileCheck(ok, "\n".join(logs)[-8000:], tuple(launches), time.perf_counter() - t0)
 
 
+_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit")
+
+
 @register_backend("triton")
 class TritonBackend(Backend):
+    title = "Triton"
     gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
+    triton_kernels = True
+    code_names = ("triton", "tl")
+    runner_imports = ("triton.testing",)  # do_bench belongs in the guards' snapshot of the timers
+    missing_kernel = "no @triton.jit function"
+    detect_rank = 1
+
+    def find_kernels(self, ctx: Any) -> list[str]:
+        """Functions decorated with `triton.jit` / `triton.autotune` / `triton.heuristics`."""
+        import ast
+
+        from kbench.checks.context import matches
+
+        def decorator(dec: ast.expr) -> str | None:
+            return ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec)  # type: ignore[no-any-return]
+
+        return [
+            node.name
+            for node in ctx.nodes
+            if isinstance(node, ast.FunctionDef)
+            and any(matches(decorator(d), _DECORATORS) for d in node.decorator_list)
+        ]
+
+    def version(self) -> str | None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("triton")
+        except PackageNotFoundError:
+            return None
 
     def check_environment(self, device: str) -> None:
         require("triton", "triton")

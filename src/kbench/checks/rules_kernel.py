@@ -7,6 +7,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from kbench.backends import get_backend, kernel_code_names
 from kbench.checks.context import CheckContext, matches
 from kbench.checks.kernels import backend_of, names_in
 from kbench.checks.registry import Hit, register_rule
@@ -107,7 +108,7 @@ def _pytorch_compute(ctx: CheckContext, call: ast.Call, modules: set[str]) -> st
         return name
     func = call.func
     if isinstance(func, ast.Attribute):
-        if func.attr in _TENSOR_OPS and not matches(name, ("triton", "tl")):
+        if func.attr in _TENSOR_OPS and not matches(name, kernel_code_names()):
             return f".{func.attr}()"
         if (
             func.attr == "forward"
@@ -144,23 +145,16 @@ def try_fallback(ctx: CheckContext) -> Iterator[Hit]:
 
 @register_rule("no-kernel")
 def no_kernel(ctx: CheckContext) -> Iterator[Hit]:
-    """A candidate for a backend must define a kernel in that backend (a `__global__` function in its CUDA
-    sources, an `@triton.jit` function, or a C++ function exported by load_inline); otherwise the work is
+    """A candidate for a backend must define a kernel in that backend (`Backend.find_kernels`: a
+    `__global__` function in its CUDA sources, an `@triton.jit` function, a C++ function exported by
+    load_inline); otherwise the work is
     done by PyTorch and the benchmark measures PyTorch against itself. When the source holds another
     backend's kernels, the message says which backend to pass instead."""
-    if ctx.backend in ("cuda", "triton", "cpp") and not names_in(ctx):
-        what = {
-            "cuda": "no __global__ kernel in any CUDA source string",
-            "triton": "no @triton.jit function",
-            "cpp": "no C++ function exported by load_inline(functions=[...]) or PYBIND11 m.def",
-        }
+    if not names_in(ctx):
         hint = ""
         if other := backend_of(ctx):
-            hint = f"; this looks like a {_BACKEND_NAMES[other]} candidate: pass --backend {other}"
-        yield Hit(1, f"backend {ctx.backend}: {what[ctx.backend]}{hint}")
-
-
-_BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton", "cpp": "C++"}
+            hint = f"; this looks like a {get_backend(other).title} candidate: pass --backend {other}"
+        yield Hit(1, f"backend {ctx.backend}: {get_backend(ctx.backend).missing_kernel}{hint}")
 
 
 @register_rule("reference-call")

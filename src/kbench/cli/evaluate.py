@@ -19,6 +19,7 @@ from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json, skip_teardown
 from kbench.cli.devices import device_defaults
+from kbench.cli.generate import BACKENDS
 from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
 from kbench.types import Verdict
@@ -90,7 +91,7 @@ def eval_cmd(
     ),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Python file defining ModelNew"),
     backend: str | None = typer.Option(
-        None, "--backend", "-b", help="cuda | triton | cpp (default: cuda, or cpp without a GPU)"
+        None, "--backend", "-b", help=f"{BACKENDS} (default: cuda, or cpp without a GPU)"
     ),
     dtype: str | None = typer.Option(None, "--dtype", help="fp32 | fp16 | bf16"),
     preset: str | None = typer.Option(None, "--preset", help="shape preset, e.g. full or small"),

@@ -7,13 +7,15 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kbench.backends import BUILTIN
 from kbench.cli.app import Format, app, console, err_console, print_json
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
 from kbench.problems import get_problem, select
 from kbench.types import Problem
 
-BACKENDS = "cuda | triton | cpp"
+# The help's list: the built-in backends (reading the plugins' entry points would slow every start).
+BACKENDS = " | ".join(BUILTIN) + " (or a plugin's: kbench env lists them)"
 
 
 def select_problems(cfg: RunConfig) -> list[Problem]:
@@ -38,7 +40,7 @@ def problems_flag(value: str | None) -> dict[str, object]:
 @app.command("prompt")
 def prompt_cmd(
     problem: str = typer.Argument(..., help="SOURCE:LEVEL/ID, LEVEL/ID, a name or a problem file"),
-    backend: str = typer.Option("cuda", "--backend", "-b", help=BACKENDS),
+    backend: str | None = typer.Option(None, "--backend", "-b", help=f"{BACKENDS} (default: cuda)"),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32 | fp16 | bf16"),
     shots: str = typer.Option("one", "--shots", help="zero | one | few"),
     hardware: str | None = typer.Option(None, "--hardware", help="GPU name for hardware facts, e.g. H100"),
@@ -49,7 +51,8 @@ def prompt_cmd(
     """Print the exact prompt a model gets for one problem (system prompt first)."""
     from kbench.prompts import PromptOptions, build_prompt
 
-    p = build_prompt(get_problem(problem), PromptOptions(backend, dtype, shots, hardware, cot, preset))
+    chosen = backend or RunConfig().backend
+    p = build_prompt(get_problem(problem), PromptOptions(chosen, dtype, shots, hardware, cot, preset))
     if fmt is Format.json:
         print_json({"problem": p.problem_key, "system": p.system, "text": p.text, "options": dict(p.options)})
         return

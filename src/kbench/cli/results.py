@@ -73,12 +73,26 @@ def runs_cmd(
     console.print(table)
 
 
+def _gpu_backend(name: str) -> bool:
+    """Whether a stored run's backend runs its kernels on a GPU (one no longer registered: taken to)."""
+    from kbench.backends import get_backend
+
+    try:
+        return get_backend(name).gpu_kernels
+    except ConfigError:
+        return True
+
+
 def _run_cells(r: RunInfo) -> list[str]:
     """Model and backend as the verdicts have them (the shipped solutions' run stores no model), else as
     configured; the preset; the device the verdicts ran on (`--format json` has the whole hardware)."""
     model = ", ".join(r.models) or str(r.config.get("model") or "–")
     backend = ", ".join(r.backends) or str(r.config.get("backend", ""))
-    cpu = str(r.config.get("device")) == "cpu" or set(r.backends) == {"cpp"} or not r.hardware.get("gpu")
+    cpu = (
+        str(r.config.get("device")) == "cpu"
+        or not any(map(_gpu_backend, r.backends))
+        or not r.hardware.get("gpu")
+    )
     return [model, backend, str(r.config.get("preset", "")), "CPU" if cpu else str(r.hardware["gpu"])]
 
 

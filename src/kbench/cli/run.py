@@ -155,10 +155,17 @@ def _next_steps(cfg: RunConfig, run_id: str, shipped: bool) -> str:
     """What to try after a run: the summary again, one verdict by hand, a model's run."""
     steps = [f"kbench report {run_id} --store {cfg.store} (this summary again)"]
     if shipped:
-        backend = "cpp" if cfg.device == "cpu" else "triton"
-        solution = f"src/kbench/suite/solutions/{backend}/level2/2_Gemm_GELUTanh.py"
-        steps.append(f"kbench eval --problem 2/2 --candidate {solution} --backend {backend} (one verdict; "
-                     "a copy of that file is where your own kernel starts)")  # fmt: skip
+        from kbench.backends import default_backend, get_backend
+        from kbench.solutions import solution_paths
+
+        gpu = cfg.device != "cpu"
+        for backend in [*cfg.solution_backends, cfg.backend, default_backend(gpu)]:
+            found = solution_paths(backend).get((2, 2))
+            if found is not None and (gpu or not get_backend(backend).gpu_kernels):
+                solution = found.relative_to(Path.cwd()) if found.is_relative_to(Path.cwd()) else found
+                steps.append(f"kbench eval --problem 2/2 --candidate {solution} --backend {backend} (one "
+                             "verdict; a copy of that file is where your own kernel starts)")  # fmt: skip
+                break
         steps.append("kbench run -m openai/MODEL --level 2 --problems 5 (a model's kernels; README: Usage)")
     else:
         steps.append(f"kbench run --resume {run_id} (asks again what failed or is missing)")
@@ -218,7 +225,7 @@ def run_cmd(
     ),
     tag: list[str] = typer.Option([], "--tag", "-t"),
     backend: str | None = typer.Option(
-        None, "--backend", "-b", help=f"{BACKENDS} (default: cpp without a GPU)"
+        None, "--backend", "-b", help=f"{BACKENDS} (default: cuda, or cpp without a GPU)"
     ),
     preset: str | None = typer.Option(None, "--preset", "-p", help="default: full on a GPU, small on CPU"),
     dtype: str | None = typer.Option(None, "--dtype"),

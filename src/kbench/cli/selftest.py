@@ -6,6 +6,7 @@ import typer
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
+from kbench.cli.generate import BACKENDS
 
 
 @app.command("selftest")
@@ -13,9 +14,7 @@ def selftest_cmd(
     device: str = typer.Option(
         "cpu", "--device", help="cpu (cpp + Triton interpreter) or cuda (every fixture)"
     ),
-    backend: list[str] = typer.Option(
-        [], "--backend", help="only these backends (repeatable): cuda, triton, cpp"
-    ),
+    backend: list[str] = typer.Option([], "--backend", help=f"only these backends (repeatable): {BACKENDS}"),
     select: str = typer.Option("", "--select", help="only fixtures whose id contains this text"),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
     share: bool = typer.Option(

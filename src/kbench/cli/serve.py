@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from kbench.backends import default_backend
 from kbench.cli.app import app, console, err_console
 from kbench.cli.evaluate import prewarm_starter
 from kbench.config import RunConfig, resolve
@@ -19,7 +20,7 @@ def _cpu_defaults(cfg: RunConfig) -> RunConfig:
         return cfg
     update: dict[str, object] = {"device": "cpu"}
     if "backend" not in cfg.model_fields_set:
-        update["backend"] = "cpp"
+        update["backend"] = default_backend(gpu=False)
     if "preset" not in cfg.model_fields_set:
         update["preset"] = "small"
     err_console.print(

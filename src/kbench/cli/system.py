@@ -28,14 +28,17 @@ def env_cmd(fmt: Format = typer.Option(Format.table, "--format", help="table or 
     for key, value in info.items():
         table.add_row(key, "-" if value is None else str(value))
     for name, can in backends.items():
-        table.add_row(f"backend {name}", escape(can["here"]))  # a fix may read "pip install 'kbench[triton]'"
+        version = f" ({can['version']})" if can["version"] else ""
+        table.add_row(
+            f"backend {name}", escape(can["here"] + version)
+        )  # a fix may read "pip install 'kbench[triton]'"
     console.print(table)
 
 
 def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
     """Whether each backend can evaluate candidates on this machine, where, and if not why: the check an
     evaluation runs first (`Backend.check_environment`), on the GPU when there is one and the backend's
-    kernels are GPU kernels, else on the CPU."""
+    kernels are GPU kernels, else on the CPU; and the version of the tool that builds its kernels."""
     from kbench.backends import backend_names, get_backend
     from kbench.errors import ConfigError
 
@@ -48,7 +51,7 @@ def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
                 raise ConfigError("needs a CUDA GPU, and torch sees none here")
             backend.check_environment(device)
         except ConfigError as exc:
-            found[name] = {"runs": False, "device": None, "here": f"no: {exc}"}
+            found[name] = {"runs": False, "device": None, "here": f"no: {exc}", "version": backend.version()}
             continue
         if device == "cuda":
             here = "yes, on the GPU"
@@ -56,7 +59,7 @@ def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
             here = "yes, on the CPU in its interpreter: correctness only, times mean nothing"
         else:
             here = "yes, on the CPU"
-        found[name] = {"runs": True, "device": device, "here": here}
+        found[name] = {"runs": True, "device": device, "here": here, "version": backend.version()}
     return found
 
 

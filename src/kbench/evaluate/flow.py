@@ -169,7 +169,7 @@ def runs_triton(candidate: Candidate, cfg: RunConfig, device: str) -> bool:
     torch.compile baseline timed there: Inductor's kernels are Triton's), and so looks Triton's key up."""
     if not device.startswith("cuda"):
         return False
-    return candidate.backend == "triton" or (cfg.measure and compiles(cfg.baselines))
+    return get_backend(candidate.backend).triton_kernels or (cfg.measure and compiles(cfg.baselines))
 
 
 def short_of_disk(cfg: RunConfig) -> str | None:

@@ -5,12 +5,13 @@ assembles them, so a prompt change is a text diff, and `kbench prompt PROBLEM` p
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from string import Template
 
-from kbench.config import RunConfig
+from kbench.backends import get_backend
+from kbench.config import RunConfig, gpu_default_backend
 from kbench.errors import ConfigError
 from kbench.types import Problem, Prompt
 
@@ -21,7 +22,6 @@ EXAMPLES = (
     ("gemm_leaky_relu", "GEMM with a bias + LeakyReLU epilogue"),
 )
 SHOTS = {"zero": 0, "one": 1, "few": len(EXAMPLES)}
-BACKEND_NAMES = {"cuda": "CUDA", "triton": "Triton", "cpp": "C++ (CPU)"}
 DTYPE_TEXT = {
     "fp32": "float32 (torch.float32).",
     "fp16": "float16: the inputs and parameters are cast to torch.float16; accumulate in float32 inside your kernels.",
@@ -29,9 +29,15 @@ DTYPE_TEXT = {
 }
 
 
+def backend_title(backend: str) -> str:
+    """How a prompt names `backend` (its `prompt_title`, else its `title`)."""
+    found = get_backend(backend)
+    return found.prompt_title or found.title or found.name
+
+
 @dataclass(frozen=True)
 class PromptOptions:
-    backend: str = "cuda"
+    backend: str = field(default_factory=gpu_default_backend)
     dtype: str = "fp32"
     shots: str = "one"  # zero | one | few
     hardware: str | None = None  # GPU name for the hardware facts, e.g. "H100"
@@ -47,14 +53,16 @@ class PromptOptions:
 
 
 @lru_cache(maxsize=64)
-def read_resource(*parts: str) -> str:
-    node = resources.files("kbench.prompts")
+def read_resource(*parts: str, package: str = "kbench.prompts") -> str:
+    node = resources.files(package)
     for part in parts:
         node = node / part
     try:
         return node.read_text().strip("\n")
     except FileNotFoundError:
-        raise ConfigError(f"prompt resource {'/'.join(parts)} is missing from the kbench package") from None
+        raise ConfigError(
+            f"prompt resource {'/'.join(parts)} is missing from the package {package}"
+        ) from None
 
 
 def template(template_name: str, **values: str) -> str:
@@ -116,9 +124,11 @@ def example_section(backend: str, shots: str) -> str:
                 "example.md",
                 number=str(number),
                 title=title,
-                backend_name=BACKEND_NAMES[backend],
+                backend_name=backend_title(backend),
                 reference=strip_kbench_metadata(read_resource("examples", "reference", f"{stem}.py")),
-                solution=read_resource("examples", backend, f"{stem}.py"),
+                solution=read_resource(
+                    "examples", backend, f"{stem}.py", package=get_backend(backend).prompt_package
+                ),
             )
         )
     return "".join(f"\n{p}\n" for p in parts)
@@ -147,8 +157,8 @@ def hardware_section(gpu: str | None) -> str:
 
 
 def _check(options: PromptOptions) -> None:
+    get_backend(options.backend)  # ConfigError naming the registered backends
     for value, known, what in (
-        (options.backend, BACKEND_NAMES, "backend"),
         (options.shots, SHOTS, "shots"),
         (options.dtype, DTYPE_TEXT, "dtype"),
     ):
@@ -160,10 +170,15 @@ def build_prompt(problem: Problem, options: PromptOptions | None = None) -> Prom
     """The full first-turn prompt for one problem."""
     options = options or PromptOptions()
     _check(options)
-    name = BACKEND_NAMES[options.backend]
+    name = backend_title(options.backend)
     text = template(
         "task.md",
-        backend=read_resource("templates", "backends", f"{options.backend}.md"),
+        backend=read_resource(
+            "templates",
+            "backends",
+            f"{options.backend}.md",
+            package=get_backend(options.backend).prompt_package,
+        ),
         fusion=read_resource("templates", "fusion.md"),
         examples=example_section(options.backend, options.shots),
         hardware=hardware_section(options.hardware),

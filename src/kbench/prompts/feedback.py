@@ -7,7 +7,7 @@ traceback, no host paths, no kbench internals, each error once, at most logs.MAX
 
 from __future__ import annotations
 
-from kbench.prompts.builder import BACKEND_NAMES, template
+from kbench.prompts.builder import backend_title, template
 from kbench.prompts.logs import (
     candidate_traceback,
     compiler_errors,
@@ -147,4 +147,4 @@ def refine_message(backend: str, verdict: Verdict | None, no_code_reason: str = 
     else:
         text = feedback(verdict, source)
         instruction = "Fix the problem above."
-    return template("refine.md", feedback=text, instruction=instruction, backend_name=BACKEND_NAMES[backend])
+    return template("refine.md", feedback=text, instruction=instruction, backend_name=backend_title(backend))

@@ -225,11 +225,18 @@ def job_folders(spec: JobSpec, jobdir: Path) -> list[Path]:
     gpu = spec.device.startswith("cuda") and spec.role != "build"  # a build sees no GPU
     if lease.required(spec.role, spec.device):
         folders.append(lease.lease_dir())
-    if gpu or spec.backend == "triton":  # the compile check compiles for a GPU arch on a CPU host too
+    if gpu or triton_kernels(spec.backend):  # its compile check compiles for a GPU arch on a CPU host too
         folders.append(triton_cache())
     if gpu:
         folders.append(cuda_cache())
     return folders
+
+
+def triton_kernels(backend: str) -> bool:
+    """Whether Triton compiles the kernels of `backend` (False for an empty name: a reference's job)."""
+    from kbench.backends import get_backend
+
+    return bool(backend) and get_backend(backend).triton_kernels
 
 
 def confine(folders: Iterable[Path], devices: bool = True, reads: Iterable[Path] | None = None) -> str:

@@ -260,19 +260,31 @@ def starter_for(env: dict[str, str], optional_preload: bool = True, wait: bool =
     return found
 
 
-def interprets_triton(backend: str, device: str) -> bool:
-    """Whether workers for these settings run Triton interpreted (TRITON_INTERPRET, part of a starter's
-    start-up environment): a Triton backend on the CPU, chosen or (`auto`) for want of a GPU."""
+def startup_env(backend: str, device: str) -> dict[str, str]:
+    """What the backend's worker environment for these settings holds of STARTUP_VARS (a starter takes
+    those when it starts, e.g. Triton's interpreter on a machine without a GPU): the device is the one
+    `device` evaluates on (`auto`: a GPU where the driver's device node exists). {} for a backend nobody
+    registered or named (the default backends need nothing there; the evaluation's own check names an
+    unknown one)."""
+    if not backend:
+        return {}
+    from kbench.backends import get_backend
+    from kbench.errors import ConfigError
+
     no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    return backend == "triton" and no_gpu
+    try:
+        env = get_backend(backend).worker_env("cpu" if no_gpu else "cuda")
+    except ConfigError:
+        return {}
+    return {k: v for k, v in env.items() if k in STARTUP_VARS}
 
 
-def prewarm(triton_interpret: bool = False, one_shot: bool = False) -> None:
+def prewarm(env: dict[str, str] | None = None, one_shot: bool = False) -> None:
     """Launch the warm starter for the usual worker environment now, so its torch import (2-10 s) overlaps
     the caller's own imports and set-up instead of delaying its first worker. `one_shot`: the caller
     evaluates one candidate and exits, so the starter preloads nothing beyond what every worker imports
     (an optional preload would only hold up its requests)."""
-    starter_for(worker_env({"TRITON_INTERPRET": "1"} if triton_interpret else {}), not one_shot, wait=False)
+    starter_for(worker_env(env or {}), not one_shot, wait=False)
 
 
 _torch_import: list[threading.Thread] = []  # this process's own torch import on a thread, once

@@ -13,6 +13,7 @@ verdict -- times, which calls are checked, their outputs, the inputs' integrity 
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -55,8 +56,8 @@ class CandidateRole(Role):
         self.phases: dict[str, float] = {}
         self.guards: Guards | None = None
         if spec.role != "build":
-            if spec.backend == "triton":
-                import triton.testing  # noqa: F401  (so do_bench is in the timer snapshot)
+            for module in self.backend.runner_imports:  # before the guards' snapshot (Triton's do_bench)
+                importlib.import_module(module)
             if spec.early_cuda:  # the referee holds the device's timing lock (shared) until Ready
                 c0 = time.perf_counter()
                 torch.zeros(1, device=self.device)
