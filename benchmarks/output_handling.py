@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from kbench.evaluate import compare as correctness
 from kbench.hardware import environment
+from kbench.problems import compare as correctness
 from kbench.sandbox.tensorfiles import digest, save_tensors
 
 KEY = b"k" * 32

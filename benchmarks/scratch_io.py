@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from kbench.config import RunConfig
-from kbench.evaluate.compare import compare
 from kbench.hardware import environment
+from kbench.problems.compare import compare
 from kbench.sandbox.protocol import WorkerResult, read_result, write_result
 from kbench.sandbox.tensorfiles import load_tensors, save_tensors
 

@@ -14,7 +14,7 @@ reported apart (the goal there is 1.5x upstream).
 
 Bytecode: where torch is installed without compiled bytecode and Python may not write it (uv's default
 install, PYTHONDONTWRITEBYTECODE, a read-only site-packages), every fresh process compiles torch's
-modules again; kbench keeps its processes' bytecode in its cache folder then (kbench/bytecode.py), the
+modules again; kbench keeps its processes' bytecode in its cache folder then (kbench/sandbox/bytecode.py), the
 upstream flow's process compiles as the machine has it. So the upstream flow is also timed with a
 bytecode folder of its own (`upstream_bytecode`, warmed by its untimed run): the comparison on equal
 terms. kbench's own folder is warmed by one untimed `kbench eval` before the first problem, as an
@@ -88,7 +88,7 @@ def _timed(cmd: list[str], env: dict[str, str], timeout: float = 900) -> tuple[f
 
 def bytecode_env(env: dict[str, str], folder: Path) -> dict[str, str]:
     """`env` with a bytecode folder of its own that Python reads and writes (the upstream flow on equal
-    terms with kbench's, kbench/bytecode.py)."""
+    terms with kbench's, kbench/sandbox/bytecode.py)."""
     out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return out | {"PYTHONPYCACHEPREFIX": str(folder)}
 

@@ -10,7 +10,7 @@ import torch
 from kbench import metrics as m
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
-from kbench.evaluate.compare import compare
+from kbench.problems.compare import compare
 from kbench.protocols import PROTOCOLS, get_protocol, parse_protocols
 from kbench.types import AllcloseTolerance, Problem, Status, TimingStats, Verdict
 

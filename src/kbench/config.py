@@ -79,6 +79,8 @@ def gpu_default_backend() -> str:
     return default_backend(gpu=True)
 
 
+FIXED_SEED_BASE = 1000  # the evaluator's fixed seeds: FIXED_SEED_BASE + i for i < RunConfig.seeds
+
 SHM = Path("/dev/shm")
 SCRATCH_MIN_FREE = 64 << 30  # bytes a memory file system must have free to hold job folders
 
@@ -224,7 +226,7 @@ class RunConfig(BaseModel):
     protocol: Literal["kbench", "kernelbench"] = "kbench"
     init_seed: int = _ref(42)  # seed for Model/ModelNew construction (KernelBench's semantics)
     hidden_shapes: bool = (
-        False  # an ok candidate is checked again at sizes drawn per evaluation (generalize.py)
+        False  # an ok candidate is checked again at sizes drawn per evaluation (evaluate/hidden.py)
     )
     cuda_arch: str = "9.0"  # TORCH_CUDA_ARCH_LIST for builds on a host without a GPU (prebuild)
     compile_arch: str = "sm_90"  # the GPU arch Triton candidates are compile-checked for (candidate worker)

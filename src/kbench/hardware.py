@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import kbench
+from kbench.version import VERSION
 
 TIMING_FIELDS = ("gpu", "driver", "cuda", "torch", "device")
 
@@ -81,7 +81,7 @@ def environment() -> dict[str, Any]:
     except ImportError:
         triton_version = None
     info: dict[str, Any] = {
-        "kbench": kbench.__version__,
+        "kbench": VERSION,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "triton": triton_version,
@@ -98,9 +98,9 @@ def environment() -> dict[str, Any]:
 
 
 def _bytecode() -> str:
-    """Where fresh processes find torch's compiled bytecode (kbench/bytecode.py): `installed` beside its
+    """Where fresh processes find torch's compiled bytecode (kbench/sandbox/bytecode.py): `installed` beside its
     sources, `kbench cache` in kbench's folder, or `none` (every fresh process compiles torch again)."""
-    from kbench import bytecode
+    from kbench.sandbox import bytecode
 
     if bytecode.has_bytecode("torch"):
         return "installed"

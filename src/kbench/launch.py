@@ -9,7 +9,7 @@ guess the settings later contradict (a --config file says otherwise) costs an id
 exit; where the arguments cannot tell, nothing is launched early.
 
 Before anything else, where the installation keeps no bytecode for torch, this process reads and writes
-its bytecode in kbench's cache folder (kbench/bytecode.py): otherwise every command compiles torch's
+its bytecode in kbench's cache folder (kbench/sandbox/bytecode.py): otherwise every command compiles torch's
 modules again, seconds at each start.
 
 The same commands start this process's own torch import on a thread at once: it takes as long as the
@@ -72,7 +72,7 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[s
         return None
     if environ.get("KBENCH_WORKER_START", "auto") == "spawn":
         return None
-    from kbench.sandbox.starter import startup_env
+    from kbench.backends import startup_env
 
     backend = _value(args, "--backend", "-b") or environ.get("KBENCH_BACKEND", "")
     device = _value(args, "--device") or environ.get("KBENCH_DEVICE", "auto")
@@ -81,7 +81,7 @@ def early_start(args: Sequence[str], environ: Mapping[str, str]) -> tuple[dict[s
 
 def main() -> None:
     try:  # first: everything this process imports from here on reads (or compiles once) kbench's bytecode
-        from kbench import bytecode
+        from kbench.sandbox import bytecode
 
         bytecode.use_here()
     except Exception:  # only a head start: Python compiles as it would have

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DTYPES = ("fp32", "fp16", "bf16")
-# Default correctness tolerance per dtype: |out-ref| <= tol*(min(1, rms(ref))+|ref|) (evaluate/compare.py).
+# Default correctness tolerance per dtype: |out-ref| <= tol*(min(1, rms(ref))+|ref|) (problems/compare.py).
 DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
 

@@ -85,17 +85,6 @@ def time_eager(fn: Callable[[], Any], device: str, budget_s: float = 0.5, max_re
     return statistics.median(times)
 
 
-def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
-    """`get_inputs()` under a seed, generated on `device` as the evaluator does (problems/inputs.make_inputs
-    without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
-    import torch
-
-    from kbench.problems.inputs import generate_inputs
-
-    made = generate_inputs(loaded.get_inputs, seed, device)
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]
-
-
 def tensor_bytes(values: Iterable[Any]) -> int:
     return sum(t.numel() * t.element_size() for t in flat_tensors(list(values)))
 
@@ -141,6 +130,8 @@ def _forward_fn(model: Any, device: str) -> Callable[[list[Any]], list[Any]]:
 
 def _run_reference(loaded: LoadedProblem, device: str) -> tuple[LintContext, float, int, str]:
     import torch
+
+    from kbench.problems.inputs import seeded_inputs  # imports torch, which `kbench` starts without
 
     cuda = device.startswith("cuda")
     if cuda:

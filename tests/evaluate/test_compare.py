@@ -1,11 +1,11 @@
-"""The host's comparison of outputs against the reference (evaluate/compare.py)."""
+"""The host's comparison of outputs against the reference (problems/compare.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kbench.evaluate.compare import compare, summarize_correctness
+from kbench.problems.compare import compare, summarize_correctness
 
 
 @pytest.mark.parametrize("shape", [(6, 42, 5), (1,), (7, 3)])
@@ -87,7 +87,7 @@ def test_summarize_keeps_first_failure() -> None:
 
 
 def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:
-    from kbench.evaluate.compare import summarize_correctness
+    from kbench.problems.compare import summarize_correctness
 
     ref = torch.zeros(3, 4)
     out = ref.clone()
@@ -104,7 +104,7 @@ def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:
 
 
 def test_chunked_comparison_reports_what_the_whole_tensor_shows(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kbench.evaluate.compare as correctness
+    import kbench.problems.compare as correctness
 
     ref = torch.randn(4, 5, 6)
     out = ref.clone()
@@ -129,7 +129,7 @@ def test_chunked_comparison_reports_what_the_whole_tensor_shows(monkeypatch: pyt
 def test_fp32_first_pass_never_changes_the_float64_verdict() -> None:
     """Elements just inside and just outside the threshold (within fp32 rounding of it) are judged as the
     float64 rule judges them: the fp32 pass only accepts chunks with room to spare."""
-    from kbench.evaluate.compare import compare
+    from kbench.problems.compare import compare
 
     gen = torch.Generator().manual_seed(3)
     tol = 1e-4

@@ -18,7 +18,6 @@ import pytest
 from evalfixtures import cpu_config
 
 from kbench.sandbox import confine
-from kbench.sandbox.protocol import JobSpec
 
 ABI, WHY = confine.abi()
 
@@ -146,20 +145,6 @@ def test_without_landlock_it_runs_unconfined_and_says_why(monkeypatch: pytest.Mo
     assert confine.confine([job]) == "none: this kernel has no Landlock system calls"
     monkeypatch.setattr(confine, "abi", lambda: (1, ""))
     assert confine.confine([job]).startswith("none: Landlock ABI 1 is older")
-
-
-def test_job_folders_are_the_jobs_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KBENCH_LEASE_DIR", str(tmp_path / "leases"))
-    cache, jobdir = tmp_path / "cache", tmp_path / "job"
-    spec = JobSpec(role="candidate", preset="small", dtype="fp32", device="cuda:0", cache_dir=str(cache))
-    folders = confine.job_folders(spec, jobdir)
-    assert jobdir in folders and cache / "builds" in folders and tmp_path / "leases" in folders
-    assert cache not in folders  # the reference cache and the rest of the cache folder stay read-only
-    assert confine.cuda_cache() in folders and confine.triton_cache() in folders
-    build = confine.job_folders(spec.model_copy(update={"role": "build", "backend": "cpp"}), jobdir)
-    assert tmp_path / "leases" not in build and confine.cuda_cache() not in build
-    cpu = confine.job_folders(spec.model_copy(update={"device": "cpu", "backend": "cpp"}), jobdir)
-    assert confine.triton_cache() not in cpu and tmp_path / "leases" not in cpu
 
 
 def test_the_setting_reaches_the_job() -> None:

@@ -221,10 +221,10 @@ def test_fork_request_carries_no_key(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_a_forked_worker_writes_no_bytecode_where_its_starter_did(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With a bytecode folder (kbench/bytecode.py) the starter is its own (the prefix is part of its
+    """With a bytecode folder (kbench/sandbox/bytecode.py) the starter is its own (the prefix is part of its
     start-up), writes its own imports there, and forks workers that look there but write nothing (their
     jobs say so)."""
-    from kbench import bytecode
+    from kbench.sandbox import bytecode
 
     where = tmp_path / "pycache"
     monkeypatch.setattr(bytecode, "_folder", lambda: where)

@@ -10,9 +10,9 @@ from kbench.analysis.gpus import GPUSpec
 from kbench.analysis.graph import GraphView, trace_groups
 from kbench.analysis.profile import EagerProfile, profile_eager
 from kbench.analysis.roofline import SOL, FlopCount, problem_flops, sol_from_counts
+from kbench.problems.inputs import seeded_inputs
 from kbench.problems.loader import build_model, load
 from kbench.types import Problem
-from kbench.verify import seeded_inputs
 
 
 @dataclass

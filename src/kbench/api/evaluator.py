@@ -45,7 +45,8 @@ def prewarm(cfg: RunConfig, one_shot: bool = False) -> None:
     Its start-up environment is the backend's (Triton on a machine without a GPU runs interpreted, which
     its starter must know when it imports).
     `one_shot`: the caller asks for one verdict and exits (`kbench eval`): nothing optional is preloaded."""
-    from kbench.sandbox.starter import import_torch_meanwhile, startup_env
+    from kbench.backends import startup_env
+    from kbench.sandbox.starter import import_torch_meanwhile
     from kbench.sandbox.starter import prewarm as start
 
     if cfg.worker_start != "spawn":

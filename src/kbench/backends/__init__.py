@@ -4,7 +4,7 @@ backend = get_backend("cuda")
 backend.check_environment("cuda:0")          # host: ConfigError with the fix when tools are missing
 backend.worker_env("cpu")                     # host: environment for the candidate worker
 backend.install_hooks(recorder, cache_dir, request)  # runner: before the candidate is imported
-backend.find_kernels(ctx)                     # static checks: the kernels its source defines
+backend.find_kernels(ctx)                     # static checks: the kernels its source defines (checks/)
 backend.compile_check(source, "sm_90")        # anywhere: compile without running
 
 A backend is one module that subclasses `Backend` and registers it (`@register_backend("name")`); its
@@ -107,8 +107,9 @@ class Backend:
     prompt_package = "kbench.prompts"  # holds its prompt text: templates/backends/NAME.md, examples/NAME/
 
     def find_kernels(self, ctx: Any) -> list[str]:
-        """The names of the kernels `ctx` (a parsed candidate, checks/context.py) defines for this backend,
-        read from its text, in order of appearance."""
+        """The names of the kernels `ctx` (a parsed candidate: checks/context.py's CheckContext, whose
+        views a finder reads; the checks call this, a backend never imports them) defines for this
+        backend, read from its text, in order of appearance."""
         return []
 
     def version(self) -> str | None:
@@ -128,12 +129,6 @@ class Backend:
         from kbench.backends.buildcache import install
 
         install(recorder, cache_dir / "builds", request)
-
-    def kernel_names(self, source: str) -> tuple[str, ...]:
-        """`find_kernels` of `source`, deduplicated; () on a syntax error."""
-        from kbench.checks.kernels import kernel_names
-
-        return kernel_names(source, self.name)
 
     def compile_check(self, source: str, arch: str = "sm_90") -> CompileCheck:
         raise ConfigError(f"backend {self.name!r} has no compile check")
@@ -200,6 +195,26 @@ def check_backend_name(name: str) -> str:
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
     return name
+
+
+def startup_env(backend: str, device: str) -> dict[str, str]:
+    """What the backend's worker environment for these settings holds of STARTUP_VARS (a starter takes
+    those when it starts, e.g. Triton's interpreter on a machine without a GPU): the device is the one
+    `device` evaluates on (`auto`: a GPU where the driver's device node exists). {} for a backend nobody
+    registered or named (the default backends need nothing there; the evaluation's own check names an
+    unknown one)."""
+    if not backend:
+        return {}
+    import os
+
+    from kbench.sandbox.starter import STARTUP_VARS
+
+    no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
+    try:
+        env = get_backend(backend).worker_env("cpu" if no_gpu else "cuda")
+    except ConfigError:
+        return {}
+    return {k: v for k, v in env.items() if k in STARTUP_VARS}
 
 
 BUILTIN = ("cpp", "cuda", "triton")  # this package's modules that each register a backend

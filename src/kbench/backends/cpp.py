@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -10,7 +11,24 @@ from typing import Any
 from kbench.backends import Backend, register_backend
 from kbench.errors import ConfigError
 
+_LOAD_INLINE = "torch.utils.cpp_extension.load_inline"
 _PYBIND_DEF = re.compile(r"\.def\(\s*\"([A-Za-z_]\w*)\"")
+
+
+def _load_inline_calls(ctx: Any) -> list[ast.Call]:
+    """The source's calls of torch.utils.cpp_extension.load_inline, by any import of it, or by the bare
+    name where no import defined it (a candidate that forgot the import)."""
+    found = []
+    for call in ctx.calls:
+        name = ctx.call_name(call) or ""
+        bare = (
+            isinstance(call.func, ast.Name)
+            and call.func.id == "load_inline"
+            and "load_inline" not in ctx.aliases
+        )
+        if name == _LOAD_INLINE or name.startswith(_LOAD_INLINE + ".") or bare:
+            found.append(call)
+    return found
 
 
 @register_backend("cpp")
@@ -24,10 +42,8 @@ class CppBackend(Backend):
     def find_kernels(self, ctx: Any) -> list[str]:
         """Functions exported by `load_inline(functions=[...])` and by `m.def("name", ...)` in PYBIND11
         blocks."""
-        from kbench.checks.kernels import load_inline_calls
-
         names: list[str] = []
-        for call in load_inline_calls(ctx):
+        for call in _load_inline_calls(ctx):
             for kw in call.keywords:
                 if kw.arg == "functions":
                     names.extend(ctx.module_list_value(kw.value))

@@ -46,6 +46,17 @@ _GLOBAL = re.compile(r"__global__\b([^;{(]*)\(")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
+def global_names(text: str) -> list[str]:
+    """The `__global__` functions `text` (C/C++/CUDA source) defines, in order."""
+    names = []
+    for m in _GLOBAL.finditer(_LAUNCH_BOUNDS.sub(" ", text)):
+        # `__global__ void __launch_bounds__(256) k(` -> the last identifier before `(` is the name.
+        idents = _IDENT.findall(m.group(1))
+        if idents:
+            names.append(idents[-1])
+    return names
+
+
 @register_backend("cuda")
 class CudaBackend(Backend):
     title = "CUDA"
@@ -57,15 +68,7 @@ class CudaBackend(Backend):
 
     def find_kernels(self, ctx: Any) -> list[str]:
         """`__global__` function names in the source's C/C++ strings (its load_inline `cuda_sources`)."""
-        names: list[str] = []
-        for cs in ctx.code_strings:
-            text = _LAUNCH_BOUNDS.sub(" ", cs.text)
-            for m in _GLOBAL.finditer(text):
-                # `__global__ void __launch_bounds__(256) k(` -> the last identifier before `(` is the name.
-                idents = _IDENT.findall(m.group(1))
-                if idents:
-                    names.append(idents[-1])
-        return names
+        return [name for cs in ctx.code_strings for name in global_names(cs.text)]
 
     def version(self) -> str | None:
         nvcc = nvcc_path()
@@ -95,7 +98,7 @@ class CudaBackend(Backend):
         if nvcc is None:
             raise ConfigError("compile-checking CUDA needs nvcc: install the CUDA toolkit or set CUDA_HOME")
         strings = cuda_strings(source)
-        names = tuple(self.kernel_names(source))
+        names = tuple(dict.fromkeys(n for text in strings for n in global_names(text)))
         if not strings:
             return CompileCheck(False, "no CUDA source string with a __global__ function found", names)
         code = "\n".join(strings) if full else kernels_only("\n".join(strings))

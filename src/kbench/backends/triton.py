@@ -131,16 +131,14 @@ class TritonBackend(Backend):
         """Functions decorated with `triton.jit` / `triton.autotune` / `triton.heuristics`."""
         import ast
 
-        from kbench.checks.context import matches
-
-        def decorator(dec: ast.expr) -> str | None:
-            return ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec)  # type: ignore[no-any-return]
+        def triton_decorator(dec: ast.expr) -> bool:
+            name = ctx.qualname(dec.func if isinstance(dec, ast.Call) else dec) or ""
+            return any(name == d or name.startswith(d + ".") for d in _DECORATORS)
 
         return [
             node.name
             for node in ctx.nodes
-            if isinstance(node, ast.FunctionDef)
-            and any(matches(decorator(d), _DECORATORS) for d in node.decorator_list)
+            if isinstance(node, ast.FunctionDef) and any(map(triton_decorator, node.decorator_list))
         ]
 
     def version(self) -> str | None:

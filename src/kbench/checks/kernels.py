@@ -8,24 +8,8 @@ functions, C++ functions exported by load_inline).
 
 from __future__ import annotations
 
-import ast
-
 from kbench.backends import backends, get_backend
-from kbench.checks.context import CheckContext, matches
-
-_LOAD_INLINE = ("torch.utils.cpp_extension.load_inline",)
-
-
-def load_inline_calls(ctx: CheckContext) -> list[ast.Call]:
-    return [c for c in ctx.calls if matches(ctx.call_name(c), _LOAD_INLINE) or _is_bare_load_inline(ctx, c)]
-
-
-def _is_bare_load_inline(ctx: CheckContext, call: ast.Call) -> bool:
-    # `cpp_extension.load_inline(...)` after `from torch.utils import cpp_extension` resolves fully;
-    # this catches only a name that no import defined (a candidate that forgot the import).
-    return (
-        isinstance(call.func, ast.Name) and call.func.id == "load_inline" and "load_inline" not in ctx.aliases
-    )
+from kbench.checks.context import CheckContext
 
 
 def names_in(ctx: CheckContext) -> tuple[str, ...]:

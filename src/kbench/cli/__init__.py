@@ -8,7 +8,6 @@ import sys
 import typer
 from rich.markup import escape
 
-import kbench
 from kbench.cli import evaluate as _evaluate  # noqa: E402,F401
 from kbench.cli import generate as _generate  # noqa: E402,F401
 from kbench.cli import inspect as _inspect  # noqa: E402,F401
@@ -23,11 +22,12 @@ from kbench.cli import system as _system  # noqa: E402,F401
 from kbench.cli import verify as _verify  # noqa: E402,F401
 from kbench.cli.app import app, err_console, teardown_skipped
 from kbench.errors import KbenchError
+from kbench.version import VERSION
 
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"kbench {kbench.__version__}")
+        typer.echo(f"kbench {VERSION}")
         raise typer.Exit()
 
 

@@ -179,7 +179,7 @@ def export_cmd(
 def _export_kernelbench(
     store: Store, run_id: str, out: Path | None, turn: int | None, ks: Sequence[int]
 ) -> None:
-    from kbench.store.upstream import export
+    from kbench.report.upstream import export
 
     if out is None:
         raise ConfigError("--format kernelbench writes several files: name their folder with --out")
@@ -191,7 +191,7 @@ def _export_kernelbench(
 
 def reference_timer() -> Timer:
     """The evaluator's reference timer (the trusted reference worker), imported when needed."""
-    from kbench.baselines.measure import time_baselines
+    from kbench.evaluate.baselines import time_baselines
 
     return time_baselines
 

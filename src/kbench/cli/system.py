@@ -78,8 +78,8 @@ def doctor_cmd(
     Stale: started by a kbench process that is gone. Bad: a cached build, precompiled header or shim
     whose files no longer match their recorded digests, or a staging folder of a builder that is gone.
     Exit code 1 when stale or bad ones remain."""
+    from kbench import doctor
     from kbench.config import RunConfig
-    from kbench.sandbox import doctor
 
     cache = cache_dir or RunConfig().cache_dir
     ended, broken = doctor.end_stale() if kill else ([], [])

@@ -7,7 +7,7 @@ buffer per correctness output of the reference's dtype and shape (sandbox/devmem
 allocation, filled with NaN), offers their IPC handles to the worker in `receive.json` (sandbox/offer.py), sealed with the
 job's key, and the worker copies each output into its buffer (sandbox/inbox.py). After the worker has
 exited, the host compares its buffers with the reference's outputs, mirrored on the same device, by the
-same rule as on the CPU (evaluate/compare.py).
+same rule as on the CPU (problems/compare.py).
 
 Why the verdict stays trustworthy: the host compares memory it allocated and the worker can only write,
 never memory the worker names; an output not delivered is NaN and fails; the worker maps nothing else
@@ -71,7 +71,7 @@ class Receiver:
             devmem.start(self.device)
             import torch
 
-            from kbench.evaluate.compare import compare
+            from kbench.problems.compare import compare
 
             tiny = torch.ones(4, device=self.device)
             compare(tiny, tiny.clone(), 1e-4)

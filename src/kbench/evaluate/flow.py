@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kbench.backends import get_backend, tritonkey
 from kbench.baselines.modes import compiles
+from kbench.checks import kernel_names
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import WorkerError
 from kbench.evaluate.device_outputs import Receiver, layouts, premirror
@@ -87,7 +88,6 @@ def run_candidate(
     """The candidate's worker, start to exit. With `receiver` its correctness outputs go into the host's
     device buffers, offered here when `ref` is known, else by the caller once it is (the worker waits).
     With `settle` (started beside the reference) it times only once the caller has settled it."""
-    backend = get_backend(candidate.backend)
     jobdir = workdir / "candidate"
     jobdir.mkdir(parents=True, exist_ok=True)
     path = jobdir / "candidate.py"
@@ -99,7 +99,7 @@ def run_candidate(
         role="candidate",
         backend=candidate.backend,
         candidate_file=str(path),
-        kernel_names=list(backend.kernel_names(candidate.source)),
+        kernel_names=list(kernel_names(candidate.source, candidate.backend)),
         seeds=plan.checked,
         measure=cfg.measure,
         receive=receiver is not None,
@@ -318,7 +318,7 @@ def evaluate(
                 judged.warnings.append(f"correctness outputs went through files: {receiver.why}")
             judged.log_tail = outcome.log_tail
             if cfg.hidden_shapes:  # the same jobs again, at sizes the candidate never saw
-                from kbench.generalize import check_hidden
+                from kbench.evaluate.hidden import check_hidden
 
                 with acct.part("hidden"):
                     judged = check_hidden(judged, problem, candidate, cfg, plan, workdir)

@@ -15,8 +15,8 @@ from typing import Any
 
 from kbench.config import PHASE_SETTINGS
 from kbench.errors import WorkerError
-from kbench.evaluate.compare import Comparison, compare, seed_label, summarize_correctness
 from kbench.evaluate.device_outputs import Receiver, mirrored
+from kbench.problems.compare import Comparison, compare, seed_label, summarize_correctness
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import ForgedResult, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors
@@ -34,7 +34,7 @@ class WorkerOutcome:
     correctness: Correctness | None = None
     warnings: list[str] = field(default_factory=list)
     log_tail: str = ""
-    generalizes: bool | None = None  # correct at hidden sizes too (generalize.py); None: not checked
+    generalizes: bool | None = None  # correct at hidden sizes too (evaluate/hidden.py); None: not checked
     hidden: str = ""  # what the hidden-shape check did, for the records
 
 

@@ -11,12 +11,10 @@ import secrets
 from dataclasses import asdict, dataclass, field
 
 from kbench.backends import get_backend
-from kbench.config import RunConfig
+from kbench.config import FIXED_SEED_BASE, RunConfig
 from kbench.sandbox import isolate
 from kbench.sandbox.protocol import JobSpec
 from kbench.types import Problem, TimingSettings
-
-FIXED_SEED_BASE = 1000
 
 
 @dataclass(frozen=True)

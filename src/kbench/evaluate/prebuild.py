@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kbench.backends import get_backend
+from kbench.checks import kernel_names
 from kbench.config import RunConfig
 from kbench.evaluate.judge import read_worker
 from kbench.sandbox import isolate
@@ -159,7 +160,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         cache_hit=result.build_cache_hit,
         recipe=result.build_recipe,
         log=log[-8000:],
-        kernels=tuple(backend.kernel_names(candidate.source)),
+        kernels=kernel_names(candidate.source, candidate.backend),
         status=status,
         message=outcome.message if failed else "",
         rule=outcome.rule if failed else "",

@@ -5,7 +5,7 @@ module-level constants. kbench metadata are optional module-level literals that 
 
     KBENCH_PRESETS = {"small": {"batch_size": 4, "dim": 64}}   # overrides of size constants by name
     KBENCH_TAGS = ["gemm-epilogue", "activation"]                # fusion-pattern tags
-    KBENCH_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}              # per-dtype tolerance (evaluate/compare.py)
+    KBENCH_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}              # per-dtype tolerance (problems/compare.py)
     KBENCH_HIDDEN = "the operator needs these exact sizes"       # why it has no hidden shapes (hidden.py)
 
 The module-level values are the `full` preset; every named preset may override only names that are

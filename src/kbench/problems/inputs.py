@@ -9,9 +9,12 @@ takes milliseconds where the CPU's generator took seconds for the `full` presets
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from kbench.problems.loader import LoadedProblem
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -72,3 +75,12 @@ def flatten_outputs(out: Any) -> list[Any]:
     if isinstance(out, tuple | list):
         return list(out)
     return [out]
+
+
+def seeded_inputs(loaded: LoadedProblem, seed: int, device: str) -> list[Any]:
+    """`get_inputs()` under a seed, generated on `device` as the evaluator does (problems/inputs.make_inputs
+    without the dtype cast): a GPU's generator makes the `full` presets' gigabytes in milliseconds."""
+    import torch
+
+    made = generate_inputs(loaded.get_inputs, seed, device)
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in made]

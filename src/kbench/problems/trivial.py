@@ -3,7 +3,7 @@
 A benchmark whose comparison accepts zeros, a copy of the input, the reference computed at a lower
 precision, or noise of the right scale rewards nothing. For one problem this computes each such answer
 from the reference's own inputs and outputs and judges it with the evaluator's comparison
-(`evaluate.compare.compare` with `Problem.tol`), on the evaluator's fixed seeds and input generation
+(`problems.compare.compare` with `Problem.tol`), on the evaluator's fixed seeds and input generation
 (`problems.inputs.make_inputs`), the model built and cast as the reference worker builds it. So the verdict
 here is the one the evaluator would give, without a sandbox: no candidate code runs.
 
@@ -37,13 +37,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from kbench.errors import ConfigError
-from kbench.evaluate.compare import compare, needed_tol
+from kbench.problems.compare import compare, needed_tol
 from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
 from kbench.problems.loader import LoadedProblem, build_model, load
 from kbench.types import Problem
 
 LOW_PRECISION = ("fp16", "bf16")
-CALIBRATION_SEED = 0  # not an evaluator seed (those start at evaluate.plan.FIXED_SEED_BASE = 1000)
+CALIBRATION_SEED = 0  # not an evaluator seed (those start at config.FIXED_SEED_BASE = 1000)
 RANDOM_SEED = 7  # the `random` answer's noise: fixed, so a sweep's report is reproducible
 
 
@@ -360,8 +360,7 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
 
 def evaluator_seeds() -> tuple[int, ...]:
     """The fixed correctness seeds `kbench eval` uses with the default config (evaluate.plan.make_plan)."""
-    from kbench.config import RunConfig
-    from kbench.evaluate.plan import FIXED_SEED_BASE
+    from kbench.config import FIXED_SEED_BASE, RunConfig
 
     return tuple(FIXED_SEED_BASE + i for i in range(RunConfig().seeds))
 

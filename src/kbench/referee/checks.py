@@ -6,7 +6,7 @@ runner has answered and its outputs are in the referee's slots (committed: what 
 there later is never read), the referee draws which of the batch's calls it checks, from the operating
 system's entropy, and computes the reference's output for each of those calls itself -- the problem's
 `Model`, built in this process under the init seed as the reference's job builds it, on the call's
-pristine inputs -- and compares the two whole outputs at the problem's tolerance (evaluate/compare.py).
+pristine inputs -- and compares the two whole outputs at the problem's tolerance (problems/compare.py).
 Nothing of this reaches the runner: not the choice, not the reference's output, not the result.
 
 How many: each call is checked with probability `share(N)` for a loop of N calls: at least `MIN_SHARE`,
@@ -83,7 +83,7 @@ class Checker:
     ) -> None:
         """Raise `Flagged` (timing-output-mismatch) unless `outputs` match the reference's on `inputs`;
         `count`: a timed call's check (counted in `checked`)."""
-        from kbench.evaluate.compare import compare
+        from kbench.problems.compare import compare
         from kbench.problems.inputs import flatten_outputs
 
         tensors = iter(inputs)

@@ -7,13 +7,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 
-import kbench
 from kbench import metrics as m
 from kbench.report import levels, svg
 from kbench.report.data import MODES, MessageKey, Options, Row, Series, fmt_fast, fmt_speedup
 from kbench.report.state import warnings
 from kbench.report.summary import TURN_HEADER, rules, sections, turn_rows
 from kbench.store import MessageRecord
+from kbench.version import VERSION
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -250,7 +250,7 @@ def render(
     first = options.protocols[0].name
     notes = "".join(f"<li>{escape(line)}</li>" for line in rules(series, options))
     parts = [
-        f"<h1>kbench report</h1><p class='note'>kbench {escape(kbench.__version__)} · generated {stamp} · "
+        f"<h1>kbench report</h1><p class='note'>kbench {escape(VERSION)} · generated {stamp} · "
         f"{sum(len(s.rows) for s in series)} verdicts in {len(series)} series</p>",
         _warnings(series),
         "<h2 id='runs'>Runs</h2>" + _runs(series),

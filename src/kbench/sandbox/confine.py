@@ -7,19 +7,17 @@ folders) and signal any of the user's processes (the host, other workers). `conf
 thread and everything it starts afterwards, for good:
 
 - writes (creating, removing, renaming, linking, truncating or opening a file for writing) only beneath
-  the folders `job_folders` lists: the job folder, the build cache, the temporary folder, the GPU lease
-  folder and the per-user caches the backends and the CUDA driver write, plus the GPU's, terminal and
-  null device nodes (`device_nodes`; not /dev/shm, where other jobs' folders may live) and the worker's
+  the folders its caller names (a runner: its own run folder, where its tools keep their caches,
+  referee/job.py; a builder: its staging folder), plus the GPU's, terminal and null device nodes (`device_nodes`; not /dev/shm, where other jobs' folders may live) and the worker's
   own thread files in /proc (the CUDA driver names its threads there);
 - no TCP bind or connect (Landlock ABI 4 on);
 - no signal to a process outside this worker and its children, no connection to an abstract unix socket
   bound outside them (ABI 6 on). A confined process cannot ptrace or read the memory of another
   process of the user outside its domain.
 
-What this does not stop: reads (Python, torch and the compilers read anything; the candidate may read
-the user's files), writes through descriptors opened before confinement (the worker's log), UDP and unix
-sockets bound to a path, writes beneath the allowed folders (the build cache and the temporary folder
-are shared with other jobs), and anything on a kernel without Landlock: `confine` then changes nothing
+What this does not stop: reads where the caller names no `reads` (a runner's name the system's and
+Python's folders and its job's own files), writes through descriptors opened before confinement, UDP and
+unix sockets bound to a path, and anything on a kernel without Landlock: `confine` then changes nothing
 and says why, and the verdict carries that answer (`WorkerResult.confinement`).
 
 Landlock restricts the calling thread only (until ABI 8): the worker confines itself while it runs one
@@ -35,10 +33,6 @@ import platform
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # not imported at run time: kbench/bytecode.py reads the folders here before any import
-    from kbench.sandbox.protocol import JobSpec
 
 MIN_ABI = 2  # ABI 1 denies every rename or link between folders (the build cache renames its builds)
 OFF = "none: turned off (setting confine = false)"
@@ -206,37 +200,6 @@ def torch_extensions() -> Path:
 def cuda_cache() -> Path:
     """The CUDA driver's cache of kernels it compiled from PTX (CUDA_CACHE_PATH)."""
     return Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
-
-
-def job_folders(spec: JobSpec, jobdir: Path) -> list[Path]:
-    """The folders a candidate or build worker of `spec` writes beneath, and nothing else of the user's:
-    its job folder, the build cache (`cache_dir/builds`, not the rest of the cache folder: the reference
-    cache lives there), its working folder (a fresh temporary folder the host made), the temporary
-    folders, the GPU lease folder, torch's extension folder, and on a GPU or for Triton the Triton and
-    CUDA caches."""
-    from kbench.sandbox import lease
-
-    builds = Path(spec.cache_dir or ".").absolute() / "builds"
-    folders = [jobdir, builds, *temp_folders(), torch_extensions()]
-    try:
-        folders.append(Path.cwd())
-    except OSError:
-        pass  # its working folder is gone: nothing can be written there
-    gpu = spec.device.startswith("cuda") and spec.role != "build"  # a build sees no GPU
-    if lease.required(spec.role, spec.device):
-        folders.append(lease.lease_dir())
-    if gpu or triton_kernels(spec.backend):  # its compile check compiles for a GPU arch on a CPU host too
-        folders.append(triton_cache())
-    if gpu:
-        folders.append(cuda_cache())
-    return folders
-
-
-def triton_kernels(backend: str) -> bool:
-    """Whether Triton compiles the kernels of `backend` (False for an empty name: a reference's job)."""
-    from kbench.backends import get_backend
-
-    return bool(backend) and get_backend(backend).triton_kernels
 
 
 def confine(folders: Iterable[Path], devices: bool = True, reads: Iterable[Path] | None = None) -> str:

@@ -106,8 +106,8 @@ def worker_env(extra: dict[str, str] | None = None, bytecode_writes: bool = Fals
     or the warm starter, whose memory every forked worker shares), the job's additions, and this process
     as its owner (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`). It
     reads kbench's bytecode folder where there is one, and writes bytecode nowhere unless
-    `bytecode_writes` (a trusted process that imports no candidate: kbench/bytecode.py)."""
-    from kbench import bytecode
+    `bytecode_writes` (a trusted process that imports no candidate: kbench/sandbox/bytecode.py)."""
+    from kbench.sandbox import bytecode
     from kbench.sandbox.isolate import scrubbed_env
 
     env = scrubbed_env(os.environ, extra)

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench import bytecode
-from kbench.sandbox import procs
+from kbench.sandbox import bytecode, procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.zygote import NO_OPTIONAL
 
@@ -37,7 +36,7 @@ STARTUP_VARS = (
     "LD_PRELOAD",
     "PYTHONNOUSERSITE",
     "TRITON_INTERPRET",  # read when triton is imported, and the starter may preload triton
-    "PYTHONPYCACHEPREFIX",  # where imports find bytecode (kbench/bytecode.py)
+    "PYTHONPYCACHEPREFIX",  # where imports find bytecode (kbench/sandbox/bytecode.py)
 )
 # A fork's wait split for a verdict's phases (ForkedProcess.start_phases, evaluate/phases.py)
 START_PHASES = ("starter", "starter_start", "starter_torch", "starter_kbench")
@@ -258,25 +257,6 @@ def starter_for(env: dict[str, str], optional_preload: bool = True, wait: bool =
                 del _starters[key]
         return None
     return found
-
-
-def startup_env(backend: str, device: str) -> dict[str, str]:
-    """What the backend's worker environment for these settings holds of STARTUP_VARS (a starter takes
-    those when it starts, e.g. Triton's interpreter on a machine without a GPU): the device is the one
-    `device` evaluates on (`auto`: a GPU where the driver's device node exists). {} for a backend nobody
-    registered or named (the default backends need nothing there; the evaluation's own check names an
-    unknown one)."""
-    if not backend:
-        return {}
-    from kbench.backends import get_backend
-    from kbench.errors import ConfigError
-
-    no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
-    try:
-        env = get_backend(backend).worker_env("cpu" if no_gpu else "cuda")
-    except ConfigError:
-        return {}
-    return {k: v for k, v in env.items() if k in STARTUP_VARS}
 
 
 def prewarm(env: dict[str, str] | None = None, one_shot: bool = False) -> None:

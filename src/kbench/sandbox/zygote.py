@@ -205,7 +205,7 @@ def _child(req: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         # Bytecode as a worker started with this environment would have it: a candidate's worker says
-        # PYTHONDONTWRITEBYTECODE and writes none (kbench/bytecode.py), the starter's own imports did.
+        # PYTHONDONTWRITEBYTECODE and writes none (kbench/sandbox/bytecode.py), the starter's own imports did.
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         sys.pycache_prefix = os.environ.get("PYTHONPYCACHEPREFIX") or None
         log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

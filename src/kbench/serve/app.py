@@ -29,11 +29,11 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse
 
-import kbench
 from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
 from kbench.errors import KbenchError, ProblemError
 from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import API, Health, JobView, ProblemView, QueueView, SubmitRequest
+from kbench.version import VERSION
 
 
 class JobTable:
@@ -152,9 +152,7 @@ def create_app(
         yield
         await asyncio.to_thread(evaluator.close, True)
 
-    app = FastAPI(
-        title="kbench", version=kbench.__version__, lifespan=lifespan, dependencies=[_bearer(token)]
-    )
+    app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=[_bearer(token)])
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -253,7 +251,7 @@ def _health(evaluator: Evaluator, limits: ServiceLimits) -> Health:
     )  # fmt: skip
     return Health(
         status="closing" if evaluator.closed else "ok",
-        version=kbench.__version__,
+        version=VERSION,
         run_id=evaluator.run_id,
         source=cfg.source,
         device=cfg.device,

@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import kbench
 from kbench.store.codec import dumps, from_dict, verdict_from_json
 from kbench.store.records import (
     MessageRecord,
@@ -30,6 +29,7 @@ from kbench.store.records import (
 )
 from kbench.store.schema import StoreError, migrate
 from kbench.types import Problem, TimingStats, Verdict
+from kbench.version import VERSION
 
 # A second writer (e.g. `kbench baseline` during a run) waits this long for the lock before failing.
 BUSY_TIMEOUT_MS = 30_000
@@ -50,7 +50,7 @@ def new_run_id() -> str:
 
 def git_commit() -> str | None:
     """The commit of the kbench checkout when kbench runs from one (None for an installed wheel)."""
-    where = Path(kbench.__file__).resolve().parent
+    where = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(
             ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
@@ -114,7 +114,7 @@ class Store:
             json.dumps(config, sort_keys=True, default=str),
             json.dumps(hardware, sort_keys=True, default=str),
             fingerprint(hardware),
-            kbench.__version__,
+            VERSION,
             git_commit(),
         )
         with self._tx() as db:

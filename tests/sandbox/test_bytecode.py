@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench import bytecode
+from kbench.sandbox import bytecode
 
 
 def _package(root: Path, name: str, compiled: bool) -> None:

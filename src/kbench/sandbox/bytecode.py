@@ -15,8 +15,8 @@ point), and so do the warm starter and the floor's count, trusted processes that
 kbench (`env(writes=True)`). Workers that import a candidate read it and never write (`env()`, and a
 worker forked from the starter takes its flag from its job's environment: sandbox/zygote.py), so no
 candidate's module lands there. A file there is code that kbench's own processes run, so the folder must
-also lie outside every folder a confined candidate may write (sandbox/confine.job_folders: the temporary
-folders, the Triton, CUDA and torch extension caches): a cache folder beneath one of them (KBENCH_CACHE_DIR
+also lie outside every folder a confined process may be let write (the temporary folders, where job
+folders are made, and the per-user Triton, CUDA and torch extension caches): a cache folder beneath one of them (KBENCH_CACHE_DIR
 in /tmp, a home folder in /tmp) is passed over for the default one, and where that lies there too no
 folder is kept. (Without Landlock a candidate can write whatever the user can, this folder as much as
 the installation's own files.) Python checks each cached file against its source's size and time, so an
@@ -75,8 +75,8 @@ def folder(environ: Mapping[str, str] | None = None, package: str = "torch") -> 
 
 
 def candidate_writable() -> list[Path]:
-    """The folders beneath which a confined candidate may write, whatever its job (confine.job_folders;
-    its job and working folders are made in the temporary folder)."""
+    """The folders beneath which a confined process may be let write, whatever its job (its job and
+    working folders are made in the temporary folder; the per-user caches of the tools)."""
     from kbench.sandbox import confine
 
     found = [

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from kbench.cli import app
 from kbench.store import Store, VerdictKey
-from kbench.store.upstream import choose, pass_at_k_results
+from kbench.report.upstream import choose, pass_at_k_results
 from kbench.types import BuildResult, Correctness, Problem, Status, TimingStats, Verdict
 
 SOURCE = "/data/KernelBench"
