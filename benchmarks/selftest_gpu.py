@@ -29,7 +29,7 @@ from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
 from kbench.problems.sources import load_source, make_problem
 from kbench.prompts.builder import EXAMPLES
-from kbench.selftest.runner import discover, fixture_config, fixture_problem, judge
+from kbench.selftest.runner import caught_as_expected, discover, fixture_config, fixture_problem
 from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
 
@@ -153,7 +153,7 @@ def main() -> None:
         if v is None:
             return
         if kind == "fixture":
-            name, expected, passed = what.id, what.expected, judge(what, v)
+            name, expected, passed = what.id, what.expected, caught_as_expected(what, v)
         else:
             name, expected = (Path(what).name if kind == "solution" else what), "ok"
             passed = v.ok and not v.rule

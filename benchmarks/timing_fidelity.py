@@ -47,7 +47,7 @@ from kbench.evaluate.flow import run_candidate
 from kbench.evaluate.judge import check_outputs
 from kbench.evaluate.plan import evaluation_device as resolve_device
 from kbench.evaluate.plan import make_plan
-from kbench.evaluate.prebuild import prebuild, worker_env
+from kbench.evaluate.prebuild import candidate_env, prebuild
 from kbench.evaluate.reference_run import get_reference as run_reference
 from kbench.hardware import environment
 from kbench.problems import select
@@ -261,7 +261,7 @@ def _profile_request(run: Run, items: list[tuple[Problem, Candidate]], calls: in
 
 def _sub(cmd: list[str], run: Run, timeout: float, log: Path) -> tuple[int, str]:
     """Run `cmd` with the evaluation workers' build environment (same build keys: cached builds load)."""
-    env = os.environ | worker_env(run.args.backend, run.cfg, run.device)
+    env = os.environ | candidate_env(run.args.backend, run.cfg, run.device)
     with log.open("a") as fh:
         try:
             rc = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=max(timeout, 1.0))

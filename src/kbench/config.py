@@ -20,7 +20,7 @@ from pydantic_core import PydanticUndefined
 from kbench.backends import check_backend_name, default_backend
 from kbench.errors import ConfigError
 from kbench.files import default_cache_dir
-from kbench.types import TimingSettings
+from kbench.types import JobRole, TimingSettings
 
 ENV_PREFIX = "KBENCH_"
 # KBENCH_* variables that are not settings: kbench sets them for its own child processes, or they hold a
@@ -268,7 +268,7 @@ class RunConfig(BaseModel):
             return self.temperature
         return SAMPLING_TEMPERATURE if self.samples > 1 else 0.0
 
-    def budgets(self, role: str) -> dict[str, float]:
+    def budgets(self, role: JobRole) -> dict[str, float]:
         """Seconds per phase of a worker of `role`, in the order it announces them (sandbox/host.py)."""
         lease = self.lease_wait_s + LEASE_GRACE_S  # the worker gives up first, with a clear message
         if role == "build":

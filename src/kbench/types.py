@@ -9,9 +9,11 @@ from __future__ import annotations
 import enum
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 DTYPES = ("fp32", "fp16", "bf16")
+# What a job is (sandbox/protocol.JobSpec.role); mypy's strict equality checks every comparison with one.
+JobRole = Literal["candidate", "reference", "build"]
 # Default correctness tolerance per dtype: |out-ref| <= tol*(min(1, rms(ref))+|ref|) (problems/compare.py).
 DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kbench.cli import app
 from kbench.cli.progress import speedup_text
-from kbench.cli.run import Plan, _next_steps, _shipped, _uncertain_note
+from kbench.cli.run import RunPlan, _next_steps, _shipped, _uncertain_note
 from kbench.config import RunConfig
 from kbench.problems import get_problem
 from kbench.types import Status, TimingStats, Verdict
@@ -127,7 +127,7 @@ def test_an_uncertain_speedup_is_explained_where_it_is_shown(monkeypatch: pytest
 
 def test_the_main_job_says_what_it_evaluates_and_what_to_try_next() -> None:
     cfg = RunConfig(device="cpu", preset="small")
-    plan = Plan(cfg, [get_problem("2/1"), get_problem("2/2"), get_problem("2/3")], ["cpp"])
+    plan = RunPlan(cfg, [get_problem("2/1"), get_problem("2/2"), get_problem("2/3")], ["cpp"])
     assert (
         _shipped(plan) == "the shipped solutions, cpp for 2 of the 3 problems selected (the others have none)"
     )

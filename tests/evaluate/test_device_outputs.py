@@ -58,7 +58,7 @@ def test_ipc_handles_keep_every_byte() -> None:
 
 
 def _received(shape: list[int]) -> TensorFile:
-    return TensorFile(name="", sha256="", device="cuda:0", dtype="float32", shape=shape, received=True)
+    return TensorFile(name="", digest="", device="cuda:0", dtype="float32", shape=shape, received=True)
 
 
 def test_result_lists_received_outputs_without_files(tmp_path: Path) -> None:
@@ -157,8 +157,8 @@ def test_layouts_come_from_tensors_or_the_signed_listing() -> None:
 
     listing = {
         "5": [
-            TensorFile(name="out_5_0.bin", sha256="x", dtype="float16", shape=[2, 3]),
-            TensorFile(name="old.pt", sha256="x"),  # an old cache's pickle: no layout known
+            TensorFile(name="out_5_0.bin", digest="x", dtype="float16", shape=[2, 3]),
+            TensorFile(name="old.pt", digest="x"),  # an old cache's pickle: no layout known
         ]
     }
     assert layouts(listing, [5, 6]) == {5: [("float16", [2, 3]), None], 6: []}
@@ -218,7 +218,7 @@ def test_layouts_are_delivered_once_early_or_from_the_result(tmp_path: Path) -> 
         if got:
             break
         time.sleep(0.005)
-    files = {"2000": [TensorFile(name="x", sha256="", dtype="float32", shape=[5])]}
+    files = {"2000": [TensorFile(name="x", digest="", dtype="float32", shape=[5])]}
     watch.settle(files)  # already delivered: not again
     assert watch.early and got == [{1000: [("float32", [1])], 2000: [("float32", [5])]}]
 

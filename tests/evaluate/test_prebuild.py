@@ -50,14 +50,14 @@ def test_arch_list_falls_back_to_config(monkeypatch) -> None:  # type: ignore[no
     assert cuda_arch_list(cpu_config(Path(".")), "cuda:0") == "8.0;9.0"
 
 
-def test_worker_env_carries_the_build_recipes(tmp_path: Path) -> None:
+def test_candidate_env_carries_the_build_recipes(tmp_path: Path) -> None:
     from kbench.backends import fastbuild, pch
-    from kbench.evaluate.prebuild import worker_env
+    from kbench.evaluate.prebuild import candidate_env
 
     cfg = cpu_config(tmp_path)
-    env = worker_env("cuda", cfg, "cuda:0")
+    env = candidate_env("cuda", cfg, "cuda:0")
     assert (env[fastbuild.RECIPE_ENV], env[pch.PCH_ENV], env[fastbuild.OPS_ENV]) == ("fast", "use", "1")
-    off = worker_env(
+    off = candidate_env(
         "cuda", cfg.model_copy(update={"op_headers": False, "fast_builds": False}), "cuda:0", True
     )
     assert (off[fastbuild.RECIPE_ENV], off[pch.PCH_ENV], off[fastbuild.OPS_ENV]) == (

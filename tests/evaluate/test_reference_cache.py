@@ -321,14 +321,14 @@ def test_a_run_past_the_cache_limit_still_hits_its_own_entry(tmp_path: Path) -> 
 def test_reference_compiles_its_baseline_in_the_trusted_caches(tmp_path: Path) -> None:
     """torch.compile's caches for the baseline lie in cache_dir/trusted, not in the temporary or Triton
     folders a candidate's worker may write (a planted kernel there would slow the baseline)."""
-    from kbench.evaluate.prebuild import reference_env, worker_env
+    from kbench.evaluate.prebuild import candidate_env, reference_env
 
     cfg = cpu_config(tmp_path / "cache", measure=True, timing_budget_s=0.1, baselines=["eager", "compile"])
     env = reference_env(cfg, "cpu")
     trusted = (tmp_path / "cache" / "trusted").absolute()
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(trusted / "inductor")
     assert env["TRITON_CACHE_DIR"] == str(trusted / "triton")
-    assert "TORCHINDUCTOR_CACHE_DIR" not in worker_env("cpp", cfg, "cpu")  # candidates keep the defaults
+    assert "TORCHINDUCTOR_CACHE_DIR" not in candidate_env("cpp", cfg, "cpu")  # candidates keep the defaults
     ref = get_reference(get_problem("kbench:2/23"), cfg, make_plan(cfg, "cpu"), tmp_path / "work")
     assert "compile" in ref.timings
     assert any((trusted / "inductor").rglob("*")), "the compile baseline wrote no Inductor cache there"

@@ -29,8 +29,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kbench.cli import app
-from kbench.store import Store, VerdictKey
 from kbench.report.upstream import choose, pass_at_k_results
+from kbench.store import Store, VerdictKey
 from kbench.types import BuildResult, Correctness, Problem, Status, TimingStats, Verdict
 
 SOURCE = "/data/KernelBench"

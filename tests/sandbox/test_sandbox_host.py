@@ -150,7 +150,7 @@ def test_tensor_files_of_earlier_versions_still_load(tmp_path: Path) -> None:
     from kbench.sandbox.tensorfiles import load_tensors, sha256_file
 
     torch.save(torch.arange(4.0), tmp_path / "out_0.pt")  # a reference cache written before raw files
-    legacy = TensorFile(name="out_0.pt", sha256=sha256_file(tmp_path / "out_0.pt"))
+    legacy = TensorFile(name="out_0.pt", digest=sha256_file(tmp_path / "out_0.pt"))
     write_result(tmp_path, WorkerResult(outputs={"1": [legacy]}), b"k" * 32)
     assert read_result(tmp_path, b"k" * 32) is not None
     assert load_tensors(tmp_path, [legacy])[0].tolist() == [0.0, 1.0, 2.0, 3.0]

@@ -21,7 +21,7 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
     x = torch.randn(50_000_123, device="cuda")  # ~191 MiB: three full chunks and a ragged one
     (f,) = save_tensors(tmp_path, "out", [x])
     host = x.cpu()
-    assert f.sha256 == digest(host.view(torch.uint8).numpy()) and f.device.startswith("cuda")
+    assert f.digest == digest(host.view(torch.uint8).numpy()) and f.device.startswith("cuda")
     assert torch.equal(load_tensors(tmp_path, [f])[0], host)
     t = x[::2]  # not contiguous: made contiguous on the device first
     (g,) = save_tensors(tmp_path, "strided", [t])
@@ -32,7 +32,7 @@ def test_a_large_gpu_output_streams_to_its_file_with_the_same_digest(
 
     monkeypatch.setattr(tensorfiles, "_stream_to_file", refused)
     (h,) = save_tensors(tmp_path, "pageable", [x])  # the pageable copy takes over
-    assert h.sha256 == f.sha256 and torch.equal(load_tensors(tmp_path, [h])[0], host)
+    assert h.digest == f.digest and torch.equal(load_tensors(tmp_path, [h])[0], host)
 
 
 def test_the_chunked_writer_gives_the_bytes_and_digest_of_a_whole_write(tmp_path: Path) -> None:
@@ -65,3 +65,10 @@ def test_a_file_digest_closes_its_map_while_a_hashing_thread_still_holds_its_chu
     monkeypatch.setattr(tensorfiles, "_hash", lingering)
     assert tensorfiles.digest_file(path) == expected  # no BufferError from closing the map
     assert held
+
+
+def test_an_entry_kept_under_the_digests_old_name_still_reads() -> None:
+    from kbench.sandbox.protocol import TensorFile
+
+    old = TensorFile.model_validate_json('{"name": "out_1000_0.bin", "sha256": "abc", "dtype": "float32"}')
+    assert old.digest == "abc" and "sha256" not in old.model_dump_json()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbench.errors import ConfigError
-from kbench.selftest.runner import discover, fixture_config, fixture_root, judge, load_fixture
+from kbench.selftest.runner import caught_as_expected, discover, fixture_config, fixture_root, load_fixture
 from kbench.types import CheckReport, Finding, Severity, Status, Verdict
 
 
@@ -56,11 +56,11 @@ def test_judge_needs_status_rule_and_warnings(tmp_path: Path):
         _write(tmp_path, "# expect: cheat inputs-mutated | mismatch\n# warns: static:streams\n")
     )
     warn = (Finding("streams", Severity.WARN, "side stream"),)
-    assert judge(fx, _verdict(Status.CHEAT, "inputs-mutated", warn))
-    assert judge(fx, _verdict(Status.MISMATCH, "", warn))
-    assert not judge(fx, _verdict(Status.CHEAT, "inputs-mutated"))  # warning missing
-    assert not judge(fx, _verdict(Status.CHEAT, "global-state", warn))
-    assert not judge(fx, _verdict(Status.OK, "", warn))
+    assert caught_as_expected(fx, _verdict(Status.CHEAT, "inputs-mutated", warn))
+    assert caught_as_expected(fx, _verdict(Status.MISMATCH, "", warn))
+    assert not caught_as_expected(fx, _verdict(Status.CHEAT, "inputs-mutated"))  # warning missing
+    assert not caught_as_expected(fx, _verdict(Status.CHEAT, "global-state", warn))
+    assert not caught_as_expected(fx, _verdict(Status.OK, "", warn))
 
 
 @pytest.mark.parametrize(("flag", "shared"), [([], True), (["--no-share"], False)])

@@ -131,7 +131,7 @@ def _without_dynamo_import() -> Iterator[None]:
     no dynamo trace runs through, so until dynamo is imported anyway, each wrapper found is handed its own
     function as the disabled twin it would otherwise build there, until the last count running ends.
     Wrappers are found by their code object; where torch has none of this shape, nothing changes (the
-    first count imports dynamo, as before)."""
+    first count then imports dynamo)."""
     global _counts_running
     with _seeding:
         _counts_running += 1

@@ -12,7 +12,6 @@ replayed.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,20 +96,6 @@ def compile_jit(fn: Any, signature: dict[str, str], constexprs: dict[str, Any], 
     except Exception as exc:  # the compiler's errors are the candidate's failure, reported as data
         return f"{type(exc).__name__}: {exc}"
     return None
-
-
-def compile_launches(launches: dict[str, Launch], arch: str = "sm_90") -> CompileCheck:
-    """Compile each recorded launch in this process (the interpreter must be off here)."""
-    from triton.runtime.jit import JITFunction
-
-    t0 = time.perf_counter()
-    logs = []
-    ok = True
-    for name, launch in launches.items():
-        error = compile_jit(JITFunction(launch.fn), launch.signature, launch.constexprs, arch)
-        ok = ok and error is None
-        logs.append(f"{name}: " + (error or f"compiled for {arch}"))
-    return CompileCheck(ok, "\n".join(logs)[-8000:], tuple(launches), time.perf_counter() - t0)
 
 
 _DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit.jit")

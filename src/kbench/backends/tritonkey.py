@@ -10,7 +10,7 @@ So the value is kept in `<cache>/triton-key.json` beside a signature of the file
 path, size and modification time in the packages it walks -- compiler, backends, language -- and in its
 library's folder: a few ms to read, no import). A worker whose installed Triton still has that signature
 takes the stored value (`install`: what Triton's own compile pool does for its workers) instead of
-hashing; one that finds none, or another signature, hashes as before.
+hashing; one that finds none, or another signature, hashes Triton's files itself.
 
 Who writes it: only the host, a trusted process (`ensure`: on a GPU evaluation that runs Triton, in a
 thread of its own the first time). The file lies beside the reference cache, outside what a confined
@@ -149,13 +149,13 @@ def _learn_quietly(path: Path) -> None:
     try:
         if known(path) is None:
             learn(path)
-    except Exception:  # only a head start for later workers: they hash as before
+    except Exception:  # only a head start for later workers: without it they hash themselves
         pass
 
 
 def ensure(cache_dir: Path) -> threading.Thread | None:
     """Host side: make sure `cache_dir` holds the key of the installed Triton, in a thread of this process
-    (returned, nothing to wait for: a worker that finds no key hashes as before), once per process and
+    (returned, nothing to wait for: a worker that finds no key hashes itself), once per process and
     folder. Nothing on the caller's path: even the check that a stored key is current runs in the thread."""
     path = key_file(cache_dir)
     with _lock:

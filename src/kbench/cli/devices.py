@@ -9,7 +9,7 @@ from kbench.config import RunConfig
 gpu_present = defaults.gpu_present
 
 
-def device_defaults(cfg: RunConfig, what: str = "evaluating") -> RunConfig:
+def apply_device_defaults(cfg: RunConfig, what: str = "evaluating") -> RunConfig:
     """`defaults.device_defaults`, its notice printed on stderr."""
     asked_cpu = cfg.device == "cpu"
     cfg, notice = defaults.device_defaults(cfg, what)

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json, skip_teardown
-from kbench.cli.devices import device_defaults
+from kbench.cli.devices import apply_device_defaults
 from kbench.cli.generate import BACKENDS
 from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
@@ -127,7 +127,7 @@ def eval_cmd(
     # First: the starter's torch import (the longest step of a cold verdict) then overlaps this process's
     # own, which the GPU check below begins.
     prewarm_starter(cfg, one_shot=True)
-    cfg = device_defaults(cfg)  # without a GPU: cpp, small, said on stderr
+    cfg = apply_device_defaults(cfg)  # without a GPU: cpp, small, said on stderr
     try:
         text = candidate.read_text()
     except OSError as exc:

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from kbench import defaults
 from kbench.cli.app import app, console, err_console
-from kbench.cli.devices import cpu_reason, device_defaults, gpu_present
+from kbench.cli.devices import apply_device_defaults, cpu_reason, gpu_present
 from kbench.cli.evaluate import prewarm_starter
 from kbench.cli.generate import BACKENDS, problems_flag, select_problems
 from kbench.cli.progress import Header, RunProgress
@@ -22,7 +22,7 @@ from kbench.types import Problem
 
 
 @dataclass(frozen=True)
-class Plan:
+class RunPlan:
     """What one invocation runs: the resolved config, its problems, and the shipped solutions' backends
     (empty for a model run)."""
 
@@ -40,7 +40,7 @@ def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     return cfg, backends
 
 
-def _fresh(given: RunConfig, solutions: str | None) -> Plan:
+def _fresh(given: RunConfig, solutions: str | None) -> RunPlan:
     if bool(solutions) == bool(given.model):
         raise ConfigError(
             "give exactly one of --solutions reference or --model PROVIDER/MODEL (or --resume RUN)"
@@ -49,13 +49,13 @@ def _fresh(given: RunConfig, solutions: str | None) -> Plan:
         defaults.check_shipped_set(solutions)
         cfg, backends = _solutions_config(given)
         cfg = get_protocol(cfg.protocol).configure(cfg)
-        return Plan(cfg, select_problems(cfg), backends)
-    cfg = get_protocol(given.protocol).configure(device_defaults(given))
+        return RunPlan(cfg, select_problems(cfg), backends)
+    cfg = get_protocol(given.protocol).configure(apply_device_defaults(given))
     cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
-    return Plan(cfg, select_problems(cfg), default_temperature=given.temperature is None)
+    return RunPlan(cfg, select_problems(cfg), default_temperature=given.temperature is None)
 
 
-def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> Plan:
+def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> RunPlan:
     from kbench.problems import get_problem
     from kbench.resume import restore
     from kbench.store import Store
@@ -71,13 +71,13 @@ def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> Plan:
         raise ConfigError(f"--resume {run_id}: a run of model {cfg.model}; leave out --solutions")
     problems = [get_problem(k) for k in keys] if keys else select_problems(cfg)
     if not shipped:
-        return Plan(cfg, problems)
+        return RunPlan(cfg, problems)
     backends = (
         cfg.solution_backends
         or list(info.backends)
         or defaults.solution_backends(gpu_present(cfg.device), None)
     )
-    return Plan(cfg, problems, backends)
+    return RunPlan(cfg, problems, backends)
 
 
 def _device(cfg: RunConfig) -> str:
@@ -103,7 +103,7 @@ def _cache(cfg: RunConfig, cached: bool | None) -> str:
     return "off" if not cfg.response_cache else f"not used: {cfg.model.split('/')[0]} answers from files"
 
 
-def _header(plan: Plan) -> Header:
+def _header(plan: RunPlan) -> Header:
     cfg = plan.cfg
 
     def text(run_id: str, total: int, done: int, cached: bool | None) -> str:
@@ -129,7 +129,7 @@ def _header(plan: Plan) -> Header:
     return text
 
 
-def _shipped(plan: Plan) -> str:
+def _shipped(plan: RunPlan) -> str:
     """Which shipped solutions a run evaluates: per backend, how many of the selected problems have one."""
     from kbench.solutions import shipped_candidate
 
@@ -172,7 +172,7 @@ def _next_steps(cfg: RunConfig, run_id: str, shipped: bool) -> str:
     return "next: " + "; ".join(steps)
 
 
-def _preset_notes(plan: Plan) -> list[str]:
+def _preset_notes(plan: RunPlan) -> list[str]:
     """One line for the problems that lack the run's preset and run at their files' own sizes."""
     from kbench.problems.loader import preset_note
 
@@ -198,7 +198,7 @@ def _report(cfg: RunConfig, run_id: str, html: Path | None) -> Path:
     return path
 
 
-def _execute(plan: Plan, resume: str | None, view: RunProgress) -> RunOutcome:
+def _execute(plan: RunPlan, resume: str | None, view: RunProgress) -> RunOutcome:
     from kbench import pipeline
 
     problems = get_protocol(plan.cfg.protocol).problems(plan.problems)  # its tolerance, where it sets one

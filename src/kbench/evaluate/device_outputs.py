@@ -13,7 +13,7 @@ Why the verdict stays trustworthy: the host compares memory it allocated and the
 never memory the worker names; an output not delivered is NaN and fails; the worker maps nothing else
 of the host's (one allocation per buffer), and other jobs' workers cannot use the handles (sealed).
 Only floating-point outputs are offered (NaN marks one never delivered); the rest, outputs of another
-shape or dtype, and every sampled timed output go through files as before.
+shape or dtype, and every sampled timed output go through files.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Receiver:
                 row[j] = Slot(handle=handle, dtype=dtype, shape=shape)
             if wanted:
                 devmem.synchronize(self.device)  # every buffer is NaN before the worker may write it
-        except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path, as before)
+        except Exception as exc:  # noqa: BLE001  (any failure: the outputs take the file path)
             self.why = f"{type(exc).__name__}: {exc}"[:300]
             self.close()
             slots = {}

@@ -9,7 +9,7 @@ result, telling the candidate to time), and so lengthened a cold verdict's criti
 evaluation forks its workers from the warm starter, the count runs in a process of its own forked from
 there too (worker/counts.py: torch already imported, Triton kept out), and the host only waits for it and
 reads the file it kept. Without a starter, or when that process fails or outlasts `COUNT_WAIT_S`, the host
-counts itself, as before; an error of the count itself then reaches the verdict as a warning (flow.py).
+counts itself, on its own thread; an error of the count itself then reaches the verdict as a warning (flow.py).
 """
 
 from __future__ import annotations

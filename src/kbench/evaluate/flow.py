@@ -33,7 +33,7 @@ from kbench.evaluate.judge import (
 )
 from kbench.evaluate.phases import Account
 from kbench.evaluate.plan import Plan, evaluation_device, job_spec, make_plan
-from kbench.evaluate.prebuild import prebuild, worker_env
+from kbench.evaluate.prebuild import candidate_env, prebuild
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.evaluate.reference_run import get_reference
@@ -106,7 +106,7 @@ def run_candidate(
         settle=settle,
         min_kernel_share=cfg.min_kernel_share,
     )
-    env = worker_env(candidate.backend, cfg, plan.device)
+    env = candidate_env(candidate.backend, cfg, plan.device)
     budgets = cfg.budgets("candidate")
     start = cfg.worker_start
     key = None

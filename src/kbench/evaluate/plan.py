@@ -14,7 +14,7 @@ from kbench.backends import get_backend
 from kbench.config import FIXED_SEED_BASE, RunConfig
 from kbench.sandbox import isolate
 from kbench.sandbox.protocol import JobSpec
-from kbench.types import Problem, TimingSettings
+from kbench.types import JobRole, Problem, TimingSettings
 
 
 @dataclass(frozen=True)
@@ -75,17 +75,17 @@ def make_plan(cfg: RunConfig, device: str) -> Plan:
     )
 
 
-def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, **kw: object) -> JobSpec:
-    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (role, seeds...).
+def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, role: JobRole, **kw: object) -> JobSpec:
+    """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (seeds...).
     Every runner, the reference's too, runs on the same cores (`isolate.share_cores`: the CPU's first
     `cpu_threads`; a GPU runner on any), set by its referee; a candidate's runner gets its walls."""
-    role = str(kw.get("role", ""))
     walls = isolate.for_device(plan.device, cfg.confine) if role in ("candidate", "build") else None
     cores = [] if plan.device.startswith("cuda") else isolate.share_cores(cfg.cpu_threads)
     return JobSpec(
         walls=None if walls is None else asdict(walls),
         cores=cores,
-        budgets=cfg.budgets(role or "candidate"),
+        budgets=cfg.budgets(role),
+        role=role,
         problem=problem,
         preset=cfg.preset,
         dtype=cfg.dtype,

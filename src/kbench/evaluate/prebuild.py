@@ -90,7 +90,7 @@ def reference_env(cfg: RunConfig, device: str) -> dict[str, str]:
     return env
 
 
-def worker_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
+def candidate_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
     from kbench.backends import fastbuild, pch
 
     env = get_backend(backend_name).worker_env(device) | base_env(cfg, device)
@@ -140,7 +140,7 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         make_pch = cfg.precompiled_headers == "on" or (
             cfg.precompiled_headers == "auto" and batch >= PCH_MIN_BATCH
         )
-        env = worker_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
+        env = candidate_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
         budgets = cfg.budgets("build")
         exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start)
         outcome = read_worker(exit_, jobdir)

@@ -226,7 +226,7 @@ class TrivialResult:
 SCREEN_MARGIN = 2.0  # an answer needing more than this times the tolerance fails without the host compare
 
 
-def judge(outs: list[Any], refs: list[Any], tol: float) -> tuple[bool, str, float]:
+def passes(outs: list[Any], refs: list[Any], tol: float) -> tuple[bool, str, float]:
     """(passed, why not, needed tolerance) for one seed's outputs, as the evaluator compares them.
 
     Outputs the device-side screen finds beyond SCREEN_MARGIN x the tolerance fail there; every other one
@@ -266,7 +266,7 @@ def _run_seed(case: SeedCase, tol: float, tally: _Tally) -> None:
             )
             del tally.alive[name]
             continue
-        passed, why, needed = judge(outs, case.outputs, tol)
+        passed, why, needed = passes(outs, case.outputs, tol)
         needed = max(needed, tally.alive.pop(name))
         if passed:
             tally.alive[name] = needed

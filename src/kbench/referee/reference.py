@@ -122,7 +122,7 @@ class ReferenceJob:
         from kbench.sandbox.inbox import Inbox
 
         t0 = time.perf_counter()
-        # the host offers within milliseconds of the layouts; past the wait, files as before
+        # the host offers within milliseconds of the layouts; past the wait, its outputs go to files
         inbox = Inbox(self.job.jobdir, self.job.key, wait_s=self.spec.offer_wait_s)
         try:
             found = {}

@@ -93,7 +93,7 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
-def judge(
+def evaluate_texts(
     evaluator: Evaluator,
     problems: Sequence[str],
     texts: Sequence[str],
@@ -139,7 +139,7 @@ def grpo_reward(
                 "(e.g. '2/1'), or pass problem_column="
             )
         texts = [completion_text(c) for c in completions]
-        verdicts = judge(evaluator, list(problems), texts, backend, model)
+        verdicts = evaluate_texts(evaluator, list(problems), texts, backend, model)
         return [min(score(v), 0.0) if v.status is Status.CHEAT else score(v) for v in verdicts]
 
     kbench_reward.__name__ = "kbench_reward"  # TRL logs each reward function under its name

@@ -97,7 +97,7 @@ def env(writes: bool = False) -> dict[str, str]:
     """What a child process's environment adds for the bytecode folder (nothing where none is kept):
     the prefix, and whether it may write there (`writes`: trusted processes that import no candidate)."""
     where = _folder()
-    if where is None:  # as before: no kbench process writes bytecode beside the sources
+    if where is None:  # no folder kept: no kbench process writes bytecode beside the sources
         return {NO_WRITE_ENV: "1"}
     return {PREFIX_ENV: str(where), NO_WRITE_ENV: "" if writes else "1"}  # empty: not set
 

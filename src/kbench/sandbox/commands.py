@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kbench.sandbox.slots import SlotRef
-from kbench.types import Problem
+from kbench.types import JobRole, Problem
 
 
 class _Message(BaseModel):
@@ -44,7 +44,7 @@ class RunnerSpec(_Message):
     """What a runner needs to build its model and serve calls (no seeds, no checks, no key)."""
 
     kind: Literal["spec"] = "spec"
-    role: str  # candidate | build | reference
+    role: JobRole
     problem: Problem | None = None
     preset: str = ""
     dtype: str = "fp32"

@@ -4,8 +4,8 @@ or every output of the reference (worker/reference.py).
 With `JobSpec.receive` the host offers one device buffer per output it wants (sandbox/devmem.py,
 evaluate/device_outputs.py) in `receive.json` (sandbox/offer.py), its IPC handles sealed with the job's key. An output whose
 device, dtype and shape are the buffer's is copied into it on the device and listed as `received`;
-anything else (another shape or dtype, a CPU tensor, a buffer that does not open) is written to a file
-as before, so structural mismatches are reported as they always were.
+anything else (another shape or dtype, a CPU tensor, a buffer that does not open) is written to a file,
+where the host's comparison reports the structural mismatch.
 
 Nothing here needs to be trusted: the host compares the buffer it owns, filled with NaN before the
 offer, so an output that never arrived is a mismatch, and the buffers reach nothing else of the host's.
@@ -69,7 +69,7 @@ class Inbox:
             return None
         return TensorFile(
             name="",
-            sha256="",
+            digest="",
             device=str(out.device),
             dtype=dtype_name(out.dtype),
             shape=list(out.shape),

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from kbench.files import write_atomic
 from kbench.sandbox import procs
+from kbench.types import JobRole
 
 DIR_ENV = "KBENCH_LEASE_DIR"  # RunConfig.lease_dir, passed on to workers by the host (evaluate/prebuild.py)
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
@@ -43,7 +44,7 @@ class LeaseTimeout(Exception):
     """The lease stayed with a live holder past the wait limit (kbench's failure, not the candidate's)."""
 
 
-def required(role: str, device: str) -> bool:
+def required(role: JobRole, device: str) -> bool:
     """Whether a worker of this role on this device takes the lease (every GPU worker but a build)."""
     return device.startswith("cuda") and role != "build"
 

@@ -6,8 +6,7 @@ file); the signature covers the JSON body, which lists the digest of every tenso
 that writes its own `result.json` and exits does not know the key, so the host reports `result-forged`.
 Tensor files are raw bytes (`.bin`; dtype and shape in the signed body), written in one pass and mapped
 by the host, never unpickled (sandbox/tensorfiles.py); their digest is a BLAKE3 of the BLAKE3s of their
-64 MiB chunks (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side;
-`TensorFile.sha256` keeps its old name).
+64 MiB chunks (a 1 GiB output cost ~2 s to `torch.save` and ~0.7 s per SHA-256 pass on each side).
 
 On a GPU, `receive.json` (sandbox/offer.py, host to candidate worker) offers device buffers for the
 correctness outputs, and the result lists an output copied into one as `received`, without a file
@@ -23,11 +22,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.files import write_atomic
 from kbench.sandbox.procs import KEY_FIFO_ENV
-from kbench.types import Problem, Status, TimingSettings, TimingStats
+from kbench.types import JobRole, Problem, Status, TimingSettings, TimingStats
 
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
@@ -80,7 +79,7 @@ class CountRequest(BaseModel):
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: str  # candidate | reference | build
+    role: JobRole
     problem: Problem | None = None  # None for role build (the candidate is only imported)
     preset: str
     dtype: str
@@ -122,7 +121,9 @@ class JobSpec(BaseModel):
 
 class TensorFile(BaseModel):
     name: str
-    sha256: str  # raw files: the chunk digest (`digest`, BLAKE3); .pt files: SHA-256 of the file
+    # raw files: the chunk digest (tensorfiles.digest, BLAKE3); .pt files: SHA-256 of the file. Entries
+    # kept by an older kbench (the reference cache) name it `sha256`.
+    digest: str = Field(validation_alias=AliasChoices("digest", "sha256"))
     device: str = ""
     dtype: str = ""  # e.g. "float32"; empty: a .pt file
     shape: list[int] = Field(default_factory=list)
@@ -201,6 +202,6 @@ def read_result(jobdir: Path, key: bytes, files: bool = True) -> WorkerResult | 
 
     for f in outputs if files else []:
         target = jobdir / f.name
-        if "/" in f.name or not target.is_file() or file_digest(f, target) != f.sha256:
+        if "/" in f.name or not target.is_file() or file_digest(f, target) != f.digest:
             raise ForgedResult(f"tensor file {f.name} missing or altered")
     return result

@@ -1,7 +1,7 @@
 """Host side of the warm starter (sandbox/zygote.py): start workers by fork instead of `python -m`.
 
 `start_worker` returns a `ForkedProcess` (pid, returncode, wait, poll: what sandbox/host.py uses of a
-Popen) or None when no starter is usable, and the host then spawns the worker as before. One starter runs
+Popen) or None when no starter is usable, and the host then spawns the worker (a fresh interpreter). One starter runs
 per interpreter start-up environment (PYTHONPATH and the like, which a fork cannot change); a starter that
 died (a candidate may kill its parent) is replaced for the next job, and the jobs it had started are
 followed through /proc. The key reaches the child through a FIFO (`deliver_key`).

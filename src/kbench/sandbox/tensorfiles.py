@@ -126,7 +126,7 @@ def _save_one(jobdir: Path, name: str, value: Any, device: str) -> TensorFile:
         with (jobdir / name).open("wb") as fh:
             fh.write(memoryview(data).cast("B"))
         sha = digest(data)
-    return TensorFile(name=name, sha256=sha, device=device, dtype=dtype_name(t.dtype), shape=list(t.shape))
+    return TensorFile(name=name, digest=sha, device=device, dtype=dtype_name(t.dtype), shape=list(t.shape))
 
 
 def _stream_to_file(flat: Any, path: Path) -> str:
@@ -199,7 +199,7 @@ def _read_verified(path: Path, f: TensorFile, threads: int = HASH_THREADS) -> An
     raw = torch.empty(nbytes, dtype=torch.uint8)
     with path.open("rb") as fh:
         got = fh.readinto(memoryview(raw.numpy()).cast("B")) if nbytes else 0  # type: ignore[arg-type]
-    if got != nbytes or digest(raw.numpy() if nbytes else b"", threads) != f.sha256:
+    if got != nbytes or digest(raw.numpy() if nbytes else b"", threads) != f.digest:
         raise ForgedResult(f"tensor file {f.name} missing or altered")
     return raw.view(dtype).reshape(f.shape) if nbytes else torch.empty(f.shape, dtype=dtype)
 

@@ -186,7 +186,7 @@ def fixture_config(fixture: Fixture, gpu: bool, base: RunConfig | None = None) -
     return base.model_copy(update=update)
 
 
-def judge(fixture: Fixture, verdict: Verdict) -> bool:
+def caught_as_expected(fixture: Fixture, verdict: Verdict) -> bool:
     """True when the verdict is one of the expected ones and carries every expected warning."""
     status, rule = verdict.status.value, verdict.rule
     if not any(e.status == status and (not e.rule or e.rule == rule) for e in fixture.expect):
@@ -213,7 +213,12 @@ def run_fixture(
     verdict = evaluate(problem, candidate, cfg, references=references)
     seconds = time.perf_counter() - start
     return FixtureOutcome(
-        fixture, verdict.status.value, verdict.rule, judge(fixture, verdict), seconds, verdict.message
+        fixture,
+        verdict.status.value,
+        verdict.rule,
+        caught_as_expected(fixture, verdict),
+        seconds,
+        verdict.message,
     )
 
 

@@ -123,9 +123,3 @@ class Health(BaseModel):
     queue: QueueView
     reference_runs: int
     reference_reuses: int
-
-
-class ErrorBody(BaseModel):
-    """Every refused request: one line saying what was wrong."""
-
-    detail: str
