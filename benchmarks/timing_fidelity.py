@@ -43,7 +43,7 @@ from timing_fidelity_report import build_table, markdown, read_rows, summarize
 
 from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import KbenchError
-from kbench.evaluate.flow import run_candidate
+from kbench.evaluate.candidate_run import run_candidate
 from kbench.evaluate.judge import check_outputs
 from kbench.evaluate.plan import evaluation_device as resolve_device
 from kbench.evaluate.plan import make_plan

@@ -45,6 +45,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.xdist_group("doctor-kill")  # `doctor --kill` ends every stale process here: one at a time
 def test_doctor_ends_stale_processes_and_leases_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(lease.DIR_ENV, str(tmp_path / "leases"))
     stale = _sleeper(_dead_ref())
@@ -91,6 +92,7 @@ def _sealed(folder: Path, files: dict[str, bytes]) -> Path:
     return folder
 
 
+@pytest.mark.xdist_group("doctor-kill")  # its --kill would end the other test's stale process
 def test_doctor_finds_and_removes_cache_entries_that_fail_their_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

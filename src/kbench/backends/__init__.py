@@ -9,9 +9,10 @@ backend.compile_check(source, "sm_90")        # anywhere: compile without runnin
 
 A backend is one module that subclasses `Backend` and registers it (`@register_backend("name")`); its
 prompt text lives in its `prompt_package` (kbench's own: prompts/templates/backends/NAME.md and
-prompts/examples/NAME/) and its shipped solutions under suite/solutions/NAME/. The built-in backends are this package's modules that
-register one (BUILTIN); another package adds one through the `kbench.backends` entry point group
-(`name = "package.module"`). Nothing outside a backend's module decides by its name.
+prompts/examples/NAME/) and its shipped solutions under suite/solutions/NAME/. The built-in backends are
+this package's modules that register one (BUILTIN); another package adds one through the
+`kbench.backends` entry point group (`name = "package.module"`). Nothing outside a backend's module
+decides by its name.
 """
 
 from __future__ import annotations

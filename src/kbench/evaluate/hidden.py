@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
-from kbench.evaluate.flow import run_candidate
+from kbench.evaluate.candidate_run import run_candidate
 from kbench.evaluate.judge import WorkerOutcome, check_outputs
 from kbench.evaluate.plan import Plan, job_spec
 from kbench.evaluate.prebuild import reference_env

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from kbench.baselines.modes import TIMED_MODES
@@ -43,18 +42,32 @@ def _warnings(
     return out
 
 
-def make_verdict(
-    problem: Problem,
-    candidate: Candidate,
-    cfg: RunConfig,
-    plan: Plan,
-    outcome: WorkerOutcome,
-    checks: CheckReport,
-    ref: ReferenceData | None,
-    acct: Account,
-    reused: Mapping[str, TimingStats] | None = None,
-    built: BuildResult | None = None,
-) -> Verdict:
+@dataclass
+class Evaluation:
+    """What one evaluation's steps share (flow.OneVerdict): its inputs, its plan, the static checks'
+    report, the stored baselines it reuses, its build, and the account of its time."""
+
+    problem: Problem
+    candidate: Candidate
+    cfg: RunConfig
+    plan: Plan
+    acct: Account
+    checks: CheckReport = field(default_factory=CheckReport)
+    reused: dict[str, TimingStats] = field(default_factory=dict)
+    built: BuildResult | None = None
+
+
+def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | None) -> Verdict:
+    """The verdict of `outcome`: its status and message, build facts, timing and baselines, warnings,
+    phases."""
+    problem, candidate, cfg, plan, checks, built = (
+        ev.problem,
+        ev.candidate,
+        ev.cfg,
+        ev.plan,
+        ev.checks,
+        ev.built,
+    )
     result = outcome.result
     build = built if built is not None and not built.ok else None
     if result is not None:
@@ -69,7 +82,7 @@ def make_verdict(
         )
     timing = result.timing if result is not None else None
     timed = measured(ref.timings, asdict(plan.settings), ref.cache_hit, ref.shared) if ref else {}
-    baselines = timed | dict(reused or {})
+    baselines = timed | ev.reused
     return Verdict(
         status=outcome.status,
         problem_key=problem.key,
@@ -88,8 +101,8 @@ def make_verdict(
         baselines=tuple((m, baselines[m]) for m in TIMED_MODES if m in baselines),
         kernel_share=result.kernel_share if result is not None else None,
         warnings=tuple(_warnings(checks, timing, baselines) + outcome.warnings),
-        seconds=round(acct.seconds(), 3),
-        phases=acct.items(),
+        seconds=round(ev.acct.seconds(), 3),
+        phases=ev.acct.items(),
         generalizes=outcome.generalizes,
         hidden=outcome.hidden,
         confinement=result.confinement if result is not None else "",
