@@ -179,3 +179,42 @@ def test_text_spaces_where_gymnasium_is_installed() -> None:
     observation, _ = gym.reset()
     assert gym.observation_space.contains(observation) and gym.action_space.contains(CODE)
     assert gym.action_space.contains("")  # an empty answer is an action (judged no_code)
+
+
+def test_one_item_without_a_verdict_earns_zero_and_spares_the_batch(caplog: pytest.LogCaptureFixture) -> None:
+    """An unknown problem and a job that failed get reward 0 and their reason in the log; the batch's other
+    items are judged as ever (a trainer's step never fails on one row)."""
+    from kbench.errors import ProblemError
+
+    class Partial(FakeEvaluator):
+        def problem(self, address: Any, strict: bool = False) -> Problem:
+            if address == "9/999":
+                raise ProblemError("no problem 9/999 in kbench")
+            return super().problem(address, strict)
+
+        def submit(self, submission: Submission) -> Any:
+            ticket = super().submit(submission)
+            if "FAIL" in submission.completion:
+                ticket.verdict = lambda: (_ for _ in ()).throw(RuntimeError("lane lost"))
+            return ticket
+
+    reward = grpo_reward(Partial(_verdict(speedup=2.0)))  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="kbench.rl.adapters"):
+        got = reward(
+            prompts=["p"] * 3, completions=[CODE, CODE, CODE + "\n# FAIL"], problem=["2/1", "9/999", "2/1"]
+        )
+    assert got == [pytest.approx(1 + math.log(2)), 0.0, 0.0]
+    assert "9/999: no problem 9/999 in kbench" in caplog.text
+    assert "the evaluation failed (RuntimeError: lane lost)" in caplog.text
+
+
+def test_sample_and_turn_numbers_are_bounded() -> None:
+    from kbench.api.jobs import MAX_INDEX
+
+    with pytest.raises(
+        ConfigError, match=f"sample {10**30} is out of range: a verdict's sample is 0 to {MAX_INDEX}"
+    ):
+        Submission("2/1", CODE, sample=10**30)
+    with pytest.raises(ConfigError, match="turn -1 is out of range"):
+        Submission("2/1", CODE, turn=-1)
+    assert Submission("2/1", CODE, sample=MAX_INDEX).sample == MAX_INDEX

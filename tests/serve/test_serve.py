@@ -137,6 +137,13 @@ def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
         (b"x" * (MAX_BODY + 1), auth, 413, f"limit of {MAX_BODY} bytes"),
         (json.dumps({"problem": "2/1"}).encode(), auth, 422, "field 'source': Field required"),
         (json.dumps({"problem": "2/1", "source": "x", "turn": -1}).encode(), auth, 422, "field 'turn'"),
+        # a sample past what the store keeps is refused, and numbers nothing after it
+        (
+            json.dumps({"problem": "2/1", "source": "x", "sample": 10**30}).encode(),
+            auth,
+            422,
+            "field 'sample'",
+        ),
         (good, {"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"}, 415, "Content-Type"),
         (json.dumps({"problem": "/etc:1/1", "source": "x"}).encode(), auth, 400, "of source 'kbench' only"),
         (json.dumps({"problem": "9/999", "source": "x"}).encode(), auth, 400, "no problem 9/999"),
@@ -227,3 +234,25 @@ def test_it_listens_elsewhere_only_with_a_token(tmp_path: Path) -> None:
     proc = _kbench(["serve", "--host", "0.0.0.0", "--port", "0"], env)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "needs a bearer token" in err
+
+
+def test_a_tokenless_service_answers_only_to_its_own_names() -> None:
+    """DNS rebinding: a page whose name resolves to 127.0.0.1 reaches a tokenless service from a browser,
+    with its own name in the Host header; the service answers only to its loopback names."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from kbench.serve.app import _host
+    from kbench.serve.server import service_hosts
+
+    assert service_hosts("0.0.0.0", "a-token-long-enough-to-pass") is None
+    hosts = service_hosts("127.0.0.1", None)
+    assert hosts is not None and {"localhost", "127.0.0.1", "::1"} <= hosts
+    app = FastAPI(dependencies=[_host(hosts)])
+    app.get("/ping")(lambda: {"ok": True})
+    client = TestClient(app)
+    for name in ("localhost:8000", "127.0.0.1:9", "[::1]:8000", "LOCALHOST"):
+        assert client.get("/ping", headers={"Host": name}).status_code == 200, name
+    for name in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example", ""):
+        answer = client.get("/ping", headers={"Host": name})
+        assert answer.status_code == 421 and "this service answers to" in answer.json()["detail"], name

@@ -28,6 +28,9 @@ class KeyConflict(ConfigError):
     """A submission names a verdict key (problem, sample, turn, backend, model) that holds another candidate."""
 
 
+MAX_INDEX = 2**31 - 1  # the largest sample or turn number: the store keeps them as integers
+
+
 @dataclass(frozen=True)
 class Submission:
     """One candidate to judge. `problem` is an address (`2/1`, `kbench:2/1`, a name) or a Problem.
@@ -50,6 +53,11 @@ class Submission:
     completion: str = ""
     before_s: float = 0.0
     made_at: float = field(default_factory=time.monotonic, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, value in (("sample", self.sample), ("turn", self.turn)):
+            if value is not None and not 0 <= value <= MAX_INDEX:
+                raise ConfigError(f"{name} {value} is out of range: a verdict's {name} is 0 to {MAX_INDEX}")
 
 
 class JobState(str, enum.Enum):

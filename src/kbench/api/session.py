@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import threading
 
+from kbench.api.jobs import MAX_INDEX
 from kbench.config import RunConfig
+from kbench.errors import ConfigError
 from kbench.store import Store, StoredVerdict, VerdictKey, reuse
 from kbench.types import Problem, TimingStats, Verdict
 
@@ -57,6 +59,11 @@ class Session:
         with self._lock:
             triple = (problem_key, backend, model)
             sample = self._next.get(triple, 0)
+            if sample > MAX_INDEX:
+                raise ConfigError(
+                    f"no sample number left for {problem_key} ({backend}, {model}): sample {MAX_INDEX} was "
+                    "used; submit with an explicit sample"
+                )
             self._next[triple] = sample + 1
             return sample
 

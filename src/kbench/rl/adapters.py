@@ -8,21 +8,26 @@ is installed its `observation_space` and `action_space` are `spaces.Text`.
 `prompts` and `completions` (strings, or lists of chat messages in the conversational format) plus every
 other column of the dataset, one value per completion; it returns one float per completion. The dataset
 needs a column naming each prompt's problem (`problem` by default, e.g. "2/1"). The whole batch is
-judged at once (builds in parallel), each completion filed as a new sample of the Evaluator's run.
+judged at once (builds in parallel), each completion filed as a new sample of the Evaluator's run; an
+item that gets no verdict (an unknown problem, a job that failed) earns 0, its reason logged, and never
+fails the batch.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kbench.api import Evaluator, Submission
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, KbenchError
 from kbench.rl.env import EnvOptions, KernelEnv
 from kbench.rl.reward import Reward, as_reward
 from kbench.types import Problem, Status, Verdict
+
+log = logging.getLogger(__name__)
 
 MAX_TEXT = 200_000  # characters of a completion or a feedback turn, for the Text spaces
 
@@ -99,22 +104,35 @@ def evaluate_texts(
     texts: Sequence[str],
     backend: str | None,
     model: str | None,
-) -> list[Verdict]:
-    """Verdicts for completions of these problems, in order: one batch; no code is a filed `no_code`."""
+) -> list[Verdict | str]:
+    """Verdicts for completions of these problems, in order, as one batch; no code is a filed `no_code`.
+    An item that cannot be judged (an unknown problem, a job that failed) is the reason, as a string: it
+    never takes the batch's other items down."""
     from kbench.extract import extract
 
-    found = [extract(text) for text in texts]
-    # A trainer's dataset names problems of the evaluator's source, never a file (a problem runs trusted).
-    resolved = {p: evaluator.problem(p, strict=True) for p in dict.fromkeys(problems)}
-    subs = [
-        Submission(resolved[p], f.source or "", backend, model=model, completion=t)
-        for p, f, t in zip(problems, found, texts, strict=True)
-    ]
-    tickets = evaluator.submit_many([s for s in subs if s.source])
-    verdicts, queued = [], iter(tickets)
-    for sub, f in zip(subs, found, strict=True):
-        verdicts.append(next(queued).verdict() if sub.source else evaluator.record_no_code(sub, f.reason))
-    return verdicts
+    out: list[Verdict | str] = []
+    tickets: list[tuple[int, Any]] = []
+    for i, (address, text) in enumerate(zip(problems, texts, strict=True)):
+        found = extract(text)
+        try:
+            # A trainer's dataset names problems of the evaluator's source, never a file (it runs trusted).
+            sub = Submission(
+                evaluator.problem(address, strict=True), found.source or "", backend, model=model,
+                completion=text,
+            )  # fmt: skip
+            if sub.source:
+                tickets.append((i, evaluator.submit(sub)))
+                out.append("")
+            else:
+                out.append(evaluator.record_no_code(sub, found.reason))
+        except KbenchError as exc:
+            out.append(f"{address}: {exc}")
+    for i, ticket in tickets:
+        try:
+            out[i] = ticket.verdict()
+        except Exception as exc:  # the job failed (the evaluator's side): this item has no verdict
+            out[i] = f"{problems[i]}: the evaluation failed ({type(exc).__name__}: {exc})"
+    return out
 
 
 def grpo_reward(
@@ -139,8 +157,14 @@ def grpo_reward(
                 "(e.g. '2/1'), or pass problem_column="
             )
         texts = [completion_text(c) for c in completions]
-        verdicts = evaluate_texts(evaluator, list(problems), texts, backend, model)
-        return [min(score(v), 0.0) if v.status is Status.CHEAT else score(v) for v in verdicts]
+        rewards = []
+        for v in evaluate_texts(evaluator, list(problems), texts, backend, model):
+            if isinstance(v, str):  # no verdict for this item: reward 0, and the reason in the log
+                log.warning("kbench reward 0 for an item without a verdict: %s", v)
+                rewards.append(0.0)
+            else:
+                rewards.append(min(score(v), 0.0) if v.status is Status.CHEAT else score(v))
+        return rewards
 
     kbench_reward.__name__ = "kbench_reward"  # TRL logs each reward function under its name
     return kbench_reward

@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
@@ -105,6 +106,25 @@ def _one_line(request: Request, exc: RequestValidationError) -> tuple[int, str]:
     return 422, f"field '{where}': {first['msg']}"
 
 
+def _host(allowed: Collection[str] | None) -> Any:
+    """A dependency that refuses a request whose Host header names none of `allowed` (no check when None;
+    server.service_hosts says which)."""
+
+    async def check(request: Request) -> None:
+        if allowed is None:
+            return
+        try:
+            name = urlsplit("//" + request.headers.get("host", "")).hostname or ""
+        except ValueError:
+            name = ""
+        if name.lower() not in allowed:
+            raise HTTPException(
+                421, f"this service answers to {', '.join(sorted(allowed))}, not to Host {name!r}"
+            )
+
+    return Depends(check)
+
+
 def _bearer(token: str | None) -> Any:
     """A dependency that refuses requests without `Authorization: Bearer <token>` (none when no token)."""
 
@@ -140,10 +160,14 @@ async def _wait(ticket: Ticket, timeout: float) -> None:
 
 
 def create_app(
-    evaluator: Evaluator, token: str | None = None, limits: ServiceLimits | None = None
+    evaluator: Evaluator,
+    token: str | None = None,
+    limits: ServiceLimits | None = None,
+    hosts: Collection[str] | None = None,
 ) -> FastAPI:
     """The service over an open Evaluator; closing the app (its lifespan) closes the Evaluator. Serve it
-    wrapped in `BodyLimit(app, limits.max_body_bytes)`, as serve/server.py does."""
+    wrapped in `BodyLimit(app, limits.max_body_bytes)`, as serve/server.py does. `hosts`: the only names
+    its Host header may carry (None: any)."""
     limits = limits or ServiceLimits()
     jobs = JobTable(limits.keep_jobs)
 
@@ -152,7 +176,8 @@ def create_app(
         yield
         await asyncio.to_thread(evaluator.close, True)
 
-    app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=[_bearer(token)])
+    checks = [_host(None if hosts is None else {h.lower().strip("[]") for h in hosts}), _bearer(token)]
+    app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=checks)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

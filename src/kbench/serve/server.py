@@ -71,6 +71,16 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def service_hosts(host: str, token: str | None) -> set[str] | None:
+    """The names a service's Host header may carry: without a token (so on a loopback address) its own
+    names there only, which keeps a web page whose name was rebound to 127.0.0.1 (DNS rebinding) from
+    driving it through a browser; with a token, any (the browser does not know the token)."""
+    return None if token is not None else {*LOOPBACK_NAMES, host}
+
+
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -102,7 +112,7 @@ def serve(
     uvicorn = require("uvicorn", "serve")
     from kbench.serve.app import BodyLimit, create_app
 
-    app = BodyLimit(create_app(evaluator, token, limits), limits.max_body_bytes)
+    app = BodyLimit(create_app(evaluator, token, limits, service_hosts(host, token)), limits.max_body_bytes)
     sock = bind(host, port)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_S, lifespan="on",

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbench.api.jobs import JobState, Ticket
+from kbench.api.jobs import MAX_INDEX, JobState, Ticket
 from kbench.config import BackendName
 from kbench.store.codec import from_dict, to_dict
 from kbench.types import Problem, Verdict
@@ -30,8 +30,8 @@ class SubmitRequest(BaseModel):
     problem: str = Field(min_length=1, max_length=MAX_ADDRESS)
     source: str = Field(min_length=1)
     backend: BackendName | None = None
-    sample: int | None = Field(default=None, ge=0)
-    turn: int = Field(default=0, ge=0)
+    sample: int | None = Field(default=None, ge=0, le=MAX_INDEX)
+    turn: int = Field(default=0, ge=0, le=MAX_INDEX)
     model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL)
     completion: str = ""
 
