@@ -172,11 +172,13 @@ def kernel_code_names() -> tuple[str, ...]:
 
 def default_backend(gpu: bool) -> str:
     """The backend a run gets when it names none: the one that says it is the default on a GPU (`gpu`)
-    or on the CPU."""
+    or on the CPU, a built-in one first (so every command's settings need no plugin scan)."""
     where = "gpu" if gpu else "cpu"
-    for b in sorted(backends(), key=lambda b: b.name):
-        if b.default_on == where:
-            return b.name
+    for plugins in (False, True):
+        _load(plugins)
+        for name, b in sorted(_REGISTRY.items()):
+            if b.default_on == where:
+                return name
     raise ConfigError(f"no backend is registered as the default on the {where.upper()}")
 
 
