@@ -217,6 +217,10 @@ def test_problems_health_and_resubmission(service: Service) -> None:
     )  # fmt: skip
     assert again.stored and again.verdict == first.verdict and verdict.status is Status.OK
     assert conflict.value.status == 409 and "holds another candidate" in conflict.value.detail
+    # the next turn a remote trainer would send: the RL environment's own feedback, served beside the verdict
+    from kbench.prompts import refine_message
+
+    assert first.feedback == refine_message("cpp", verdict) and "The answer is correct" in first.feedback
 
 
 def test_it_listens_elsewhere_only_with_a_token(tmp_path: Path) -> None:

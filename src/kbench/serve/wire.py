@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kbench.api.jobs import MAX_INDEX, JobState, Ticket
 from kbench.config import BackendName
 from kbench.store.codec import from_dict, to_dict
-from kbench.types import Problem, Verdict
+from kbench.types import Problem, Status, Verdict
 
 API = "/v1"
 MAX_ADDRESS = 512  # characters of a problem address
@@ -57,6 +57,9 @@ class JobView(BaseModel):
     error: str | None = None
     verdict: dict[str, Any] | None = None
     speedup: dict[str, float | None] | None = None  # by baseline mode, for readers without kbench
+    # The next user turn a multi-turn loop would send the model (the RL environment's own: what was found,
+    # no secret seed, no host path), so a remote trainer needs no kbench to build it.
+    feedback: str | None = None
 
     @classmethod
     def of(cls, ticket: Ticket, run_id: str | None) -> JobView:
@@ -74,6 +77,7 @@ class JobView(BaseModel):
             error=f"{type(error).__name__}: {error}" if error is not None else None,
             verdict=to_dict(verdict) if verdict is not None else None,
             speedup={mode: verdict.speedup(mode) for mode, _ in verdict.baselines} if verdict else None,
+            feedback=_feedback(ticket.key.backend, verdict) if verdict is not None else None,
         )
 
     def typed_verdict(self) -> Verdict | None:
@@ -123,3 +127,10 @@ class Health(BaseModel):
     queue: QueueView
     reference_runs: int
     reference_reuses: int
+
+
+def _feedback(backend: str, verdict: Verdict) -> str:
+    from kbench.prompts import refine_message  # the service's side only: the client never calls this
+
+    no_code = verdict.status is Status.NO_CODE
+    return refine_message(backend, None if no_code else verdict, verdict.message if no_code else "")
