@@ -21,7 +21,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kbench.api import Evaluator, Submission
+from kbench.api import Evaluator, Submission, Ticket
 from kbench.errors import ConfigError, KbenchError
 from kbench.rl.env import EnvOptions, KernelEnv
 from kbench.rl.reward import Reward, as_reward
@@ -111,7 +111,7 @@ def evaluate_texts(
     from kbench.extract import extract
 
     out: list[Verdict | str] = []
-    tickets: list[tuple[int, Any]] = []
+    tickets: list[tuple[int, Ticket]] = []
     for i, (address, text) in enumerate(zip(problems, texts, strict=True)):
         found = extract(text)
         try:
