@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from kbench.backends import default_backend
 from kbench.baselines.modes import check_modes
 from kbench.config import RunConfig, job_prefix, resolve, scratch_root
 from kbench.evaluate.plan import evaluation_device, make_plan
@@ -30,7 +31,8 @@ def time_baselines(
     cfg = (cfg or resolve()).model_copy(
         update={"preset": preset, "dtype": dtype, "baselines": list(modes), "measure": True}
     )
-    plan = make_plan(cfg, evaluation_device(cfg.device, "cuda"))
+    # `auto`: the GPU where there is one, as a GPU backend's evaluation would take it
+    plan = make_plan(cfg, evaluation_device(cfg.device, default_backend(gpu=True)))
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         ref = get_reference(problem, cfg, plan, Path(tmp))
