@@ -6,6 +6,7 @@ fields that affect timing (GPU, driver, CUDA, torch) agree.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,20 +24,26 @@ from kbench.version import VERSION
 TIMING_FIELDS = ("gpu", "driver", "cuda", "torch", "device")
 
 
-def _run(cmd: list[str]) -> str:
+def command_output(cmd: list[str]) -> str:
+    """What `cmd` prints on stdout ("" when it cannot run or times out)."""
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 
 
-def _nvcc_version() -> str | None:
-    nvcc = shutil.which("nvcc") or (
-        os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None
+@functools.lru_cache(maxsize=4)
+def nvcc_version(nvcc: str | None = None) -> str | None:
+    """The release of `nvcc` (default: the one on PATH, else under CUDA_HOME), None where there is none;
+    asked once per process and path (`kbench env` reports it twice: the machine's, the cuda backend's)."""
+    nvcc = (
+        nvcc
+        or shutil.which("nvcc")
+        or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None)
     )
     if not nvcc or not os.path.exists(nvcc):
         return None
-    m = re.search(r"release ([\d.]+)", _run([nvcc, "--version"]))
+    m = re.search(r"release ([\d.]+)", command_output([nvcc, "--version"]))
     return m.group(1) if m else "unknown"
 
 
@@ -57,7 +64,7 @@ def _gpu_info() -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"gpu": None, "gpu_count": 0, "driver": None, "cuda": torch.version.cuda}
     props = torch.cuda.get_device_properties(0)
-    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).strip()
+    driver = command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).strip()
     return {
         "gpu": props.name,
         "gpu_count": torch.cuda.device_count(),
@@ -85,7 +92,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "triton": triton_version,
-        "nvcc": _nvcc_version(),
+        "nvcc": nvcc_version(),
         "ninja": shutil.which("ninja") is not None,
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),

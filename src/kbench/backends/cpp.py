@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-import subprocess
 from typing import Any
 
 from kbench.backends import Backend, register_backend
@@ -53,13 +52,10 @@ class CppBackend(Backend):
         return names
 
     def version(self) -> str | None:
+        from kbench.hardware import command_output
+
         compiler = shutil.which("c++") or shutil.which("g++")
-        if compiler is None:
-            return None
-        try:
-            out = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
+        out = command_output([compiler, "--version"]).strip() if compiler is not None else ""
         return out.splitlines()[0].strip() if out else None
 
     def check_environment(self, device: str) -> None:

@@ -71,15 +71,11 @@ class CudaBackend(Backend):
         return [name for cs in ctx.code_strings for name in global_names(cs.text)]
 
     def version(self) -> str | None:
+        from kbench.hardware import nvcc_version
+
         nvcc = nvcc_path()
-        if nvcc is None:
-            return None
-        try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None
-        found = re.search(r"release ([\d.]+)", out)
-        return f"nvcc {found.group(1)}" if found else "nvcc"
+        release = nvcc_version(nvcc) if nvcc is not None else None
+        return f"nvcc {release}" if release is not None else None
 
     def check_environment(self, device: str) -> None:
         from kbench.hardware import gpu_count
