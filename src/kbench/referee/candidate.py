@@ -18,6 +18,7 @@ Steps, each under its phase's budget (referee/session.py):
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from typing import Any
@@ -27,7 +28,7 @@ from kbench.referee.calibrate import calibrate
 from kbench.referee.checks import Checker, Flagged
 from kbench.referee.feed import Feed, plain
 from kbench.referee.job import Job, cpu_seconds
-from kbench.referee.timing import time_runner
+from kbench.referee.timing import memory_cap, time_runner
 from kbench.sandbox import slots as slotlib
 from kbench.sandbox.commands import (
     Bind,
@@ -47,10 +48,14 @@ from kbench.types import Status
 
 CORES_SLACK = 1.25  # a loop's CPU time may exceed its cores' share of the wall time by this factor
 # A CPU candidate's kernel share: its calls are sampled until SHARE_SAMPLES samples fall in its code or
-# PyTorch's (a standard error of the share of at most 5 points), in batches of up to SHARE_BATCH calls
-# (one command each, so the sampled time is mostly the calls'), for at most SHARE_MAX_S
+# PyTorch's (a standard error of the share of at most 5 points), for at most SHARE_MAX_S. The calls cycle
+# over SHARE_SLOTS input slots of fresh seeds, in rounds of one command each (so the sampled time is
+# mostly the calls'), each round about SHARE_ROUND_S of calls (at most SHARE_BATCH, and what memory
+# allows): a round of 16 calls of a 30 us kernel was mostly its command's round trip.
 SHARE_SAMPLES = 100
-SHARE_BATCH = 16
+SHARE_SLOTS = 4
+SHARE_ROUND_S = 0.02
+SHARE_BATCH = 512
 SHARE_MAX_S = 1.0
 
 
@@ -254,8 +259,8 @@ class CandidateJob:
     def _cpu_share(self) -> float | None:
         """The share of the runner's CPU time in the candidate's own modules over a few of its calls, sampled
         by the kernel's performance events from this process; None (and a warning) where there are none.
-        Batches double (up to SHARE_BATCH calls, while a batch is short) and sampling stops as soon as
-        enough samples are counted."""
+        Rounds grow to about SHARE_ROUND_S of calls, and sampling stops as soon as enough samples are
+        counted."""
         from kbench.referee import perfshare
         from kbench.sandbox.commands import Ran, Run
 
@@ -268,21 +273,26 @@ class CandidateJob:
             return None
         builds = str(job.builds.resolve()) + "/"  # the job's copies of its builds: what the runner maps
         try:
-            t0, size = time.monotonic(), 1
+            cap = max(1, min(SHARE_BATCH, memory_cap(feed, self.layout)))
+            filled = [feed.fill(j, secrets.randbelow(2**62)) for j in range(min(SHARE_SLOTS, cap))]
+            feed.ready()
+            t0, size, wanted = time.monotonic(), len(filled), SHARE_SAMPLES
             while time.monotonic() - t0 < SHARE_MAX_S:
-                filled = [feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
-                feed.ready()
+                calls = [filled[j % len(filled)].call() for j in range(size)]
                 t1 = time.monotonic()
                 with sampler:  # the runner's calls only: not its copies, nor the referee's inputs
-                    job.session.ask(Run.of([f.call() for f in filled]), Ran)
-                if time.monotonic() - t1 < 0.01:
-                    size = min(2 * size, SHARE_BATCH)
+                    job.session.ask(Run.of(calls), Ran)
+                took = time.monotonic() - t1
                 samples = sampler.instructions()
-                if len(samples) >= SHARE_SAMPLES:
+                if len(samples) >= wanted:
                     maps = {pid: perfshare.mappings(pid) for pid in {pid for pid, _ in samples}}
                     share, counted = perfshare.share(samples, maps, lambda path: path.startswith(builds))
                     if counted >= SHARE_SAMPLES:
                         return share
+                    # most samples fall where neither side is counted (the interpreter, libc): take as many
+                    # more as the counted fraction so far says are needed, before counting again
+                    wanted = math.ceil(len(samples) * SHARE_SAMPLES / max(counted, 1) * 1.1)
+                size = max(1, min(cap, round(size * SHARE_ROUND_S / max(took, 1e-4))))
         finally:
             sampler.close()
         job.result.warnings.append("kernel share not measured: too few samples of its calls (a loaded CPU)")

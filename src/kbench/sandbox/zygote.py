@@ -43,7 +43,14 @@ from kbench.files import write_atomic
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
 ENTRIES = ("kbench.referee.__main__", "kbench.worker.candidate", "kbench.worker.reference")
-PRELOAD = ("torch", *ENTRIES)
+# What a referee imports once forked, to run its role (its job, feed, checks, timing loop, builds and the
+# problem loader): imported here, every fork would otherwise read (or, without bytecode, compile) ~30
+# modules again, 30-60 ms of every verdict's two referees. Pure Python: no thread, no CUDA.
+REFEREE = (
+    "kbench.referee.candidate", "kbench.referee.reference", "kbench.referee.builds", "kbench.referee.perfshare",
+    "kbench.problems", "kbench.problems.compare", "kbench.backends.cpp", "kbench.backends.cuda",
+)  # fmt: skip
+PRELOAD = ("torch", *ENTRIES, *REFEREE)
 # What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
 # importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
 # to the workers instead of ruining the starter.
