@@ -89,33 +89,73 @@ def _flatten(out: Any) -> list[Any]:
     return list(out) if isinstance(out, tuple | list) else [out]
 
 
-def _describe(value: Any, inputs: list[Any]) -> tuple[Any, ...]:
-    """One output as a hashable description (an OutputMeta's fields): the calls of a batch mostly share one."""
+def _storage(t: Any) -> tuple[int, int]:
+    """The bytes of a tensor's storage: [start, end)."""
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def _elements(t: Any) -> tuple[int, int]:
+    """The bytes a tensor's elements span (torch's strides are never negative): [first, last + 1)."""
+    if t.numel() == 0:
+        return (0, 0)
+    size = t.element_size()
+    first = t.data_ptr()
+    return first, first + size + sum(
+        (n - 1) * stride * size for n, stride in zip(t.shape, t.stride(), strict=True)
+    )
+
+
+class _Spans:
+    """The memory of one input slot's tensors, measured once when it is mapped: an output whose storage
+    overlaps it aliases an input (OutputMeta.aliases), the one whose elements its own overlap. A call's
+    check is one look at the output's storage, not one at each input's (a slot's tensors share one
+    storage): inside the timed window, a call's harness work is charged to it."""
+
+    def __init__(self, tensors: list[Any]) -> None:
+        self.each = [_elements(t) for t in tensors]
+        spans = [_storage(t) for t in tensors if t.numel()]
+        self.lo = min((a for a, _ in spans), default=0)
+        self.hi = max((b for _, b in spans), default=0)
+        self.cuda = bool(tensors) and tensors[0].is_cuda
+
+    def aliases(self, value: Any, literals: list[Any]) -> int:
+        """The index (among the call's inputs) of the input `value` overlaps, -1 if none."""
+        if self.hi <= self.lo or value.is_cuda != self.cuda:
+            return -1
+        lo, hi = _storage(value)
+        if hi <= self.lo or lo >= self.hi or hi <= lo:
+            return -1
+        tensors = [j for j, v in enumerate(literals) if v is None]  # the inputs the slot's tensors fill
+        lo, hi = _elements(value)
+        for k, (a, b) in enumerate(self.each):
+            if lo < b and a < hi:
+                return tensors[k]
+        return tensors[0]  # its storage is the slot's, its elements between the inputs'
+
+
+def _describe(value: Any, spans: _Spans, literals: list[Any]) -> tuple[Any, ...]:
+    """One output as a hashable description (an OutputMeta's fields, as torch's own objects: `_meta` names
+    them once per kind): the calls of a batch mostly share one."""
     import torch
 
     if type(value) is not torch.Tensor:
-        return (type(value).__qualname__, "", (), "", -1)
-    from kbench.sandbox.protocol import dtype_name
-
-    aliases = -1
-    for j, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor) and _shares(value, x):
-            aliases = j
-            break
-    return ("Tensor", dtype_name(value.dtype), tuple(value.shape), str(value.device), aliases)
+        return (type(value).__qualname__, None, (), None, -1)
+    return ("Tensor", value.dtype, value.shape, value.device, spans.aliases(value, literals))
 
 
 def _meta(described: tuple[Any, ...]) -> OutputMeta:
+    from kbench.sandbox.protocol import dtype_name
+
     kind, dtype, shape, device, aliases = described
-    return OutputMeta(type=kind, dtype=dtype, shape=list(shape), device=device, aliases=aliases)
-
-
-def _shares(a: Any, b: Any) -> bool:
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    lo_a, lo_b = sa.data_ptr(), sb.data_ptr()
-    return lo_a < lo_b + sb.nbytes() and lo_b < lo_a + sa.nbytes()
+    return OutputMeta(
+        type=kind,
+        dtype=dtype_name(dtype) if dtype is not None else "",
+        shape=list(shape),
+        device=str(device) if device is not None else "",
+        aliases=aliases,
+    )
 
 
 class Server:
@@ -123,6 +163,7 @@ class Server:
         self.channel, self.role = channel, role
         self.device = role.spec.device
         self.mapped: dict[int, slots.Mapped] = {}
+        self.spans: dict[int, _Spans] = {}
         self.kept: list[list[Any]] = []  # the last Run's outputs, per call
 
     def _inputs(self, slot: int, literals: list[Any]) -> list[Any]:
@@ -154,10 +195,10 @@ class Server:
         self.role.ablating(cmd.ablate)
         try:
             for slot, literals in cmd.calls():
-                inputs = self._inputs(slot, literals)
-                out = _flatten(model(*inputs))
+                out = _flatten(model(*self._inputs(slot, literals)))
                 self.kept.append(out)
-                which.append(kinds.setdefault(tuple(_describe(v, inputs) for v in out), len(kinds)))
+                spans = self.spans[slot]
+                which.append(kinds.setdefault(tuple(_describe(v, spans, literals) for v in out), len(kinds)))
             stamps.append(time.perf_counter_ns())
             if cmd.outputs:
                 self._copy_into(cmd.outputs)
@@ -197,7 +238,8 @@ class Server:
     def bind(self, cmd: Bind, fds: list[int]) -> Any:
         per = 0 if self.device.startswith("cuda") else 1
         for i, ref in enumerate(cmd.slots):
-            self.mapped[ref.ident] = slots.attach(ref, fds[i * per : (i + 1) * per], self.device)
+            mapped = slots.attach(ref, fds[i * per : (i + 1) * per], self.device)
+            self.mapped[ref.ident], self.spans[ref.ident] = mapped, _Spans(mapped.tensors)
         return Bound()
 
     def serve(self) -> None:
@@ -220,6 +262,7 @@ class Server:
         if isinstance(cmd, Release):
             for ident in cmd.slots:
                 mapped = self.mapped.pop(ident, None)
+                self.spans.pop(ident, None)
                 if mapped is not None:
                     mapped.close()
             return Bound()
