@@ -95,6 +95,30 @@ def test_grpo_reward_and_gym_env_on_the_evaluator(ev: Evaluator) -> None:
     assert "correct" in feedback
 
 
+def test_gymnasium_makes_the_registered_env_which_passes_its_checker(ev: Evaluator) -> None:
+    """`gymnasium.make` by id (the module imported on the way), gymnasium's env checker on what it made,
+    then an episode judged by the real evaluator through gymnasium's own wrappers."""
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
+    env = gymnasium.make("kbench.rl.gym:kbench/Kernel-v0", evaluator=ev, problems=["2/1"], max_turns=3)
+    assert env.spec is not None and env.spec.id == "kbench/Kernel-v0" and env.spec.nondeterministic
+    check_env(env.unwrapped)  # a random-text action is a no-code turn: no worker runs for it
+    prompt, info = env.reset(seed=1)
+    assert info["problem"] == PROBLEM and "class Model(" in prompt
+    feedback, reward, terminated, truncated, step = env.step(ANSWERS[1])
+    assert (step["status"], reward, terminated, truncated) == ("mismatch", 0.0, False, False)
+    feedback, reward, terminated, truncated, step = env.step(ANSWERS[2])
+    assert (step["status"], reward, step["turn"]) == ("ok", 1.0, 1) and "correct" in feedback
+    env.close()  # the evaluator was passed in: it stays open
+    assert not ev.closed
+    own = gymnasium.make("kbench/Kernel-v0", config=ev.config, problems=["2/1"])
+    made = own.unwrapped.evaluator  # type: ignore[attr-defined]
+    assert made is not ev and not made.closed
+    own.close()  # the env made this one: closing the env closes it
+    assert made.closed
+
+
 def test_the_env_and_the_reward_evaluate_only_their_sources_problems(ev: Evaluator, tmp_path: Path) -> None:
     """A problem's code runs trusted in the reference: neither an episode nor a dataset row may name a file,
     a `..` or another source, even one that exists."""

@@ -162,7 +162,8 @@ def test_grpo_reward_takes_both_dataset_formats_and_names_a_missing_column() -> 
     assert completion_text({"content": "x"}) == "x" and completion_text([]) == ""
 
 
-def test_gym_style_env_returns_the_standard_tuples() -> None:
+def test_gym_env_returns_the_standard_tuples_and_draws_problems_from_its_seed() -> None:
+    pytest.importorskip("gymnasium")
     gym = GymKernelEnv(FakeEvaluator(_verdict()), ["2/1"], options=EnvOptions(max_turns=1))  # type: ignore[arg-type]
     observation, info = gym.reset(seed=3)
     assert isinstance(observation, str) and info["problem"] == "kbench:2/1"
@@ -171,14 +172,33 @@ def test_gym_style_env_returns_the_standard_tuples() -> None:
     assert isinstance(obs, str) and "correct" in obs
     with pytest.raises(ConfigError, match="at least one problem"):
         GymKernelEnv(FakeEvaluator(_verdict()), [])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="render_mode"):
+        GymKernelEnv(FakeEvaluator(_verdict()), ["2/1"], render_mode="human")  # type: ignore[arg-type]
+    fake = FakeEvaluator(_verdict())
+    fake.problems = {k: get_problem(k) for k in ("2/1", "2/2", "2/3", "2/4")}
+    draws = GymKernelEnv(fake, list(fake.problems))  # type: ignore[arg-type]
+    first = [draws.reset(seed=7)[1]["problem"]] + [draws.reset()[1]["problem"] for _ in range(5)]
+    again = [draws.reset(seed=7)[1]["problem"]] + [draws.reset()[1]["problem"] for _ in range(5)]
+    assert first == again and len(set(first)) > 1  # seeded, and not always the same problem
+    assert draws.reset(options={"problem": "2/3"})[1]["problem"] == "kbench:2/3"
 
 
-def test_text_spaces_where_gymnasium_is_installed() -> None:
-    pytest.importorskip("gymnasium")
-    gym = GymKernelEnv(FakeEvaluator(_verdict()), ["2/1"])  # type: ignore[arg-type]
+def test_gym_spaces_hold_any_text_and_the_env_passes_gymnasiums_checker() -> None:
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
+    gym = GymKernelEnv(FakeEvaluator(_verdict()), ["2/1"], render_mode="ansi")  # type: ignore[arg-type]
     observation, _ = gym.reset()
     assert gym.observation_space.contains(observation) and gym.action_space.contains(CODE)
     assert gym.action_space.contains("")  # an empty answer is an action (judged no_code)
+    assert gym.observation_space.contains("x ≤ 1e-4 — «ok»") and not gym.observation_space.contains("")
+    assert not gym.action_space.contains(b"bytes") and gym.action_space.contains(gym.action_space.sample())
+    check_env(gym)  # spaces, reset/step signatures and returns, seeding, determinism, render, close
+    prompt, _ = gym.reset()
+    assert gym.render() == prompt  # "ansi": the last turn as text
+    feedback = gym.step(CODE)[0]
+    assert gym.render() == feedback
+    assert isinstance(gym, gymnasium.Env)
 
 
 def test_one_item_without_a_verdict_earns_zero_and_spares_the_batch(caplog: pytest.LogCaptureFixture) -> None:

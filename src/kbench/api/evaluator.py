@@ -146,6 +146,12 @@ class Evaluator:
         with Evaluator._open_lock:
             Evaluator._open += 1
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Evaluator:
+        """Itself: an Evaluator is a handle on workers, lanes and a store, shared by whatever holds it (a
+        deep copy of a gymnasium env spec whose kwargs name one keeps that one, as a copy of a file handle
+        would not make a second file)."""
+        return self
+
     # public API ----------------------------------------------------------------------------------------
 
     @property

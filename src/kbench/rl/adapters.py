@@ -1,8 +1,5 @@
-"""Thin adapters to the conventions RL code uses today: a Gymnasium-style env and a GRPO reward function.
-
-`GymKernelEnv` has Gymnasium's methods and return values (`reset(seed=, options=) -> (obs, info)`,
-`step(action) -> (obs, reward, terminated, truncated, info)`) without needing gymnasium; where gymnasium
-is installed its `observation_space` and `action_space` are `spaces.Text`.
+"""Thin adapters to the conventions RL code uses today: a GRPO reward function (the Gymnasium env is
+rl/gym.py, with the `rl` extra).
 
 `grpo_reward(evaluator)` is a reward function as TRL's GRPOTrainer calls one: keyword arguments
 `prompts` and `completions` (strings, or lists of chat messages in the conversational format) plus every
@@ -16,75 +13,15 @@ fails the batch.
 from __future__ import annotations
 
 import logging
-import random
-import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kbench.api import Evaluator, Submission, Ticket
 from kbench.errors import ConfigError, KbenchError
-from kbench.rl.env import EnvOptions, KernelEnv
 from kbench.rl.reward import Reward, as_reward
-from kbench.types import Problem, Status, Verdict
+from kbench.types import Status, Verdict
 
 log = logging.getLogger(__name__)
-
-MAX_TEXT = 200_000  # characters of a completion or a feedback turn, for the Text spaces
-
-
-def _text_spaces(max_length: int) -> tuple[Any, Any]:
-    """(observation_space, action_space) as gymnasium Text spaces, or (None, None) without gymnasium."""
-    try:
-        from gymnasium import spaces
-    except ImportError:
-        return None, None
-    charset = string.printable  # code and prose; Text spaces only describe, nothing here checks them
-    return (
-        spaces.Text(max_length, min_length=1, charset=charset),
-        spaces.Text(max_length, min_length=0, charset=charset),
-    )
-
-
-class GymKernelEnv:
-    """A Gymnasium-style env: each episode picks a problem (`options={"problem": ...}`, else a seeded
-    draw from `problems`), observations are prompt and feedback texts, actions are completions."""
-
-    metadata: dict[str, Any] = {"render_modes": []}
-    render_mode = None
-
-    def __init__(
-        self,
-        evaluator: Evaluator,
-        problems: Sequence[str | Problem],
-        reward: Reward | str = "speedup",
-        options: EnvOptions | None = None,
-    ) -> None:
-        if not problems:
-            raise ConfigError("GymKernelEnv needs at least one problem")
-        self.env = KernelEnv(evaluator, reward, options)
-        self.problems = list(problems)
-        self.observation_space, self.action_space = _text_spaces(MAX_TEXT)
-        self._rng = random.Random()
-
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        if seed is not None:
-            self._rng.seed(seed)
-        problem = (options or {}).get("problem") or self._rng.choice(self.problems)
-        observation = self.env.reset(problem)
-        assert self.env.problem is not None and self.env.prompt is not None
-        info = {"problem": self.env.problem.key, "sample": self.env.sample, "system": self.env.prompt.system}
-        return observation, info
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        result = self.env.step(action)
-        verdict = result.verdict
-        info = {"verdict": verdict, "status": verdict.status.value, "rule": verdict.rule, "turn": result.turn}
-        return result.feedback, result.reward, result.terminated, result.truncated, info
-
-    def close(self) -> None:
-        """Nothing to release: the Evaluator belongs to the caller."""
 
 
 def completion_text(completion: Any) -> str:
