@@ -78,7 +78,8 @@ class GymKernelEnv(gymnasium.Env[str, str]):
         self._owned: Evaluator | None = None
         if evaluator is None:
             cfg = config if isinstance(config, RunConfig) else RunConfig(**(config or {}))
-            evaluator = self._owned = Evaluator(cfg, **({"model": model} if model is not None else {}))
+            overrides: dict[str, Any] = {"model": model} if model is not None else {}
+            evaluator = self._owned = Evaluator(cfg, None, **overrides)
         if max_turns is not None:
             options = EnvOptions(**{**(options or EnvOptions()).__dict__, "max_turns": max_turns})
         self.env = KernelEnv(evaluator, reward, options)
