@@ -24,6 +24,7 @@ from kbench.rl import (
     flagged,
     get_reward,
     grpo_reward,
+    grpo_reward_async,
 )
 from kbench.types import CheckReport, Finding, Problem, Severity, Status, TimingStats, Verdict
 
@@ -144,6 +145,32 @@ def test_env_turns_feedback_and_episode_end() -> None:
     stop = KernelEnv(fake, options=EnvOptions(stop_when_correct=True))  # type: ignore[arg-type]
     stop.reset("2/1")
     assert stop.step(CODE).terminated
+
+
+def test_the_async_grpo_reward_scores_like_the_sync_one_without_blocking_its_loop() -> None:
+    import asyncio
+
+    reward = grpo_reward_async(FakeEvaluator(_verdict(speedup=2.0)))  # type: ignore[arg-type]
+    assert asyncio.iscoroutinefunction(reward) and reward.__name__ == "kbench_reward"
+
+    async def batch_beside_a_ticker() -> tuple[list[float], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        got = await reward(prompts=["p"] * 2, completions=[CODE, "no code"], problem=["2/1", "2/1"])
+        task.cancel()
+        return got, ticks
+
+    got, ticks = asyncio.run(batch_beside_a_ticker())
+    assert got == [pytest.approx(1 + math.log(2)), 0.0] and ticks > 0  # no code earns 0
+    with pytest.raises(ConfigError, match="no 'problem' column"):
+        asyncio.run(reward(prompts=["p"], completions=[CODE]))
 
 
 def test_grpo_reward_takes_both_dataset_formats_and_names_a_missing_column() -> None:

@@ -4,7 +4,7 @@ function for TRL's GRPOTrainer, and `GymKernelEnv`, a `gymnasium.Env` registered
 
 from typing import Any
 
-from kbench.rl.adapters import completion_text, grpo_reward
+from kbench.rl.adapters import completion_text, grpo_reward, grpo_reward_async
 from kbench.rl.env import EnvOptions, KernelEnv, StepResult
 from kbench.rl.reward import CorrectReward, Reward, SpeedupReward, flagged, get_reward, register_reward
 
@@ -20,6 +20,7 @@ __all__ = [
     "flagged",
     "get_reward",
     "grpo_reward",
+    "grpo_reward_async",
     "register_reward",
 ]
 

@@ -13,7 +13,7 @@ fails the batch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kbench.api import Evaluator, Submission, Ticket
@@ -85,23 +85,57 @@ def grpo_reward(
     score = as_reward(reward)
 
     def kbench_reward(prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float]:
-        if completions is None:
-            raise ConfigError("the reward function needs `completions` (GRPOTrainer passes them)")
-        problems = kwargs.get(problem_column)
-        if problems is None:
-            raise ConfigError(
-                f"the dataset has no {problem_column!r} column: add one naming each prompt's problem "
-                "(e.g. '2/1'), or pass problem_column="
-            )
-        texts = [completion_text(c) for c in completions]
-        rewards = []
-        for v in evaluate_texts(evaluator, list(problems), texts, backend, model):
-            if isinstance(v, str):  # no verdict for this item: reward 0, and the reason in the log
-                log.warning("kbench reward 0 for an item without a verdict: %s", v)
-                rewards.append(0.0)
-            else:
-                rewards.append(min(score(v), 0.0) if v.status is Status.CHEAT else score(v))
-        return rewards
+        problems, texts = _batch(completions, kwargs, problem_column)
+        return _scores(evaluate_texts(evaluator, problems, texts, backend, model), score)
 
     kbench_reward.__name__ = "kbench_reward"  # TRL logs each reward function under its name
     return kbench_reward
+
+
+def grpo_reward_async(
+    evaluator: Evaluator,
+    reward: Reward | str = "speedup",
+    *,
+    problem_column: str = "problem",
+    backend: str | None = None,
+    model: str | None = None,
+) -> Callable[..., Awaitable[list[float]]]:
+    """`grpo_reward` as a coroutine function, for trainers that await their reward functions (TRL runs
+    `async def` reward functions on its event loop, beside its other rewards): the batch is judged on a
+    worker thread, the loop never blocks."""
+    score = as_reward(reward)
+
+    async def kbench_reward(prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float]:
+        import asyncio
+
+        problems, texts = _batch(completions, kwargs, problem_column)
+        verdicts = await asyncio.to_thread(evaluate_texts, evaluator, problems, texts, backend, model)
+        return _scores(verdicts, score)
+
+    kbench_reward.__name__ = "kbench_reward"
+    return kbench_reward
+
+
+def _batch(completions: Any, columns: dict[str, Any], problem_column: str) -> tuple[list[str], list[str]]:
+    """The batch's problems (its dataset column) and completion texts, or a ConfigError saying what is
+    missing."""
+    if completions is None:
+        raise ConfigError("the reward function needs `completions` (GRPOTrainer passes them)")
+    problems = columns.get(problem_column)
+    if problems is None:
+        raise ConfigError(
+            f"the dataset has no {problem_column!r} column: add one naming each prompt's problem "
+            "(e.g. '2/1'), or pass problem_column="
+        )
+    return list(problems), [completion_text(c) for c in completions]
+
+
+def _scores(verdicts: list[Verdict | str], score: Reward) -> list[float]:
+    rewards = []
+    for v in verdicts:
+        if isinstance(v, str):  # no verdict for this item: reward 0, and the reason in the log
+            log.warning("kbench reward 0 for an item without a verdict: %s", v)
+            rewards.append(0.0)
+        else:
+            rewards.append(min(score(v), 0.0) if v.status is Status.CHEAT else score(v))
+    return rewards
