@@ -6,6 +6,8 @@
         verdict = client.evaluate("2/1", source)          # submit, long-poll, the typed Verdict
         job = client.submit("2/23", other)                # or step by step: a job id ...
         job = client.wait(job.id, timeout=600)            # ... its state once done (or the timeout)
+        ep = client.start_episode("2/1", max_turns=3)     # a remote RL episode: ep.messages to the model
+        step = client.step(ep.id, completion)             # step.reward, step.feedback, step.done
 
 Every refusal of the service raises `ServiceError` with its status and one-line message. One Client may be
 shared by threads: each thread keeps its own keep-alive connection. A connection idle for longer than
@@ -24,7 +26,7 @@ from typing import Any
 
 from kbench.api.jobs import JobState
 from kbench.errors import KbenchError
-from kbench.serve.wire import API, Health, JobView, ProblemView
+from kbench.serve.wire import API, BatchItem, BatchView, EpisodeView, Health, JobView, ProblemView, StepView
 from kbench.types import Verdict
 
 POLL_S = 30.0  # one long poll; the service caps it at its own max_wait_s
@@ -70,6 +72,47 @@ class Client:
                   "model": model}  # fmt: skip
         body = {k: v for k, v in fields.items() if v is not None}
         return JobView.model_validate(self._call("POST", "/jobs", body))
+
+    def submit_many(self, submissions: list[dict[str, Any]]) -> list[BatchItem]:
+        """Several submissions in one request (each a dict of `submit`'s fields: problem, source, backend,
+        sample, turn, model, completion): per item its job, or the status and reason it was refused."""
+        body = {"jobs": [{k: v for k, v in one.items() if v is not None} for one in submissions]}
+        return BatchView.model_validate(self._call("POST", "/jobs/batch", body)).jobs
+
+    def cancel(self, ident: str) -> JobView:
+        """Cancel a job that has not started running (ServiceError 409 once it runs or ended)."""
+        return JobView.model_validate(self._call("DELETE", f"/jobs/{ident}"))
+
+    def start_episode(
+        self,
+        problem: str,
+        backend: str | None = None,
+        *,
+        model: str | None = None,
+        max_turns: int | None = None,
+        stop_when_correct: bool | None = None,
+        end_on_cheat: bool | None = None,
+        reward: str | None = None,
+    ) -> EpisodeView:
+        """A remote RL episode on `problem`: its `messages` (system first) are what the model answers."""
+        fields = {"problem": problem, "backend": backend, "model": model, "max_turns": max_turns,
+                  "stop_when_correct": stop_when_correct, "end_on_cheat": end_on_cheat, "reward": reward}  # fmt: skip
+        return EpisodeView.model_validate(
+            self._call("POST", "/episodes", {k: v for k, v in fields.items() if v is not None})
+        )
+
+    def step(self, episode: str, completion: str, timeout: float = 3600.0) -> StepView:
+        """Judge one completion of the episode; waits up to `timeout` seconds for its verdict (a step is
+        never sent twice: a lost connection raises, and `episode(id).turn` says whether it was judged)."""
+        return StepView.model_validate(
+            self._call("POST", f"/episodes/{episode}/step", {"completion": completion}, wait=timeout)
+        )
+
+    def episode(self, ident: str) -> EpisodeView:
+        return EpisodeView.model_validate(self._call("GET", f"/episodes/{ident}"))
+
+    def end_episode(self, ident: str) -> None:
+        self._call("DELETE", f"/episodes/{ident}")
 
     def job(self, ident: str) -> JobView:
         return JobView.model_validate(self._call("GET", f"/jobs/{ident}"))

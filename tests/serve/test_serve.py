@@ -223,6 +223,73 @@ def test_problems_health_and_resubmission(service: Service) -> None:
     assert first.feedback == refine_message("cpp", verdict) and "The answer is correct" in first.feedback
 
 
+def test_a_batch_admits_each_item_alone_and_a_queued_job_can_be_cancelled(service: Service) -> None:
+    with Client(service.url, token=TOKEN) as c:
+        items = c.submit_many([
+            {"problem": "2/1", "source": marked(HONEST, "batch 1"), "model": "batch-test"},
+            {"problem": "/etc/passwd", "source": HONEST, "model": "batch-test"},  # a path: never run
+            {"problem": "2/1", "source": marked(WRONG, "batch 3"), "model": "batch-test"},
+            {"problem": "2/1", "source": marked(HONEST, "batch 4"), "backend": "cuda", "model": "batch-test"},
+        ])  # fmt: skip
+        assert [i.status for i in items] == [202, 400, 202, 400] and items[1].job is None
+        assert "cuda" in (items[3].error or "")  # a backend this CPU service cannot run
+        assert "a path is not a problem" in (items[1].error or "")
+        first, third = (c.wait(i.job.id).typed_verdict() for i in (items[0], items[2]) if i.job)
+        assert (first.status, third.status) == (Status.OK, Status.MISMATCH)  # type: ignore[union-attr]
+        # the last of a burst waits behind the others on the one lane: cancelled before it runs
+        burst = c.submit_many([{"problem": "2/1", "source": marked(HONEST, f"burst {i}"), "model": "cancel-test"}
+                               for i in range(6)])  # fmt: skip
+        last = burst[-1].job
+        assert last is not None
+        cancelled = c.cancel(last.id)
+        assert cancelled.state.value == "cancelled" and c.wait(last.id).verdict is None
+        done = c.wait(burst[0].job.id)  # type: ignore[union-attr]
+        with pytest.raises(ServiceError, match="409: job .* is done: only a job that has not started"):
+            c.cancel(done.id)
+        for item in burst[1:-1]:
+            assert c.wait(item.job.id).state.value == "done"  # type: ignore[union-attr]
+    with Store(service.store) as db:
+        kept = [r.candidate_source for r in db.records(done.run_id or "") if r.key.model == "cancel-test"]
+    assert len(kept) == 5 and marked(HONEST, "burst 5") not in kept  # nothing filed for the cancelled one
+
+
+def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
+    answers = [
+        "I would fuse the GEMM and the ReLU into one loop.",
+        f"```python\n{marked(WRONG, 'episode')}\n```",
+        f"```python\n{marked(HONEST, 'episode')}\n```",
+    ]
+    with Client(service.url, token=TOKEN) as c:
+        with pytest.raises(ServiceError, match="400: .*a path is not a problem"):
+            c.start_episode("/tmp/problem.py")
+        ep = c.start_episode("2/1", max_turns=3, model="episode-test")
+        assert ep.problem.key == PROBLEM and ep.turn == 0 and not ep.done
+        assert ep.messages[-1].role == "user" and "class Model(" in ep.messages[-1].content
+        steps = [c.step(ep.id, text) for text in answers]
+        assert [s.status for s in steps] == [Status.NO_CODE, Status.MISMATCH, Status.OK]
+        assert [s.reward for s in steps] == [0.0, 0.0, 1.0] and [s.done for s in steps] == [
+            False,
+            False,
+            True,
+        ]
+        assert steps[2].truncated and "correct" in steps[2].feedback and "No usable code" in steps[0].feedback
+        assert steps[1].typed_verdict().candidate_digest == digest(marked(WRONG, "episode"))
+        with pytest.raises(ServiceError, match="409: episode .* is over"):
+            c.step(ep.id, answers[2])
+        after = c.episode(ep.id)
+        assert (after.turn, after.done, after.rewards) == (3, True, [0.0, 0.0, 1.0])
+        assert [m.role for m in after.messages[-6:]] == ["assistant", "user"] * 3
+        assert after.messages[-1].content == steps[2].feedback
+        c.end_episode(ep.id)
+        with pytest.raises(ServiceError, match="404: no episode"):
+            c.episode(ep.id)
+        run = c.health().run_id or ""
+    with Store(service.store) as db:
+        records = [r for r in db.records(run) if r.key.model == "episode-test"]
+    assert [(r.key.sample, r.key.turn) for r in records] == [(ep.sample, t) for t in range(3)]
+    assert [r.completion_text for r in records] == answers
+
+
 def test_it_listens_elsewhere_only_with_a_token(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs a bearer token"):
         check_bind("0.0.0.0", None)

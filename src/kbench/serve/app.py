@@ -5,6 +5,9 @@
     GET  /v1/jobs/{id}                 -> JobView (poll)
     GET  /v1/jobs/{id}/wait?timeout=S  -> JobView once done, or after S seconds (long poll, S <= max_wait_s)
     GET  /v1/jobs/{id}/verdict         -> the verdict (409 while the job runs or when it failed)
+    DELETE /v1/jobs/{id}               -> JobView, cancelled (409 once it runs or ended)
+    POST /v1/jobs/batch                {jobs: [submission...]} -> 202 {jobs: [{job | status, error}]}
+    /v1/episodes...                    remote RL episodes (serve/episodes.py)
     GET  /v1/problems?level=&tag=      -> [ProblemView] of the service's source
     GET  /v1/health                    -> status, run, device, queue depth
 
@@ -32,8 +35,19 @@ from fastapi.responses import JSONResponse
 
 from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
 from kbench.errors import KbenchError, ProblemError
+from kbench.serve.episodes import episode_routes
 from kbench.serve.server import ServiceLimits
-from kbench.serve.wire import API, Health, JobView, ProblemView, QueueView, SubmitRequest
+from kbench.serve.wire import (
+    API,
+    BatchItem,
+    BatchRequest,
+    BatchView,
+    Health,
+    JobView,
+    ProblemView,
+    QueueView,
+    SubmitRequest,
+)
 from kbench.version import VERSION
 
 
@@ -186,6 +200,7 @@ def create_app(
 
     app.include_router(_job_routes(evaluator, jobs, limits), prefix=API)
     app.include_router(_info_routes(evaluator, limits), prefix=API)
+    app.include_router(episode_routes(evaluator, limits, _allowed), prefix=API)
     return app
 
 
@@ -202,6 +217,34 @@ def _job_routes(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> 
                                     {"Retry-After": "5"})  # fmt: skip
             ticket = await asyncio.to_thread(_submit, evaluator, body)
             jobs.add(ticket)
+        return JobView.of(ticket, evaluator.run_id)
+
+    @router.post("/jobs/batch", status_code=202)
+    async def submit_batch(body: BatchRequest) -> BatchView:
+        if len(body.jobs) > limits.max_batch:
+            raise HTTPException(413, f"{len(body.jobs)} jobs in one batch; at most {limits.max_batch}")
+        items = []
+        async with admit:
+            for one in body.jobs:  # each admitted or refused alone: one bad item never fails the batch
+                try:
+                    _allowed(one.problem, evaluator.config.source)
+                    if evaluator.stats().pending >= limits.max_queue:
+                        raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later")
+                    ticket = await asyncio.to_thread(_submit, evaluator, one)
+                except HTTPException as exc:
+                    items.append(BatchItem(status=exc.status_code, error=str(exc.detail)))
+                    continue
+                jobs.add(ticket)
+                items.append(BatchItem(job=JobView.of(ticket, evaluator.run_id)))
+        return BatchView(jobs=items)
+
+    @router.delete("/jobs/{ident}")
+    async def cancel(ident: str) -> JobView:
+        ticket = jobs.get(ident, evaluator.run_id)
+        if not ticket.future.cancel():
+            state = ticket.state.value
+            raise HTTPException(409, f"job {ident} is {state}: only a job that has not started running can be "
+                                "cancelled")  # fmt: skip
         return JobView.of(ticket, evaluator.run_id)
 
     @router.get("/jobs/{ident}")

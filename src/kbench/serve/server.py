@@ -32,6 +32,8 @@ class ServiceLimits:
     max_queue: int = 256  # pending jobs beyond which submissions get 429
     max_wait_s: float = 60.0  # longest long poll (proxies and clients time out idle requests)
     keep_jobs: int = 10_000  # finished jobs kept for polling (their verdicts stay in the run)
+    max_batch: int = 256  # submissions in one batch request
+    max_episodes: int = 1024  # open remote episodes (the oldest ended ones are forgotten first)
 
 
 def is_loopback(host: str) -> bool:

@@ -19,6 +19,7 @@ from kbench.types import Problem, Status, Verdict
 API = "/v1"
 MAX_ADDRESS = 512  # characters of a problem address
 MAX_MODEL = 200  # characters of a model name
+MAX_TURNS = 64  # turns of a remote episode
 
 
 class SubmitRequest(BaseModel):
@@ -82,6 +83,85 @@ class JobView(BaseModel):
 
     def typed_verdict(self) -> Verdict | None:
         return from_dict(Verdict, self.verdict, f"job {self.id}") if self.verdict is not None else None  # type: ignore[no-any-return]
+
+
+class BatchRequest(BaseModel):
+    """Several candidates in one request: each is admitted, or refused with its own reason, alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[SubmitRequest] = Field(min_length=1)
+
+
+class BatchItem(BaseModel):
+    """One submission of a batch: its job, or the status and one-line reason it was refused with."""
+
+    job: JobView | None = None
+    status: int = 202
+    error: str | None = None
+
+
+class BatchView(BaseModel):
+    jobs: list[BatchItem]
+
+
+class EpisodeRequest(BaseModel):
+    """A remote RL episode on one problem (rl/env.py's KernelEnv on the service's Evaluator)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str = Field(min_length=1, max_length=MAX_ADDRESS)
+    backend: BackendName | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL)
+    max_turns: int = Field(default=4, ge=1, le=MAX_TURNS)
+    stop_when_correct: bool = False
+    end_on_cheat: bool = True
+    reward: Literal["speedup", "correct"] = "speedup"
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class EpisodeView(BaseModel):
+    """An episode: the conversation so far (system first; the last user turn is what the model answers
+    next), the problem, and where its verdicts are filed (`sample`; one turn per step)."""
+
+    id: str
+    problem: ProblemView
+    backend: str
+    model: str | None
+    sample: int
+    turn: int  # the turn the next step is judged as
+    max_turns: int
+    done: bool
+    rewards: list[float]
+    messages: list[Message]
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    completion: str  # the model's whole answer; its code is extracted as `kbench run` does
+
+
+class StepView(BaseModel):
+    """One judged turn: the reward, the feedback (the next user turn), whether the episode ended."""
+
+    episode: str
+    turn: int
+    status: Status
+    rule: str | None
+    reward: float
+    terminated: bool  # ended by itself: a cheat, or correct with stop_when_correct
+    truncated: bool  # max_turns reached
+    done: bool
+    feedback: str
+    verdict: dict[str, Any]
+
+    def typed_verdict(self) -> Verdict:
+        return from_dict(Verdict, self.verdict, f"episode {self.episode} turn {self.turn}")  # type: ignore[no-any-return]
 
 
 class ProblemView(BaseModel):
