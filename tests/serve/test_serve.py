@@ -290,6 +290,36 @@ def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
     assert [r.completion_text for r in records] == answers
 
 
+def test_the_openapi_document_types_every_answer_and_the_token(service: Service) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
+    conn.request("GET", "/openapi.json")
+    doc = json.loads(conn.getresponse().read())
+    conn.close()
+    assert doc["components"]["securitySchemes"]["HTTPBearer"] == {
+        "type": "http", "scheme": "bearer", "description": "the token `kbench serve` was started with",
+    }  # fmt: skip
+    paths = doc["paths"]
+    assert {
+        "/v1/jobs",
+        "/v1/jobs/batch",
+        "/v1/jobs/{ident}",
+        "/v1/episodes",
+        "/v1/episodes/{ident}/step",
+    } <= set(paths)
+    for path, methods in paths.items():
+        for method, op in methods.items():
+            schemas = {c: r.get("content", {}).get("application/json", {}).get("schema", {})
+                       for c, r in op["responses"].items()}  # fmt: skip
+            refusals = {c for c, schema in schemas.items() if schema.get("$ref", "").endswith("/ErrorView")}
+            assert {"400", "401", "404", "422", "429"} <= refusals, (method, path)
+            assert op.get("security") == [{"HTTPBearer": []}], (method, path)
+    schemas = doc["components"]["schemas"]
+    verdict = schemas["JobView"]["properties"]["verdict"]["anyOf"][0]
+    assert verdict["properties"]["status"]["enum"][:2] == ["ok", "static_reject"]
+    assert "median_ms" in json.dumps(verdict) and "$ref" not in json.dumps(verdict)
+    assert schemas["StepView"]["properties"]["verdict"]["properties"]["status"]["enum"][0] == "ok"
+
+
 def test_it_listens_elsewhere_only_with_a_token(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs a bearer token"):
         check_bind("0.0.0.0", None)

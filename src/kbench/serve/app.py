@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
 from kbench.errors import KbenchError, ProblemError
@@ -42,6 +43,7 @@ from kbench.serve.wire import (
     BatchItem,
     BatchRequest,
     BatchView,
+    ErrorView,
     Health,
     JobView,
     ProblemView,
@@ -139,17 +141,38 @@ def _host(allowed: Collection[str] | None) -> Any:
     return Depends(check)
 
 
-def _bearer(token: str | None) -> Any:
-    """A dependency that refuses requests without `Authorization: Bearer <token>` (none when no token)."""
+# What every route may answer besides its own result, each with ErrorView's one line (OpenAPI's responses)
+REFUSALS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorView, "description": what}
+    for code, what in (
+        (400, "a malformed body, or a problem or backend this service cannot evaluate"),
+        (401, "a missing or wrong bearer token (services started with one)"),
+        (404, "an unknown job or episode"),
+        (409, "a key that holds another candidate, or a job or episode in the wrong state"),
+        (413, "a body or batch over the limit"),
+        (415, "a body not sent as JSON"),
+        (421, "a Host header this tokenless service does not answer to"),
+        (422, "a missing field, or one of the wrong type or out of range"),
+        (429, "the queue (or the table of episodes) is full: retry after Retry-After seconds"),
+        (503, "the service is closing"),
+    )
+}
+_BEARER = HTTPBearer(auto_error=False, description="the token `kbench serve` was started with")
 
-    async def check(request: Request) -> None:
-        if token is None:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+
+def _bearer(token: str | None) -> Any:
+    """A dependency that refuses requests without `Authorization: Bearer <token>` (none when no token: the
+    OpenAPI then names no security scheme)."""
+
+    async def check(credentials: HTTPAuthorizationCredentials | None = Depends(_BEARER)) -> None:
+        given = credentials.credentials.strip() if credentials is not None else ""
+        if not secrets.compare_digest(given.encode(), (token or "").encode()):
             raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
 
-    return Depends(check)
+    async def open_service() -> None:
+        return None
+
+    return Depends(check if token is not None else open_service)
 
 
 async def _wait(ticket: Ticket, timeout: float) -> None:
@@ -191,7 +214,7 @@ def create_app(
         await asyncio.to_thread(evaluator.close, True)
 
     checks = [_host(None if hosts is None else {h.lower().strip("[]") for h in hosts}), _bearer(token)]
-    app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=checks)
+    app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=checks, responses=REFUSALS)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

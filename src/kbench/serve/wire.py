@@ -7,9 +7,10 @@ values), so the client rebuilds the same typed `Verdict` that `Evaluator.evaluat
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from functools import cache
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from kbench.api.jobs import MAX_INDEX, JobState, Ticket
 from kbench.config import BackendName
@@ -20,6 +21,35 @@ API = "/v1"
 MAX_ADDRESS = 512  # characters of a problem address
 MAX_MODEL = 200  # characters of a model name
 MAX_TURNS = 64  # turns of a remote episode
+
+
+@cache
+def verdict_schema() -> dict[str, Any]:
+    """The JSON schema of a verdict as it travels (the Verdict dataclass's fields), its definitions
+    inlined: the service's OpenAPI types a verdict field by it rather than as a bare object."""
+    schema = TypeAdapter(Verdict).json_schema(mode="serialization")
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return dict(inline(schema))
+
+
+VerdictJSON = Annotated[dict[str, Any], WithJsonSchema(verdict_schema())]
+
+
+class ErrorView(BaseModel):
+    """Every refusal's body: one line saying what was wrong and, where there is one, the fix."""
+
+    detail: str
 
 
 class SubmitRequest(BaseModel):
@@ -56,7 +86,7 @@ class JobView(BaseModel):
     finished_at: float | None = None
     stored: bool = False  # the verdict was already in the run (a resubmitted key): not judged again
     error: str | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: VerdictJSON | None = None
     speedup: dict[str, float | None] | None = None  # by baseline mode, for readers without kbench
     # The next user turn a multi-turn loop would send the model (the RL environment's own: what was found,
     # no secret seed, no host path), so a remote trainer needs no kbench to build it.
@@ -158,7 +188,7 @@ class StepView(BaseModel):
     truncated: bool  # max_turns reached
     done: bool
     feedback: str
-    verdict: dict[str, Any]
+    verdict: VerdictJSON
 
     def typed_verdict(self) -> Verdict:
         return from_dict(Verdict, self.verdict, f"episode {self.episode} turn {self.turn}")  # type: ignore[no-any-return]
