@@ -130,7 +130,7 @@ def feedback(verdict: Verdict, source: str = "") -> str:
         if c.report:
             parts.append(strip_paths(c.report.strip()))
     parts.extend(_timing_lines(verdict))
-    parts.extend(f"Warning: {w}" for w in verdict.warnings)
+    parts.extend(f"Warning: {strip_paths(w)}" for w in verdict.warnings)
     return "\n\n".join(parts)
 
 

@@ -27,7 +27,7 @@ from kbench.api import Evaluator, EvaluatorClosed
 from kbench.errors import KbenchError
 from kbench.rl.env import EnvOptions, KernelEnv
 from kbench.serve.server import ServiceLimits
-from kbench.serve.wire import EpisodeRequest, EpisodeView, Message, ProblemView, StepRequest, StepView
+from kbench.serve.wire import EpisodeRequest, EpisodeView, Message, ProblemView, StepRequest, StepView, served
 from kbench.store.codec import to_dict
 
 
@@ -138,7 +138,7 @@ def episode_routes(
         return StepView(
             episode=ident, turn=result.turn, status=verdict.status, rule=verdict.rule, reward=result.reward,
             terminated=result.terminated, truncated=result.truncated, done=result.done,
-            feedback=result.feedback, verdict=to_dict(verdict),
+            feedback=result.feedback, verdict=served(to_dict(verdict)),
         )  # fmt: skip
 
     return router

@@ -7,6 +7,7 @@ values), so the client rebuilds the same typed `Verdict` that `Evaluator.evaluat
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -21,6 +22,10 @@ API = "/v1"
 MAX_ADDRESS = 512  # characters of a problem address
 MAX_MODEL = 200  # characters of a model name
 MAX_TURNS = 64  # turns of a remote episode
+# A build's command line in a log: ninja's "[1/2] c++ ...", "FAILED: x.o" and the compiler invoked with flags
+_COMMAND = re.compile(
+    r"^\s*(\[\d+/\d+\]\s|FAILED:\s|(\S*/)?(c\+\+|g\+\+|gcc|cc|clang\+\+|clang|nvcc|ninja|ld)(\s+-\S+)+)"
+)
 
 
 @cache
@@ -106,7 +111,7 @@ class JobView(BaseModel):
             finished_at=ticket.finished_at,
             stored=ticket.stored,
             error=f"{type(error).__name__}: {error}" if error is not None else None,
-            verdict=to_dict(verdict) if verdict is not None else None,
+            verdict=served(to_dict(verdict)) if verdict is not None else None,
             speedup={mode: verdict.speedup(mode) for mode, _ in verdict.baselines} if verdict else None,
             feedback=_feedback(ticket.key.backend, verdict) if verdict is not None else None,
         )
@@ -237,6 +242,24 @@ class Health(BaseModel):
     queue: QueueView
     reference_runs: int
     reference_reuses: int
+
+
+def served(value: Any) -> Any:
+    """A verdict's JSON as the service hands it out: every text without this machine's paths (cut to
+    their last part, as the RL feedback has them) and without build command lines (the compiler's and
+    ninja's invocations, every include path of the host), whatever field it is in."""
+    from kbench.prompts.logs import strip_paths  # the service's side only: the client never calls this
+
+    if isinstance(value, str):
+        if "/" not in value:
+            return value
+        kept = [line for line in value.split("\n") if not _COMMAND.match(line)]
+        return strip_paths("\n".join(kept))
+    if isinstance(value, dict):
+        return {k: served(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [served(v) for v in value]
+    return value
 
 
 def _feedback(backend: str, verdict: Verdict) -> str:

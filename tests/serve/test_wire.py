@@ -1,0 +1,54 @@
+"""What the service hands out of a verdict (serve/wire.py): no path of its machine, no build command line,
+whatever field holds them; the typed verdict a client rebuilds from it."""
+
+from __future__ import annotations
+
+from kbench.api import Submission, Ticket
+from kbench.problems import get_problem
+from kbench.serve.wire import JobView, served
+from kbench.store import VerdictKey
+from kbench.types import BuildResult, Candidate, Status, Verdict
+
+LOG = """[1/2] c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=ext -isystem /srv/venv/include -c /srv/cache/builds/ab/main.cpp -o main.o
+FAILED: main.o
+/usr/bin/c++ -MMD -MF main.o.d -fPIC -c /srv/cache/builds/ab/main.cpp -o main.o
+/srv/cache/builds/ab/main.cpp:12:5: error: expected ';' before 'return'
+   12 |     return x
+ninja: build stopped: subcommand failed."""
+
+
+def _verdict() -> Verdict:
+    build = BuildResult(False, "cpp", log=LOG, status="build_error", message="the build failed")
+    return Verdict(
+        Status.BUILD_ERROR, "kbench:2/1", "cpp", "small", "fp32", "cpu",
+        message="build failed:\n" + LOG, log_tail="Traceback: File \"/srv/cache/jobs/7/run/candidate.py\", line 3",
+        build=build, warnings=("outputs went through files: /srv/cache/jobs/7/out_1.pt",),
+    )  # fmt: skip
+
+
+def test_a_served_verdict_keeps_the_diagnostics_and_drops_paths_and_commands() -> None:
+    out = served({"message": LOG, "n": 3, "key": "kbench:2/1", "list": ["at /home/u/x.py line 3"]})
+    assert out["message"].splitlines() == [
+        "main.cpp:12:5: error: expected ';' before 'return'",
+        "   12 |     return x",
+        "ninja: build stopped: subcommand failed.",
+    ]
+    assert (out["n"], out["key"], out["list"]) == (3, "kbench:2/1", ["at x.py line 3"])
+
+
+def test_a_job_view_serves_its_verdict_cleaned_and_the_client_reads_it_back() -> None:
+    problem = get_problem("2/1")
+    ticket = Ticket(
+        VerdictKey(problem.key, 0, 0, "cpp", "api"), problem, Candidate(problem.key, "cpp", "x"),
+        Submission(problem, "x"), "cpu",
+    )  # fmt: skip
+    ticket.finish(_verdict())
+    view = JobView.of(ticket, "run-1")
+    text = view.model_dump_json()
+    assert "/srv/" not in text and "-isystem" not in text and "FAILED:" not in text
+    verdict = view.typed_verdict()
+    assert verdict is not None and verdict.status is Status.BUILD_ERROR
+    assert "main.cpp:12:5: error" in verdict.message and "main.cpp:12:5" in verdict.build.log
+    assert verdict.log_tail.endswith('"candidate.py", line 3') and verdict.warnings == (
+        "outputs went through files: out_1.pt",
+    )
