@@ -23,6 +23,7 @@ from kbench.errors import ConfigError
 from kbench.sandbox import procs
 from kbench.serve import check_bind, read_token
 from kbench.store import Store
+from kbench.store.journal import Journal
 from kbench.types import Status
 
 pytestmark = pytest.mark.slow
@@ -288,6 +289,55 @@ def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
         records = [r for r in db.records(run) if r.key.model == "episode-test"]
     assert [(r.key.sample, r.key.turn) for r in records] == [(ep.sample, t) for t in range(3)]
     assert [r.completion_text for r in records] == answers
+
+
+def _start(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path, store: Path, run: str) -> Service:
+    env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory, shared_builds)),
+           "KBENCH_SERVE_TOKEN": TOKEN}  # fmt: skip
+    args = ["serve", "--port", "0", "--store", str(store), "--run", run, "--device", "cpu", "--backend", "cpp",
+            "--preset", "small", "--no-timing"]  # fmt: skip
+    proc = _kbench(args, env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("kbench serve: http://127.0.0.1:"), line + proc.communicate(timeout=60)[1]
+    return Service(line.split()[2], proc, store)
+
+
+def test_accepted_jobs_survive_a_killed_service_and_a_retry_is_never_judged_twice(
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+) -> None:
+    store = tmp_path_factory.mktemp("durable") / "kbench.db"
+    first = _start(tmp_path_factory, shared_builds, store, "durable-run")
+    sources = [marked(HONEST, f"durable {i}") for i in range(6)]
+    with Client(first.url, token=TOKEN) as c:
+        ids = [c.submit("2/1", src, model="durable").id for src in sources[:5]]
+        retry = [c.submit_many([{"problem": "2/1", "source": sources[5], "model": "durable",
+                                 "idempotency_key": "client-42"}])[0].job for _ in range(2)]  # fmt: skip
+    assert retry[0] is not None and retry[1] is not None and retry[0].id == retry[1].id
+    ids.append(retry[0].id)
+    owner = procs.ProcRef.of(first.proc.pid)
+    first.proc.kill()  # no goodbye: whatever was queued or running is lost with the process
+    first.proc.communicate(timeout=60)
+    left = [p for p in procs.all_pids() if procs.owner_of(p) == owner and (i := procs.info_of(p)) and i.alive]
+    assert not left
+    with Store(store) as db:  # what the killed service had accepted and not finished: queued again below
+        assert len(Journal(db).open_jobs("durable-run")) >= 2
+    second = _start(tmp_path_factory, shared_builds, store, "durable-run")
+    try:
+        with Client(second.url, token=TOKEN) as c:
+            views = [c.wait(ident, timeout=300) for ident in ids]  # the old ids, answered after the restart
+            again = c.submit_many([{"problem": "2/1", "source": sources[5], "model": "durable",
+                                    "idempotency_key": "client-42"}])[0].job  # fmt: skip
+        assert [v.id for v in views] == ids and {v.state.value for v in views} == {"done"}
+        assert again is not None and again.id == ids[5]
+        assert [v.typed_verdict().candidate_digest for v in views] == [digest(s) for s in sources]  # type: ignore[union-attr]
+    finally:
+        second.proc.send_signal(signal.SIGTERM)
+        second.proc.communicate(timeout=60)
+    with Store(store) as db:
+        records = [r for r in db.records("durable-run") if r.key.model == "durable"]
+    assert len(records) == 6 and sorted(r.key.sample for r in records) == list(range(6))  # none twice
+    assert sorted(r.candidate_source for r in records) == sorted(sources)
 
 
 def test_the_openapi_document_types_every_answer_and_the_token(service: Service) -> None:

@@ -52,3 +52,31 @@ def test_a_job_view_serves_its_verdict_cleaned_and_the_client_reads_it_back() ->
     assert verdict.log_tail.endswith('"candidate.py", line 3') and verdict.warnings == (
         "outputs went through files: out_1.pt",
     )
+
+
+def test_an_id_of_another_run_is_answered_with_where_its_verdict_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+    from fastapi.exceptions import HTTPException
+
+    from kbench.serve.jobs import ServiceJobs
+    from kbench.store import Store
+    from kbench.store.journal import Journal
+
+    with Store(tmp_path / "k.db") as store:
+        old = store.start_run({}, {}, "old-run")
+        new = store.start_run({}, {}, "new-run")
+        journal = Journal(store)
+        journal.accept(old, "job-1", VerdictKey("kbench:2/1", 0, 0, "cpp", "m"), "src", "", "client-1")
+        assert journal.by_idempotency_key(old, "client-1").id == "job-1"  # type: ignore[union-attr]
+        assert journal.by_idempotency_key(new, "client-1") is None  # keys are per run
+        assert [e.id for e in journal.open_jobs(old)] == ["job-1"] and journal.open_jobs(new) == []
+        evaluator = type("E", (), {"run_id": new})()
+        jobs = ServiceJobs(evaluator, 10, journal)  # type: ignore[arg-type]
+        with pytest.raises(HTTPException) as caught:
+            jobs.get("job-1")
+        assert caught.value.status_code == 404 and "belongs to run old-run" in str(caught.value.detail)
+        assert "--run old-run" in str(caught.value.detail)
+        with pytest.raises(HTTPException, match="no job 'job-2'"):
+            jobs.get("job-2")
+        journal.end("job-1")
+        assert journal.open_jobs(old) == [] and journal.find("job-1").ended  # type: ignore[union-attr]

@@ -1,7 +1,8 @@
 """The HTTP service's routes (FastAPI): submit, poll, wait, verdict, problems, health.
 
     POST /v1/jobs                      {problem, source, backend?, sample?, turn?, model?, completion?}
-                                       -> 202 JobView (a resubmitted key: the same job, or the stored verdict)
+                                       -> 202 JobView (a resubmitted key: the same job, or the stored verdict;
+                                       an Idempotency-Key header seen before: the job it named)
     GET  /v1/jobs/{id}                 -> JobView (poll)
     GET  /v1/jobs/{id}/wait?timeout=S  -> JobView once done, or after S seconds (long poll, S <= max_wait_s)
     GET  /v1/jobs/{id}/verdict         -> the verdict (409 while the job runs or when it failed)
@@ -16,27 +17,28 @@ service cannot evaluate, 401 a missing or wrong bearer token, 404 an unknown job
 another candidate, 413 a body over the limit, 415 a body not sent as JSON, 422 a missing field or one of
 the wrong type, 429 a full queue. The
 evaluations run in the service's one Evaluator (api/), so they are scheduled, warm and recorded exactly
-as the library's are.
+as the library's are; accepted jobs are journaled in the run (serve/jobs.py), so a service started again
+with `--run RUN` queues what it had not finished and answers for every id it gave.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.exceptions import HTTPException, RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
-from kbench.errors import KbenchError, ProblemError
+from kbench.api import Evaluator, Ticket
+from kbench.errors import ProblemError
 from kbench.serve.episodes import episode_routes
+from kbench.serve.jobs import ServiceJobs
 from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import (
     API,
@@ -50,33 +52,8 @@ from kbench.serve.wire import (
     QueueView,
     SubmitRequest,
 )
+from kbench.store.journal import Journal
 from kbench.version import VERSION
-
-
-class JobTable:
-    """Jobs by id: every pending one, and the last `keep` finished ones (oldest forgotten first)."""
-
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self._jobs: OrderedDict[str, Ticket] = OrderedDict()
-
-    def add(self, ticket: Ticket) -> None:
-        self._jobs[ticket.id] = ticket
-        excess, drop = len(self._jobs) - self.keep, list[str]()
-        for ident, old in self._jobs.items():  # oldest first; stops once enough finished ones are found
-            if len(drop) >= excess:
-                break
-            if old.done():
-                drop.append(ident)
-        for ident in drop:
-            del self._jobs[ident]
-
-    def get(self, ident: str, run_id: str | None) -> Ticket:
-        ticket = self._jobs.get(ident)
-        if ticket is None:
-            where = f"; finished jobs' verdicts are in run {run_id}" if run_id else ""
-            raise HTTPException(404, f"no job {ident!r} (unknown, or finished and forgotten{where})")
-        return ticket
 
 
 class BodyLimit:
@@ -206,12 +183,20 @@ def create_app(
     wrapped in `BodyLimit(app, limits.max_body_bytes)`, as serve/server.py does. `hosts`: the only names
     its Host header may carry (None: any)."""
     limits = limits or ServiceLimits()
-    jobs = JobTable(limits.keep_jobs)
+    store = None
+    if evaluator.options.record and evaluator.run_id is not None:
+        from kbench.store import Store
+
+        store = Store(evaluator.config.store)
+    jobs = ServiceJobs(evaluator, limits.keep_jobs, Journal(store) if store is not None else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(jobs.requeue)  # what a stopped or killed service had accepted, again
         yield
         await asyncio.to_thread(evaluator.close, True)
+        if store is not None:
+            store.close()
 
     checks = [_host(None if hosts is None else {h.lower().strip("[]") for h in hosts}), _bearer(token)]
     app = FastAPI(title="kbench", version=VERSION, lifespan=lifespan, dependencies=checks, responses=REFUSALS)
@@ -227,20 +212,23 @@ def create_app(
     return app
 
 
-def _job_routes(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> APIRouter:
+def _job_routes(evaluator: Evaluator, jobs: ServiceJobs, limits: ServiceLimits) -> APIRouter:
     router = APIRouter()
     admit = asyncio.Lock()  # one submission at a time passes the queue check and enters the queue
 
     @router.post("/jobs", status_code=202)
-    async def submit(body: SubmitRequest) -> JobView:
+    async def submit(
+        body: SubmitRequest, idempotency_key: str | None = Header(None, max_length=512)
+    ) -> JobView:
         _allowed(body.problem, evaluator.config.source)
         async with admit:
             if evaluator.stats().pending >= limits.max_queue:
                 raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later",
                                     {"Retry-After": "5"})  # fmt: skip
-            ticket = await asyncio.to_thread(_submit, evaluator, body)
-            jobs.add(ticket)
-        return JobView.of(ticket, evaluator.run_id)
+            ident, ticket = await asyncio.to_thread(
+                jobs.submit, body, idempotency_key or body.idempotency_key
+            )
+        return JobView.of(ticket, evaluator.run_id, ident)
 
     @router.post("/jobs/batch", status_code=202)
     async def submit_batch(body: BatchRequest) -> BatchView:
@@ -253,36 +241,31 @@ def _job_routes(evaluator: Evaluator, jobs: JobTable, limits: ServiceLimits) -> 
                     _allowed(one.problem, evaluator.config.source)
                     if evaluator.stats().pending >= limits.max_queue:
                         raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later")
-                    ticket = await asyncio.to_thread(_submit, evaluator, one)
+                    ident, ticket = await asyncio.to_thread(jobs.submit, one, one.idempotency_key)
                 except HTTPException as exc:
                     items.append(BatchItem(status=exc.status_code, error=str(exc.detail)))
                     continue
-                jobs.add(ticket)
-                items.append(BatchItem(job=JobView.of(ticket, evaluator.run_id)))
+                items.append(BatchItem(job=JobView.of(ticket, evaluator.run_id, ident)))
         return BatchView(jobs=items)
 
     @router.delete("/jobs/{ident}")
     async def cancel(ident: str) -> JobView:
-        ticket = jobs.get(ident, evaluator.run_id)
-        if not ticket.future.cancel():
-            state = ticket.state.value
-            raise HTTPException(409, f"job {ident} is {state}: only a job that has not started running can be "
-                                "cancelled")  # fmt: skip
-        return JobView.of(ticket, evaluator.run_id)
+        ticket = await asyncio.to_thread(jobs.cancel, ident)
+        return JobView.of(ticket, evaluator.run_id, ident)
 
     @router.get("/jobs/{ident}")
     async def poll(ident: str) -> JobView:
-        return JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
+        return JobView.of(await asyncio.to_thread(jobs.get, ident), evaluator.run_id, ident)
 
     @router.get("/jobs/{ident}/wait")
     async def wait(ident: str, timeout: float = 30.0) -> JobView:
-        ticket = jobs.get(ident, evaluator.run_id)
+        ticket = await asyncio.to_thread(jobs.get, ident)
         await _wait(ticket, min(max(timeout, 0.0), limits.max_wait_s))
-        return JobView.of(ticket, evaluator.run_id)
+        return JobView.of(ticket, evaluator.run_id, ident)
 
     @router.get("/jobs/{ident}/verdict")
     async def verdict(ident: str) -> dict[str, Any]:
-        view = JobView.of(jobs.get(ident, evaluator.run_id), evaluator.run_id)
+        view = JobView.of(await asyncio.to_thread(jobs.get, ident), evaluator.run_id, ident)
         if view.verdict is not None:
             return view.verdict
         if view.error is not None:
@@ -318,19 +301,6 @@ def _allowed(address: str, source: str) -> None:
     try:
         check_in_source(address, source)
     except ProblemError as exc:
-        raise HTTPException(400, str(exc)) from None
-
-
-def _submit(evaluator: Evaluator, body: SubmitRequest) -> Ticket:
-    submission = Submission(body.problem, body.source, body.backend, body.sample, body.turn, body.model,
-                            body.completion)  # fmt: skip
-    try:
-        return evaluator.submit(submission)
-    except KeyConflict as exc:
-        raise HTTPException(409, str(exc)) from None
-    except EvaluatorClosed as exc:
-        raise HTTPException(503, str(exc)) from None
-    except KbenchError as exc:  # an unknown problem, backend or preset; a backend this machine cannot run
         raise HTTPException(400, str(exc)) from None
 
 

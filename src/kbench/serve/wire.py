@@ -70,6 +70,9 @@ class SubmitRequest(BaseModel):
     turn: int = Field(default=0, ge=0, le=MAX_INDEX)
     model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL)
     completion: str = ""
+    # the client's name for this submission: a retry with the same key gets the same job (the
+    # Idempotency-Key header says the same for a single submission)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_ADDRESS)
 
 
 class KeyView(BaseModel):
@@ -98,12 +101,14 @@ class JobView(BaseModel):
     feedback: str | None = None
 
     @classmethod
-    def of(cls, ticket: Ticket, run_id: str | None) -> JobView:
+    def of(cls, ticket: Ticket, run_id: str | None, ident: str | None = None) -> JobView:
+        """The view of `ticket`, named `ident` where the service knows it by another id (a job queued
+        again after a restart keeps the id its client was given)."""
         state = ticket.state
         error = ticket.error() if state is JobState.FAILED else None
         verdict = ticket.future.result() if state is JobState.DONE else None
         return cls(
-            id=ticket.id,
+            id=ident or ticket.id,
             state=state,
             key=KeyView(**to_dict(ticket.key)),
             run_id=run_id,

@@ -145,7 +145,34 @@ def _v4(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite3.Connection) -> None:
+    """The jobs a service accepted (store/journal.py): what each was, by its id and the client's
+    idempotency key, and whether it ended, so a restarted service queues the open ones again."""
+    _script(
+        db,
+        """
+        CREATE TABLE service_jobs (
+            id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            idempotency_key TEXT,
+            problem_key TEXT NOT NULL,
+            sample INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            backend TEXT NOT NULL,
+            model TEXT NOT NULL,
+            source TEXT NOT NULL,
+            completion TEXT NOT NULL,
+            ended INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX service_jobs_idempotency ON service_jobs (run_id, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE INDEX service_jobs_open ON service_jobs (run_id, ended)
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
