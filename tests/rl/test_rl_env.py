@@ -119,6 +119,24 @@ def test_gymnasium_makes_the_registered_env_which_passes_its_checker(ev: Evaluat
     assert made.closed
 
 
+def test_the_grpo_example_runs_as_the_readme_shows(
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+) -> None:
+    """examples/grpo_reward.py, as a user runs it: recorded completions (no code, wrong, correct) judged in
+    one batch, their rewards printed."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory, shared_builds)),
+           "KBENCH_STORE": str(tmp_path_factory.mktemp("example") / "k.db")}  # fmt: skip
+    done = subprocess.run([sys.executable, str(root / "examples" / "grpo_reward.py")], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rewards [0.0, 0.0, 1.0]" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
 def test_the_env_and_the_reward_evaluate_only_their_sources_problems(ev: Evaluator, tmp_path: Path) -> None:
     """A problem's code runs trusted in the reference: neither an episode nor a dataset row may name a file,
     a `..` or another source, even one that exists."""

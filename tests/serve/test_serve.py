@@ -340,6 +340,19 @@ def test_accepted_jobs_survive_a_killed_service_and_a_retry_is_never_judged_twic
     assert sorted(r.candidate_source for r in records) == sorted(sources)
 
 
+def test_the_remote_episode_example_runs_as_the_readme_shows(service: Service) -> None:
+    """examples/remote_episode.py against the service: recorded answers replayed turn by turn."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "remote_episode.py"), "--url", service.url],
+        env={**os.environ, "KBENCH_SERVE_TOKEN": TOKEN}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "turn 0: no_code reward 0.000", "turn 1: mismatch reward 0.000", "turn 2: ok reward 1.000",
+    ]  # fmt: skip
+
+
 def test_the_openapi_document_types_every_answer_and_the_token(service: Service) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
     conn.request("GET", "/openapi.json")
