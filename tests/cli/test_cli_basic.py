@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,17 @@ def test_eval_refuses_an_explicit_cuda_backend_without_a_gpu(monkeypatch: pytest
         app, ["eval", "--problem", "2/1", "--candidate", str(PY_RAISE), "--backend", "cuda"]
     )
     assert isinstance(result.exception, ConfigError) and "no GPU for backend cuda" in str(result.exception)
+
+
+def test_kbench_eval_leaves_no_folder_behind(tmp_path: Path) -> None:
+    """`kbench eval` ends without the interpreter's teardown once its verdict is out: the warm starter's
+    folder and every job's working folder go anyway (in the temporary folder it was given)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "KBENCH_DEVICE": "cpu", "KBENCH_CACHE_DIR": str(tmp_path / "c")}
+    args = ["eval", "--problem", "2/1", "--candidate", str(PY_RAISE), "--no-timing", "--no-static"]
+    proc = subprocess.run([sys.executable, "-m", "kbench", *args], capture_output=True, text=True, env=env,
+                          timeout=300)  # the console script's path: its warm starter launched first  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "runtime_error" in proc.stdout
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("kbench-")) == []
