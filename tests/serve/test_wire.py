@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kbench.api import Submission, Ticket
 from kbench.problems import get_problem
-from kbench.serve.wire import JobView, served
+from kbench.serve.wire import JobView, SubmitRequest, served
 from kbench.store import VerdictKey
 from kbench.types import BuildResult, Candidate, Status, Verdict
 
@@ -78,5 +78,14 @@ def test_an_id_of_another_run_is_answered_with_where_its_verdict_is(tmp_path) ->
         assert "--run old-run" in str(caught.value.detail)
         with pytest.raises(HTTPException, match="no job 'job-2'"):
             jobs.get("job-2")
+        journal.accept(new, "job-3", VerdictKey("kbench:2/1", 1, 0, "cpp", "m"), "src", "", "client-3")
+        other = SubmitRequest(problem="2/1", source="another candidate", idempotency_key="client-3")
+        with pytest.raises(
+            HTTPException
+        ) as caught:  # a key reused for another candidate: refused, not judged
+            jobs.submit(other, other.idempotency_key)
+        assert caught.value.status_code == 409 and "named another submission (job job-3)" in str(
+            caught.value.detail
+        )
         journal.end("job-1")
         assert journal.open_jobs(old) == [] and journal.find("job-1").ended  # type: ignore[union-attr]

@@ -50,6 +50,9 @@ class ServiceJobs:
         if idempotency_key and self.journal is not None and self.run_id is not None:
             known = self.journal.by_idempotency_key(self.run_id, idempotency_key)
             if known is not None:
+                if known.source != body.source or known.completion != body.completion:
+                    raise HTTPException(409, f"idempotency key {idempotency_key!r} named another submission "
+                                        f"(job {known.id}); use a new key for a new candidate")  # fmt: skip
                 return known.id, self.get(known.id)
         submission = Submission(body.problem, body.source, body.backend, body.sample, body.turn, body.model,
                                 body.completion)  # fmt: skip
