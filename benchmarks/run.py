@@ -126,6 +126,11 @@ MEASUREMENTS: dict[str, Measurement] = {
         "warm verdict latency through the library API and kbench serve, and the rate with 8 clients",
         records=True,
     ),
+    "soak": Measurement(
+        "benchmarks/soak.py --out {out} --minutes 10 --clients 16",
+        "kbench serve under 16 clients of honest, wrong, hanging, crashing and flooding candidates (CPU, ~11 min)",
+        records=True,
+    ),
     "output-handling": Measurement(
         "benchmarks/output_handling.py --gib 1 --out {out}/output_handling.md",
         "the host's comparison and a GPU output's write, per GiB",
