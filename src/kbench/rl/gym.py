@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import gymnasium
@@ -81,7 +82,7 @@ class GymKernelEnv(gymnasium.Env[str, str]):
             overrides: dict[str, Any] = {"model": model} if model is not None else {}
             evaluator = self._owned = Evaluator(cfg, None, **overrides)
         if max_turns is not None:
-            options = EnvOptions(**{**(options or EnvOptions()).__dict__, "max_turns": max_turns})
+            options = replace(options or EnvOptions(), max_turns=max_turns)
         self.env = KernelEnv(evaluator, reward, options)
         self.problems = list(problems)
         self.render_mode = render_mode
