@@ -268,3 +268,16 @@ def record_markdown(
     path = append_record(record, results, artifacts)
     print(f"recorded in {path}", file=sys.stderr)
     return path
+
+
+def start_service(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`kbench serve --port 0 ARGS` started here with these environment variables added (and this
+    interpreter's import path): the process and its URL, once it listens."""
+    cmd = [sys.executable, "-m", "kbench", "serve", "--port", "0", *args]
+    env = dict(os.environ, **env, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("kbench serve: http"):
+        raise SystemExit(f"kbench serve did not start: {line}{proc.communicate(timeout=60)[1][-3000:]}")
+    return proc, line.split()[2]

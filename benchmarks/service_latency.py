@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -106,18 +105,9 @@ def _config(args: argparse.Namespace, store: Path) -> Any:
 
 
 def start_service(args: argparse.Namespace, store: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "kbench", "serve", "--port", "0", "--store", str(store), "--device", args.device,
-           "--backend", args.backend, "--preset", args.preset, "--max-queue", "1024"]  # fmt: skip
-    cmd += ["--no-timing"] if args.no_timing else []
-    env = dict(
-        os.environ, KBENCH_CACHE_DIR=str(args.cache), PYTHONPATH=os.pathsep.join(p for p in sys.path if p)
-    )
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("kbench serve: http"):
-        raise SystemExit(f"kbench serve did not start: {line}{proc.communicate(timeout=60)[1][-3000:]}")
-    return proc, line.split()[2]
+    flags = ["--store", str(store), "--device", args.device, "--backend", args.backend, "--preset", args.preset,
+             "--max-queue", "1024", *(["--no-timing"] if args.no_timing else [])]  # fmt: skip
+    return common.start_service(flags, {"KBENCH_CACHE_DIR": str(args.cache)})
 
 
 def measure_service(sources: dict[str, str], args: argparse.Namespace, url: str) -> dict[str, Any]:

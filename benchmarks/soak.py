@@ -28,7 +28,6 @@ import random
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -86,16 +85,11 @@ def _rss_mib(pid: int) -> float:
 
 
 def start(store: Path, cache: Path, timeout_s: float) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "kbench", "serve", "--port", "0", "--store", str(store), "--run", "soak",
-           "--device", "cpu", "--backend", "cpp", "--preset", "small", "--no-timing", "--max-queue", "1024"]  # fmt: skip
-    env = dict(os.environ, KBENCH_CACHE_DIR=str(cache), KBENCH_SERVE_TOKEN=TOKEN,
-               KBENCH_TIMEOUT_S=str(timeout_s), KBENCH_STATIC_CHECKS="false", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("kbench serve: http"):
-        raise SystemExit(f"kbench serve did not start: {line}{proc.communicate(timeout=60)[1][-3000:]}")
-    return proc, line.split()[2]
+    flags = ["--store", str(store), "--run", "soak", "--device", "cpu", "--backend", "cpp", "--preset", "small",
+             "--no-timing", "--max-queue", "1024"]  # fmt: skip
+    env = {"KBENCH_CACHE_DIR": str(cache), "KBENCH_SERVE_TOKEN": TOKEN, "KBENCH_TIMEOUT_S": str(timeout_s),
+           "KBENCH_STATIC_CHECKS": "false"}  # fmt: skip
+    return common.start_service(flags, env)
 
 
 class Soak:
