@@ -38,7 +38,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from kbench.api import Evaluator, Ticket
 from kbench.errors import ProblemError
 from kbench.serve.episodes import episode_routes
-from kbench.serve.jobs import ServiceJobs
+from kbench.serve.jobs import ServiceJobs, check_room
 from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import (
     API,
@@ -222,9 +222,7 @@ def _job_routes(evaluator: Evaluator, jobs: ServiceJobs, limits: ServiceLimits) 
     ) -> JobView:
         _allowed(body.problem, evaluator.config.source)
         async with admit:
-            if evaluator.stats().pending >= limits.max_queue:
-                raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later",
-                                    {"Retry-After": "5"})  # fmt: skip
+            check_room(evaluator, limits)
             ident, ticket = await asyncio.to_thread(
                 jobs.submit, body, idempotency_key or body.idempotency_key
             )
@@ -239,8 +237,7 @@ def _job_routes(evaluator: Evaluator, jobs: ServiceJobs, limits: ServiceLimits) 
             for one in body.jobs:  # each admitted or refused alone: one bad item never fails the batch
                 try:
                     _allowed(one.problem, evaluator.config.source)
-                    if evaluator.stats().pending >= limits.max_queue:
-                        raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later")
+                    check_room(evaluator, limits)
                     ident, ticket = await asyncio.to_thread(jobs.submit, one, one.idempotency_key)
                 except HTTPException as exc:
                     items.append(BatchItem(status=exc.status_code, error=str(exc.detail)))

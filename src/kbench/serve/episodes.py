@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from fastapi import APIRouter, Response
 from fastapi.exceptions import HTTPException
 
-from kbench.api import Evaluator, EvaluatorClosed
-from kbench.errors import KbenchError
+from kbench.api import Evaluator
 from kbench.rl.env import EnvOptions, KernelEnv
+from kbench.serve.jobs import check_room, refusals
 from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import EpisodeRequest, EpisodeView, Message, ProblemView, StepRequest, StepView, served
 from kbench.store.codec import to_dict
@@ -94,13 +94,9 @@ def episode_routes(
         allowed(body.problem, evaluator.config.source)
         options = EnvOptions(max_turns=body.max_turns, stop_when_correct=body.stop_when_correct,
                              end_on_cheat=body.end_on_cheat, backend=body.backend, model=body.model)  # fmt: skip
-        try:
+        with refusals():
             env = KernelEnv(evaluator, body.reward, options)
             await asyncio.to_thread(env.reset, body.problem)
-        except EvaluatorClosed as exc:
-            raise HTTPException(503, str(exc)) from None
-        except KbenchError as exc:  # an unknown problem; a backend this machine cannot run
-            raise HTTPException(400, str(exc)) from None
         episode = Episode(uuid.uuid4().hex, env)
         table.add(episode)
         return episode.view()
@@ -122,15 +118,12 @@ def episode_routes(
         if episode.lock.locked():
             raise HTTPException(409, f"a step of episode {ident} is being judged; wait for its answer")
         async with episode.lock:
-            if evaluator.stats().pending >= limits.max_queue:
-                raise HTTPException(429, f"the queue is full ({limits.max_queue} jobs); retry later",
-                                    {"Retry-After": "5"})  # fmt: skip
+            check_room(evaluator, limits)
             try:
-                result = await episode.env.astep(body.completion)
-            except EvaluatorClosed as exc:
-                raise HTTPException(503, str(exc)) from None
-            except KbenchError as exc:
-                raise HTTPException(400, str(exc)) from None
+                with refusals():
+                    result = await episode.env.astep(body.completion)
+            except HTTPException:
+                raise
             except Exception as exc:  # the job failed on the service's side: no verdict for this turn
                 raise HTTPException(500, f"the evaluation failed ({type(exc).__name__}: {exc})") from None
             episode.rewards.append(result.reward)

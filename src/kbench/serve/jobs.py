@@ -12,12 +12,15 @@ verdict is.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from fastapi.exceptions import HTTPException
 
 from kbench.api import Evaluator, EvaluatorClosed, KeyConflict, Submission, Ticket
 from kbench.errors import KbenchError
+from kbench.serve.server import ServiceLimits
 from kbench.serve.wire import SubmitRequest
 from kbench.store.journal import Journal, JournalEntry
 from kbench.types import Verdict
@@ -122,11 +125,28 @@ class ServiceJobs:
 
 
 def _submitted(evaluator: Evaluator, submission: Submission) -> Ticket:
-    try:
+    with refusals():
         return evaluator.submit(submission)
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """kbench's errors as the service's refusals: a key that holds another candidate 409, a closing
+    service 503, any other of kbench's (an unknown problem, backend or preset; a backend this machine
+    cannot run) 400."""
+    try:
+        yield
     except KeyConflict as exc:
         raise HTTPException(409, str(exc)) from None
     except EvaluatorClosed as exc:
         raise HTTPException(503, str(exc)) from None
-    except KbenchError as exc:  # an unknown problem, backend or preset; a backend this machine cannot run
+    except KbenchError as exc:
         raise HTTPException(400, str(exc)) from None
+
+
+def check_room(evaluator: Evaluator, limits: ServiceLimits) -> None:
+    """429 (retry after 5 s) while the queue holds `max_queue` pending jobs."""
+    if evaluator.stats().pending >= limits.max_queue:
+        raise HTTPException(
+            429, f"the queue is full ({limits.max_queue} jobs); retry later", {"Retry-After": "5"}
+        )
