@@ -84,3 +84,52 @@ def test_samples_in_glue_count_for_neither_side(module: Path) -> None:
     share, counted = perfshare.share(samples, maps, lambda path: path == str(module))
     assert counted == 3 and share == pytest.approx(2 / 3)  # the glue sample counts for neither side
     assert perfshare.share([(8, at["kernel"])], maps, lambda path: True) == (None, 0)  # an unmapped pid
+
+
+SPIN = """
+import sys, threading, time
+def spin(stop):
+    while not stop.is_set():
+        sum(i * i for i in range(1000))
+stop = threading.Event()
+sys.stdout.write("up\\n"); sys.stdout.flush()
+sys.stdin.readline()  # then a second thread, as a pool started by a call would be
+threading.Thread(target=spin, args=(stop,), daemon=True).start()
+sys.stdout.write("two\\n"); sys.stdout.flush()
+spin(stop)
+"""
+
+
+def test_a_watch_follows_new_threads_and_drains_its_rings_per_batch() -> None:
+    import time
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        child.stdout.readline()
+        try:
+            watch = perfshare.Watch([child.pid], 100_000, lambda path: False, wanted=10, counted=0.5)
+        except perfshare.Unavailable as exc:
+            pytest.skip(f"perf events refused here: {exc}")
+        first_tids = set(watch.sampler.tids)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        child.stdout.readline()  # the second thread runs now
+        with watch:
+            time.sleep(0.2)
+        once = len(watch.samples)
+        assert watch.sampler.tids > first_tids  # the thread started since was followed
+        assert once > 0 and watch.sampler.instructions() == []  # drained: nothing read twice
+        with watch:
+            time.sleep(0.2)
+        assert len(watch.samples) > once
+        assert {pid for pid, _ in watch.samples} == {child.pid}
+        share, counted = watch.share()
+        assert watch.enough() == (counted >= 10) and counted <= len(watch.samples)
+        assert watch.wanted_s == pytest.approx(10 * 100_000 / 1e9 / 0.5 * 1.5)
+        watch.close()
+    finally:
+        child.kill()
+        child.wait()

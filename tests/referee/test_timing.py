@@ -331,3 +331,69 @@ def test_outputs_made_in_the_referees_slots_save_none_of_the_calls_time() -> Non
         torch.mul(x, 2.0, out=out)
         work.append((time.perf_counter() - t0) * 1e3)
     assert cheat.median_ms >= 0.7 * min(work), (cheat.median_ms, min(work))
+
+
+class _Watch:
+    """A watch that makes the model twenty times slower while entered, logs its batches into `order` and has
+    `enough` after `wanted` of them."""
+
+    def __init__(self, model: Sleepy, wanted: int, order: list[str]) -> None:
+        self.model, self.wanted, self.entered, self.order = model, wanted, 0, order
+        self.wanted_s = 0.0
+
+    def __enter__(self) -> _Watch:
+        self.entered += 1
+        self.model.ms *= 20
+        self.order.append("watched")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.model.ms /= 20
+
+    def enough(self) -> bool:
+        return self.entered >= self.wanted
+
+
+def _watched_loop(wanted: int, min_runs: int) -> tuple[Any, _Watch, list[str]]:
+    """A 0.5 ms model timed under a _Watch; the order of its batches, watched or timed."""
+    model, feed, order = Sleepy(0.5), _feed(), []
+    watch = _Watch(model, wanted, order)
+    link = LocalLink(model, feed)
+    run = link.run
+
+    def logged(calls: Any, mode: str, outputs: Any) -> Any:
+        if order[-1:] != ["watched"] or model.ms < 1.0:
+            order.append("timed")
+        return run(calls, mode, outputs)
+
+    link.run = logged  # type: ignore[method-assign]
+    loop = time_runner(link, feed, _layout(), dataclasses.replace(FAST, min_runs=min_runs), watch=watch)
+    return loop, watch, order
+
+
+def test_watched_batches_run_among_the_timed_ones_and_their_times_are_not_kept() -> None:
+    from kbench.referee.timing import WATCH_MIN
+
+    loop, watch, _ = _watched_loop(wanted=WATCH_MIN + 4, min_runs=10)
+    extra = dict(loop.stats.extra)
+    assert extra["watched_batches"] == watch.entered >= watch.wanted  # more after the loop until enough
+    assert loop.stats.mean_ms < 2.0  # a watched batch's 10 ms per call (1 in 4) is not among the times
+    assert extra["calls"] == loop.stats.n * extra["batch"]
+
+
+def test_watched_batches_are_drawn_in_among_the_timed_ones() -> None:
+    inside = 0
+    for _ in range(3):
+        _, _, order = _watched_loop(wanted=0, min_runs=40)
+        last_timed = max(i for i, kind in enumerate(order) if kind == "timed")
+        inside += order[:last_timed].count("watched")
+    assert inside >= 3  # about 1 in 4 of 3 x 40 timed batches, not only after the loop
+
+
+def test_wilson_upper_bounds_a_share_by_its_samples() -> None:
+    from kbench.referee.candidate import wilson_upper
+
+    assert wilson_upper(0.0, 60, 3.1) < 0.15  # no sample of 60 in its code: surely under 15 %
+    assert wilson_upper(0.8, 30, 3.1) > 0.9  # an honest share is never bounded under itself
+    assert wilson_upper(0.5, 10_000, 3.1) == pytest.approx(0.5155, abs=2e-3)
+    assert wilson_upper(1.0, 5, 3.1) == 1.0

@@ -57,6 +57,23 @@ SHARE_SLOTS = 4
 SHARE_ROUND_S = 0.02
 SHARE_BATCH = 512
 SHARE_MAX_S = 1.0
+# The timing loop's calls are sampled too (batches drawn in among the timed ones, their times not kept:
+# referee/timing.py), every TIMED_PERIOD_NS of a thread's run time: a candidate whose own code's share of
+# them is, at a confidence of 1 - 1e-3 (the upper end of its Wilson interval, Z), at most DROP of the share
+# its kernel-use calls showed and at least DROP_POINTS under it, over TIMED_SAMPLES counted samples or
+# more, ran other code in its timing loop than when its share was taken (`cheat no-custom-kernel`): its
+# kernel for the checked calls, PyTorch's for the loop. An honest candidate's two shares differ by the
+# sampling's error alone.
+TIMED_PERIOD_NS = 200_000
+TIMED_SAMPLES = 30
+DROP, DROP_POINTS, Z = 0.5, 0.15, 3.1
+
+
+def wilson_upper(share: float, n: int, z: float) -> float:
+    """The upper end of the Wilson score interval of a proportion `share` seen over `n` samples."""
+    centre = share + z * z / (2 * n)
+    spread = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
 class CandidateJob:
@@ -67,6 +84,7 @@ class CandidateJob:
         self.feed: Feed | None = None
         self.layout: list[Any] = []
         self.checker: Checker | None = None
+        self.counted = 0.5  # the fraction of the kernel-use samples that fell in its code or PyTorch's
 
     def bind(self, made: list[slotlib.Slot]) -> None:
         fds = [fd for slot in made for fd in slot.fds()]
@@ -288,6 +306,7 @@ class CandidateJob:
                     maps = {pid: perfshare.mappings(pid) for pid in {pid for pid, _ in samples}}
                     share, counted = perfshare.share(samples, maps, lambda path: path.startswith(builds))
                     if counted >= SHARE_SAMPLES:
+                        self.counted = counted / len(samples)
                         return share
                     # most samples fall where neither side is counted (the interpreter, libc): take as many
                     # more as the counted fraction so far says are needed, before counting again
@@ -316,14 +335,68 @@ class CandidateJob:
         checker = self._checker()
         pids = job.runner.descendants()
         cpu0 = cpu_seconds(pids)
-        with job.timed("timing"):
-            loop = time_runner(job.session, feed, self.layout, spec.timing, checker=checker)
-        job.result.timing = loop.stats
-        if loop.flagged is not None:
-            job.result.flagged.append((loop.flagged.rule, loop.flagged.message))
-            return
-        self._cores(cpu_seconds(job.runner.descendants()) - cpu0, loop.stats)
+        watch = self._watch()
+        try:
+            with job.timed("timing"):
+                loop = time_runner(job.session, feed, self.layout, spec.timing, checker=checker, watch=watch)
+            job.result.timing = loop.stats
+            if loop.flagged is not None:
+                job.result.flagged.append((loop.flagged.rule, loop.flagged.message))
+                return
+            self._cores(cpu_seconds(job.runner.descendants()) - cpu0, loop.stats)
+            if watch is not None:
+                self._timed_share(watch)
+        finally:
+            if watch is not None:
+                watch.close()
         self.guard("timing")
+
+    def _watch(self) -> Any:
+        """The sampling of the timed calls (a native CPU candidate whose kernel share was measured)."""
+        from kbench.referee import perfshare
+
+        if not self._native_on_cpu() or self.job.result.kernel_share is None:
+            return None
+        pids = [p for p in self.job.runner.descendants() if p not in self.job.builder.pids]
+        builds = str(self.job.builds.resolve()) + "/"
+        try:
+            return perfshare.Watch(
+                pids, TIMED_PERIOD_NS, lambda path: path.startswith(builds), TIMED_SAMPLES * 2, self.counted
+            )
+        except perfshare.Unavailable as exc:
+            self.job.result.warnings.append(f"timed calls' kernel share not measured: {exc}")
+            return None
+
+    def _timed_share(self, watch: Any) -> None:
+        """`cheat no-custom-kernel` when the candidate's own code took a much smaller share of its timed
+        calls than of the calls its kernel share was sampled on; the share is kept in the timing's extras."""
+        from dataclasses import replace
+
+        job = self.job
+        timed, counted = watch.share()
+        stats = job.result.timing
+        if stats is not None:
+            extra = {
+                **dict(stats.extra),
+                "timed_kernel_share": (None if timed is None else round(timed, 3), counted),
+            }
+            job.result.timing = replace(stats, extra=tuple(sorted(extra.items())))
+        if watch.unfollowed:
+            job.result.warnings.append(
+                f"{watch.unfollowed} of the runner's threads were not sampled when timed"
+            )
+        checked = job.result.kernel_share
+        if checked is None or timed is None or counted < TIMED_SAMPLES:
+            return
+        most = wilson_upper(timed, counted, Z)
+        if most <= checked * DROP and checked - most >= DROP_POINTS:
+            raise Stop(
+                Status.CHEAT,
+                f"the candidate's own code took {timed:.1%} of its timing loop's sampled CPU time ({counted} "
+                f"samples) against {checked:.1%} of the calls its kernel share was sampled on: other code did "
+                "the timed work",
+                "no-custom-kernel",
+            )
 
     def _cores(self, cpu_s: float, stats: Any) -> None:
         """On the CPU: the runner's processes used at most their cores' share of the loop's wall time."""

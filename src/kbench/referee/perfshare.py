@@ -67,14 +67,14 @@ class Unavailable(Exception):
     """The kernel refused the events; the message says why."""
 
 
-def _open(tid: int) -> int:
+def _open(tid: int, period_ns: int = PERIOD_NS) -> int:
     import platform
 
     number = _NR_PERF_EVENT_OPEN.get(platform.machine())
     if number is None:
         raise Unavailable(f"no perf_event_open number known for {platform.machine()}")
     attr = _Attr(type=_PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_Attr), config=_SW_TASK_CLOCK)
-    attr.sample_period = PERIOD_NS
+    attr.sample_period = period_ns
     attr.sample_type = _SAMPLE_IP | _SAMPLE_TID
     attr.flags = _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV  # a per-thread event with a ring: no inherit
     libc = ctypes.CDLL(None, use_errno=True)
@@ -87,22 +87,36 @@ def _open(tid: int) -> int:
 
 
 class Sampler:
-    """Samples the threads of `pids` (and the threads they start) while inside `with`."""
+    """Samples the threads of `pids` (and, after `follow`, the threads they started since) while inside
+    `with`, every `period_ns` of a thread's run time."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pids: list[int], period_ns: int = PERIOD_NS) -> None:
         self.events: list[tuple[int, mmap.mmap]] = []
         self.page = mmap.PAGESIZE
+        self.pids, self.period_ns = pids, period_ns
+        self.tids: set[int] = set()
         try:
-            for pid in pids:
-                for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
-                    fd = _open(tid)
-                    ring = mmap.mmap(
-                        fd, (1 + _PAGES) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
-                    )
-                    self.events.append((fd, ring))
+            self.follow()
         except (Unavailable, OSError) as exc:
             self.close()
             raise Unavailable(str(exc)) from None
+
+    def follow(self) -> None:
+        """Open an event for every thread of the pids that has none yet (a pool started by a call)."""
+        for pid in self.pids:
+            try:
+                tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+            except FileNotFoundError:  # gone: its samples so far still count
+                continue
+            for tid in tids:
+                if tid in self.tids:
+                    continue
+                fd = _open(tid, self.period_ns)
+                ring = mmap.mmap(
+                    fd, (1 + _PAGES) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+                )
+                self.events.append((fd, ring))
+                self.tids.add(tid)
 
     def __enter__(self) -> Sampler:
         import fcntl
@@ -117,8 +131,9 @@ class Sampler:
         for fd, _ in self.events:
             fcntl.ioctl(fd, _IOC_DISABLE, 0)
 
-    def instructions(self) -> list[tuple[int, int]]:
-        """(pid, instruction address) of every sample taken."""
+    def instructions(self, drain: bool = False) -> list[tuple[int, int]]:
+        """(pid, instruction address) of every sample taken (since the last drain); with `drain`, the rings
+        are emptied, so that a ring's room (about 2,700 samples) is per call of this rather than in all."""
         found: list[tuple[int, int]] = []
         size = _PAGES * self.page
         for _, ring in self.events:
@@ -134,6 +149,8 @@ class Sampler:
                     ip, pid, _tid = struct.unpack_from("<QII", _wrapped(data, (pos + 8) % size, 16))
                     found.append((pid, ip))
                 pos += length
+            if drain:
+                struct.pack_into("<Q", ring, 1032, head)
         return found
 
     def close(self) -> None:
@@ -251,3 +268,44 @@ def share(
                     theirs += 1
                 break
     return (mine / (mine + theirs) if mine + theirs else None), mine + theirs
+
+
+class Watch:
+    """Whose code a loop's calls ran, sampled from outside while inside `with` (entered around a batch's Run
+    command, referee/timing.py): threads started since the last batch are followed and the rings drained
+    after each batch, a sample every `period_ns` of a thread's run time. `ours` tells the candidate's
+    files; `enough` once `wanted` samples fall in its code or PyTorch's; `wanted_s`: the seconds of calls
+    that takes, judged by `counted`, the fraction of samples that counted when its share was taken."""
+
+    def __init__(
+        self, pids: list[int], period_ns: int, ours: Callable[[str], bool], wanted: int, counted: float
+    ) -> None:
+        self.sampler = Sampler(pids, period_ns)
+        self.ours, self.wanted = ours, wanted
+        self.wanted_s = wanted * period_ns / 1e9 / max(counted, 0.05) * 1.5
+        self.samples: list[tuple[int, int]] = []
+        self.unfollowed = 0  # threads that could not be followed (the events refused): said in the verdict
+
+    def __enter__(self) -> Watch:
+        try:
+            self.sampler.follow()
+        except (Unavailable, OSError):
+            self.unfollowed += 1
+        self.sampler.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sampler.__exit__()
+        self.samples += self.sampler.instructions(drain=True)
+
+    def share(self) -> tuple[float | None, int]:
+        """The share (and its count) over every sample taken (`share`, with the runner's maps as they are
+        now)."""
+        maps = {pid: mappings(pid) for pid in {pid for pid, _ in self.samples}}
+        return share(self.samples, maps, self.ours)
+
+    def enough(self) -> bool:
+        return len(self.samples) >= self.wanted and self.share()[1] >= self.wanted
+
+    def close(self) -> None:
+        self.sampler.close()

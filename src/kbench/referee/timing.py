@@ -39,6 +39,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +53,23 @@ from kbench.sandbox.commands import Call, OutputMeta
 from kbench.types import Status, TimingSettings, TimingStats
 
 _ns = time.perf_counter_ns
+# Under a watch, batches drawn before each timed batch (the runner cannot tell which), one in WATCH_EVERY
+# or as many as the watch's `wanted_s` of calls needs, run sampled beside the timed ones; after the loop,
+# more while fewer than WATCH_MIN ran or the watch has not `enough` (within the loop's budget)
+WATCH_EVERY, WATCH_MIN = 4, 3
+
+
+class Watch(Protocol):
+    """A sampling of whose code a runner's calls ran (referee/perfshare.py `Watch`), entered around a
+    batch's Run command."""
+
+    wanted_s: float  # about how many seconds of calls it needs sampled
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def enough(self) -> bool: ...
 
 
 class Link(Protocol):
@@ -99,10 +117,12 @@ class _Batches:
     """One loop's batches against one runner: fill, command, time, copy, check, keep."""
 
     def __init__(
-        self, link: Link, feed: Feed, mode: str, layout: list[OutputMeta], checker: checks.Checker | None
-    ) -> None:
+        self, link: Link, feed: Feed, mode: str, layout: list[OutputMeta], checker: checks.Checker | None,
+        watch: Watch | None = None,
+    ) -> None:  # fmt: skip
         self.link, self.feed, self.mode, self.layout = link, feed, mode, layout
         self.checker = checker
+        self.watch = watch
         self.copier: Copier | None = None
         self.active_s = 0.0  # the runner's windows: its commands' round trips, from send to answer
         self.calibration: Calibration = getattr(link, "calibration", None) or Calibration()
@@ -113,18 +133,22 @@ class _Batches:
         self.split: dict[str, float] = {}
         self.counted = 0
 
-    def one(self, size: int, first: int, share: float) -> float:
+    def one(self, size: int, first: int, share: float, watched: bool = False) -> float:
         """Run calls first..first+size-1 and check the mutation of their inputs and, with probability
-        `share` each, their outputs; their per-call seconds."""
+        `share` each, their outputs; their per-call seconds. `watched`: under the watch, its time not
+        kept."""
         filled = [self.feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
         outs = self.feed.output_slots(self.layout, size)
         if self.copier is None or len(self.copier.scratch) != size:
             self.copier = Copier(outs, self.feed.device)
         calls, targets = [f.call() for f in filled], [slot.ident for slot in outs]
         self.feed.ready()
-        t0 = _ns()
-        metas = self.link.run(calls, self.mode, [])
-        t1 = _ns()
+        with (
+            self.watch if watched and self.watch is not None else nullcontext()
+        ):  # around the Run's window, not in it
+            t0 = _ns()
+            metas = self.link.run(calls, self.mode, [])
+            t1 = _ns()
         self.link.copy(targets)
         t2 = _ns()
         seen = self.copier.snapshot(outs)
@@ -142,7 +166,8 @@ class _Batches:
         charged += max(0.0, copy_s - cal.copy_s - copier_s)
         charged += max(0.0, snap_s - copier_s - cal.switch_s)
         self.active_s += run_s + copy_s
-        self._account(t0, t1, {"copy_command": copy_s, "snapshot": snap_s, "charged": charged})
+        if not watched:
+            self._account(t0, t1, {"copy_command": copy_s, "snapshot": snap_s, "charged": charged})
         for j, f in enumerate(filled):
             self.feed.check_unchanged(f, f"timed call {first + j}")
         if self.checker is not None:
@@ -230,12 +255,15 @@ def time_runner(
     settings: TimingSettings,
     mode: str = "",
     checker: checks.Checker | None = None,
+    watch: Watch | None = None,
 ) -> Loop:
     """Time the runner's model (`mode`, for the reference's baselines) on fresh inputs; with `checker` (a
     candidate's loop), calls drawn after each batch are compared with the reference. `layout`: one call's
-    outputs (its correctness calls')."""
+    outputs (its correctness calls'). With `watch` (the referee's sampling of whose code the calls ran:
+    referee/perfshare.py `Watch`), batches like the timed ones, drawn in among them (one in WATCH_EVERY,
+    WATCH_MIN at least), run under it; their times are not kept (sampling slows the calls it samples)."""
     with _window(feed.device) as taken:
-        loop = _time(link, feed, layout, settings, mode, checker)
+        loop = _time(link, feed, layout, settings, mode, checker, watch)
     if not taken:  # another process held the timing lock past its wait: something may have run beside
         loop.stats = _with(loop.stats, timing_lock="busy")
     return loop
@@ -249,12 +277,12 @@ def _with(stats: TimingStats, **extra: Any) -> TimingStats:
 
 def _time(
     link: Link, feed: Feed, layout: list[OutputMeta], settings: TimingSettings, mode: str,
-    checker: checks.Checker | None,
+    checker: checks.Checker | None, watch: Watch | None,
 ) -> Loop:  # fmt: skip
     from kbench.referee.gpu_clock import ClockLog, ClockSettled
 
     device = feed.device
-    batches = _Batches(link, feed, mode, layout, checker)
+    batches = _Batches(link, feed, mode, layout, checker, watch)
     batches.one(1, 0, 0.0)  # a first call outside the clock: torch.compile compiles here
     batches.active_s = 0.0
     l2 = L2(device, settings.flush_l2)
@@ -286,15 +314,25 @@ def _time(
     start = _ns()
     stop = "done"
     flagged = None
-    extra = 0
+    extra = watched = 0
     try:
+        odds = _watch_odds(watch, calls, size, estimate)
         for first in range(0, calls, size):
+            if watch is not None and secrets.randbelow(1 << 20) < odds * (1 << 20):
+                l2.flush()
+                batches.one(size, calls + extra, share, watched=True)
+                extra, watched = extra + size, watched + 1
             log.sample((_ns() - start) / 1e9, force=not times)
             l2.flush()
             times.append(batches.one(size, first, share) * 1e3)
             if (_ns() - start) / 1e9 > settings.budget_s and first + size < calls:
                 stop = "budget"
                 break
+        while watch is not None and (watched < WATCH_MIN or not watch.enough()):
+            if (_ns() - start) / 1e9 > settings.budget_s and watched >= WATCH_MIN:
+                break
+            batches.one(size, calls + extra, share, watched=True)
+            extra, watched = extra + size, watched + 1
         while checker is not None and checker.checked < checks.CHECKED:
             # A loop cut short (its budget) or too short checked too few calls: more calls, every one
             # checked, which the runner cannot tell from the timed ones; their times are not kept.
@@ -314,6 +352,7 @@ def _time(
         "stop": stop,
         "wall_s": round(wall, 3),
         "extra_checked_calls": extra,
+        "watched_batches": watched,
         "active_s": round(batches.active_s, 4),
         "copy_ms": round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
         "overhead_ms": round(batches.calibration.overhead_s * 1e3, 4),
@@ -324,6 +363,16 @@ def _time(
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
                             meaningful=not interpreted(), **extras)  # fmt: skip
     return Loop(stats=stats, layout=layout, flagged=flagged)
+
+
+def _watch_odds(watch: Watch | None, calls: int, size: int, per_call_s: float) -> float:
+    """The chance of a watched batch before each timed one: one in WATCH_EVERY, or what the watch's
+    `wanted_s` of calls asks of the loop's batches."""
+    if watch is None:
+        return 0.0
+    batches = max(1, math.ceil(calls / size))
+    wanted = math.ceil(watch.wanted_s / max(size * per_call_s, 1e-9))
+    return min(1.0, max(1 / WATCH_EVERY, wanted / batches))
 
 
 def warmed(times: list[float], elapsed: float, settings: TimingSettings, settled: Any) -> bool:
