@@ -32,7 +32,7 @@ takes each problem's first attempt (sample 0, turn 0); `best_*` its best verdict
 turn (best-of-k). Both divide by the number of problems the run selected; a problem without a verdict
 (its request failed) counts as not correct and not fast. pass@k (and fast_p@k: pass@k where a sample
 passes when it is fast at p) is the unbiased estimator over samples. Every aggregate carries its n: the
-problems or verdicts it counts (`FastP.n`, `GeoMean.n`, `AtK.n`).
+problems or verdicts it counts (`FastP.n`, `GeoMean.n`, `Mean.n`, `AtK.n`).
 """
 
 from __future__ import annotations
@@ -176,12 +176,6 @@ def fast_p(
 ) -> FastP:
     """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
     return _fast_p([judge(v, p, against, rule) for v in verdicts], p, against)
-
-
-def fast_p_curve(
-    verdicts: Sequence[Verdict], ps: Iterable[float], against: str = "eager", rule: FastRule = KBENCH_RULE
-) -> list[FastP]:
-    return [fast_p(verdicts, p, against, rule) for p in ps]
 
 
 def compiled(verdict: Verdict) -> bool:
@@ -343,9 +337,17 @@ def sol_fraction(verdict: Verdict) -> float | None:
     return verdict.sol_ms / verdict.timing.median_ms
 
 
-def mean_sol_fraction(verdicts: Sequence[Verdict]) -> float | None:
-    values = [f for f in map(sol_fraction, verdicts) if f is not None]
-    return sum(values) / len(values) if values else None
+@dataclass(frozen=True)
+class Mean:
+    """An arithmetic mean and the number of values it covers (None with none)."""
+
+    value: float | None
+    n: int
+
+
+def mean_sol_fraction(verdicts: Sequence[Verdict]) -> Mean:
+    values = [f for f in map(sol_fraction, verdicts) if f is not None]  # the verdicts that have one
+    return Mean(sum(values) / len(values) if values else None, len(values))
 
 
 def breakdown(

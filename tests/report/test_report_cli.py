@@ -29,12 +29,14 @@ def test_runs_report_and_export(example: tuple[Store, list[str]], tmp_path: Path
     assert "fast_1" in rep.output and out.read_text().count('class="problems-row"') == len(PROBLEMS)
 
     jl = runner.invoke(app, ["export", "latest", "--store", db, "--format", "jsonl"])
+    assert jl.stderr == ""  # model-b's run is complete: no warning
     rows = [json.loads(line) for line in jl.output.splitlines()]
     assert len(rows) == len(PROBLEMS) and {r["model"] for r in rows} == {MODELS[1]}
     assert rows[0]["verdict"]["status"] and "ModelNew" in rows[0]["candidate_source"]
 
     c = runner.invoke(app, ["export", runs[0], "--store", db, "--format", "csv"])
-    table = list(csv.DictReader(io.StringIO(c.output)))
+    assert c.stderr.startswith("warning: example/model-a: incomplete run: 14 of 15 verdicts")
+    table = list(csv.DictReader(io.StringIO(c.stdout)))
     assert len(table) == len(PROBLEMS)
     ok = [r for r in table if r["status"] == "ok"]
     assert ok and all(float(r["speedup_eager_low"]) <= float(r["speedup_eager"]) for r in ok)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from report_hand import HW, P1, VERDICTS, store_of
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -16,43 +17,6 @@ from kbench.report import Options, load_series, print_summary, render, sections
 from kbench.report import levels as lv
 from kbench.report.state import warnings
 from kbench.store import MessageRecord, RequestRecord, Store, VerdictKey
-from kbench.types import BuildResult, Problem, Status, TimingStats, Verdict
-
-P1, P2 = "kbench:1/1", "kbench:2/1"
-HW = {"gpu": "NVIDIA H200", "torch": "2.13.0", "device": "cuda"}
-
-
-def _t(median: float, mean: float, rse: float = 0.0) -> TimingStats:
-    return TimingStats(median, mean, 0.0, 0.0, median, 100, rse, device="cuda")
-
-
-def _ok(key: str, cand: TimingStats, *base: tuple[str, TimingStats]) -> Verdict:
-    return Verdict(Status.OK, key, "cuda", "full", "fp32", "cuda", timing=cand, baselines=base)
-
-
-# P1 sample 0: median speedup 2.0 (rse 0.1 %: fast at 1, uncertain at 2 under kbench's rule), mean
-#   speedup 2.2 / 2.0 = 1.1 (upstream's: fast at 1, not at 1.5); vs compile 0.5 (median), 0.25 (mean).
-# P1 sample 1: mismatch. P2 sample 0: build error (not compiled). P2 sample 1: median speedup
-#   1.0 / 0.8 = 1.25 (fast at 1), mean speedup 1.0 / 1.25 = 0.8 (not fast at 1); no compile baseline.
-VERDICTS = {
-    (P1, 0): _ok(P1, _t(1.0, 2.0, 0.001), ("eager", _t(2.0, 2.2, 0.001)), ("compile", _t(0.5, 0.5))),
-    (P1, 1): Verdict(Status.MISMATCH, P1, "cuda", "full", "fp32", "cuda", message="seed 0: 3 of 8 differ"),
-    (P2, 0): Verdict(
-        Status.BUILD_ERROR, P2, "cuda", "full", "fp32", "cuda", build=BuildResult(False, "cuda", log="x")
-    ),
-    (P2, 1): _ok(P2, _t(0.8, 1.25), ("eager", _t(1.0, 1.0))),
-}
-
-
-def _store(path: Path, protocol: str = "kbench") -> tuple[Store, str]:
-    store = Store(path)
-    store.put_problems([Problem("kbench", 1, 1, "A", ""), Problem("kbench", 2, 1, "B", "")])
-    config = {"model": "m", "samples": 2, "turns": 1, "protocol": protocol, "seeds": 5, "dtype": "fp32"}
-    run = store.start_run(config, HW, f"hand-{protocol}")
-    store.put_run_problems(run, [P1, P2])
-    for (key, sample), v in VERDICTS.items():
-        store.record(run, VerdictKey(key, sample, 0, "cuda", "m"), v, "class ModelNew: ...")
-    return store, run
 
 
 def _sections(store: Store, run: str, options: Options | None = None) -> dict[str, dict[str, str]]:
@@ -63,7 +27,7 @@ def _sections(store: Store, run: str, options: Options | None = None) -> dict[st
 
 
 def test_first_attempt_and_best_of_k_under_both_rules(tmp_path: Path) -> None:
-    store, run = _store(tmp_path / "k.db")
+    store, run = store_of(tmp_path / "k.db")
     found = _sections(store, run)
     first_kb = found["first attempt per problem (s0 t0), as upstream KernelBench counts · kbench rules"]
     first_up = found["first attempt per problem (s0 t0), as upstream KernelBench counts · kernelbench rules"]
@@ -101,7 +65,7 @@ def test_first_attempt_and_best_of_k_under_both_rules(tmp_path: Path) -> None:
 
 
 def test_a_kernelbench_run_is_judged_by_its_own_protocol(tmp_path: Path) -> None:
-    store, run = _store(tmp_path / "k.db", "kernelbench")
+    store, run = store_of(tmp_path / "k.db", "kernelbench")
     [s] = load_series(store, [run])
     assert s.judged == "kernelbench: fp32 allclose(atol=rtol=0.01), 5 seeds + 1 secret seed"
     only = Options(protocols=(PROTOCOLS["kernelbench"],), ks=(2,))
@@ -119,7 +83,7 @@ def test_a_kernelbench_run_is_judged_by_its_own_protocol(tmp_path: Path) -> None
 
 
 def test_per_level_tables_are_shaped_like_upstreams(tmp_path: Path) -> None:
-    store, run = _store(tmp_path / "k.db")
+    store, run = store_of(tmp_path / "k.db")
     [s] = load_series(store, [run])
     assert lv.header((0.0, 1.0, 2.0))[-3:] == ["fast_0", "fast_1", "fast_2"]
     rows = {(r[0], r[1], r[2]): r[3:] for r in lv.rows(s, PROTOCOLS["kbench"], (0.0, 1.0, 2.0))}
@@ -167,8 +131,8 @@ def test_a_run_whose_requests_all_failed_warns_until_a_resume_completes_it(tmp_p
     assert line == (
         "m: incomplete run: 0 of 1 verdicts (1 problem x 1 sample x 1 turn); 1 LLM requests failed and "
         "were not answered since (HTTP 500 server error ×1); the numbers count every missing one as not "
-        "correct; continue it with `kbench run --resume failed`"
-    )
+        f"correct; continue it with `kbench run --resume failed --store {store.path}`"
+    )  # the store is not the default one: the hint names it
     page = render(load_series(store, [run]))
     assert '<ul class="warnings"><li>warning: m: incomplete run: 0 of 1 verdicts' in page
     console = Console(record=True, width=300)
@@ -184,7 +148,7 @@ def test_a_run_whose_requests_all_failed_warns_until_a_resume_completes_it(tmp_p
 
 
 def test_comparisons_over_different_problems_or_protocols_warn(tmp_path: Path) -> None:
-    store, a = _store(tmp_path / "k.db")
+    store, a = store_of(tmp_path / "k.db")
     b = store.start_run({"model": "m", "samples": 1, "protocol": "kernelbench"}, HW, "other")
     store.put_run_problems(b, [P1])
     store.record(b, VerdictKey(P1, 0, 0, "cuda", "m"), VERDICTS[(P1, 0)], "")
@@ -200,7 +164,7 @@ def test_comparisons_over_different_problems_or_protocols_warn(tmp_path: Path) -
 
 
 def test_the_page_shows_what_each_turn_told_the_model(tmp_path: Path) -> None:
-    store, run = _store(tmp_path / "k.db")
+    store, run = store_of(tmp_path / "k.db")
     store.record_message(run, MessageRecord(P1, 1, 0, "system", "You write <fast> kernels."))
     store.record_message(run, MessageRecord(P1, 1, 0, "user", "Write ModelNew for problem A."))
     page = render(load_series(store, [run]))
@@ -214,7 +178,7 @@ def test_the_page_shows_what_each_turn_told_the_model(tmp_path: Path) -> None:
 
 
 def test_report_command_takes_protocols_thresholds_and_k(tmp_path: Path) -> None:
-    store, run = _store(tmp_path / "k.db")
+    store, run = store_of(tmp_path / "k.db")
     args = [
         "report",
         run,
@@ -246,6 +210,6 @@ def test_report_command_takes_protocols_thresholds_and_k(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("k", ["0", "1,-2"])
 def test_k_must_be_positive(tmp_path: Path, k: str) -> None:
-    store, run = _store(tmp_path / "k.db")
+    store, run = store_of(tmp_path / "k.db")
     bad = CliRunner().invoke(app, ["report", run, "--store", str(store.path), "--no-html", "--k", k])
     assert bad.exit_code != 0 and "--k" in str(bad.exception)

@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kbench import metrics as m
 from kbench.cli import app
-from kbench.report.upstream import choose, pass_at_k_results
+from kbench.report.upstream import choose, pass_at_k_results, upstream_pass_at_k
 from kbench.store import Store, VerdictKey
 from kbench.types import BuildResult, Correctness, Problem, Status, TimingStats, Verdict
 
@@ -210,27 +211,53 @@ def test_baselines_and_the_analysis_upstream_would_compute(run: tuple[Store, str
     ]
 
 
-def test_pass_at_k_results(run: tuple[Store, str], tmp_path: Path) -> None:
-    """Level 1 by hand: ReLU 2 samples, 1 correct: pass@1 0.5, pass@2 1.0; GELU the same (its sample 0
-    did not compile). avg_pass@1 = 0.5, avg_pass@2 = 1.0."""
+def test_pass_at_k_results_with_unequal_sample_counts(run: tuple[Store, str], tmp_path: Path) -> None:
+    """As upstream's calculate_pass_at_k (scripts/eval_from_generations.py) does it: a problem of n samples
+    stores pass@min(k, n) for each k, and avg_pass@k sums the problems storing pass@k over every problem.
+    By hand, level 1 with --k 1,2,3: ReLU 2 samples, 1 correct: pass@1 = 1/2, pass@2 = 1 (k = 3 lowered to
+    2); GELU the same (its sample 0 did not compile); Softmax 1 sample, correct: pass@1 = 1 (k = 2, 3
+    lowered to 1). avg_pass@1 = (1/2 + 1/2 + 1) / 3, avg_pass@2 = (1 + 1 + 0) / 3, avg_pass@3 = 0 / 3.
+    Level 2: Conv2D's one sample of the 2 the run asked for, correct: pass@1 = 1, avg_pass@2 = 0 / 1."""
     store, run_id = run
+    store.put_problems([Problem(SOURCE, 1, 23, "Softmax", "")])
+    softmax = f"{SOURCE}:1/23"
+    store.record(
+        run_id, VerdictKey(softmax, 0, 0, "cuda", "m"), _v(softmax, Status.OK, _t(0.1, 0.1), 0.2), ""
+    )
     _export(store, run_id, tmp_path / "out", "--k", "1,2,3")
     data = json.loads((tmp_path / "out" / "level1" / "pass_at_k_results.json").read_text())
     assert list(data) == ["averages", "metadata", "problems"]
-    assert data["averages"] == {"avg_pass@1": 0.5, "avg_pass@2": 1.0}  # no problem has 3 samples
+    assert data["averages"] == {"avg_pass@1": pytest.approx(2 / 3), "avg_pass@2": pytest.approx(2 / 3),
+                                "avg_pass@3": 0.0}  # fmt: skip
     assert data["problems"]["19"] == {"total_samples": 2, "correct_samples": 1, "pass@1": 0.5, "pass@2": 1.0}
-    assert data["metadata"] == {"total_problems": 2, "problems_with_samples": 2, "total_evaluated_samples": 4,
-                                "total_correct_samples": 2, "pass@1_count": 2, "pass@2_count": 2, "pass@3_count": 0}  # fmt: skip
-    assert not (
-        tmp_path / "out" / "level2" / "pass_at_k_results.json"
-    ).exists()  # one sample: upstream writes none
-    assert (
-        pass_at_k_results(
-            {"1": [{"correctness": True, "compiled": True}] * 3 + [{"correctness": False, "compiled": True}]},
-            [2],
-        )["problems"]["1"]["pass@2"]
-        == 1.0
+    assert data["problems"]["23"] == {"total_samples": 1, "correct_samples": 1, "pass@1": 1.0}
+    assert data["metadata"] == {"total_problems": 3, "problems_with_samples": 3, "total_evaluated_samples": 5,
+                                "total_correct_samples": 3, "pass@1_count": 3, "pass@2_count": 2, "pass@3_count": 0}  # fmt: skip
+    level2 = json.loads((tmp_path / "out" / "level2" / "pass_at_k_results.json").read_text())
+    assert level2["averages"] == {"avg_pass@1": 1.0, "avg_pass@2": 0.0, "avg_pass@3": 0.0}
+    assert level2["problems"] == {"1": {"total_samples": 1, "correct_samples": 1, "pass@1": 1.0}}
+
+
+def test_pass_at_k_averages_divide_by_every_problem() -> None:
+    """The audit's case, by hand: p1 2 samples, 1 correct; p2 1 sample, correct; k = 1, 2. pass@1 of p1 is
+    1/2, pass@2 of p1 is 1; p2 stores only pass@1 = 1. avg_pass@1 = (1/2 + 1) / 2, avg_pass@2 = 1 / 2."""
+    ok, bad = {"correctness": True, "compiled": True}, {"correctness": False, "compiled": True}
+    data = pass_at_k_results({"1": [ok, bad], "2": [ok]}, [1, 2])
+    assert data["averages"] == {"avg_pass@1": 0.75, "avg_pass@2": 0.5}
+    assert data["problems"]["2"] == {"total_samples": 1, "correct_samples": 1, "pass@1": 1.0}
+    assert (data["metadata"]["pass@1_count"], data["metadata"]["pass@2_count"]) == (2, 1)
+    assert pass_at_k_results({"1": [ok] * 3 + [bad]}, [2])["problems"]["1"]["pass@2"] == 1.0
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(10, 3, 2), (7, 2, 3), (50, 17, 5), (4, 0, 2), (3, 3, 1)])
+def test_pass_at_k_floats_are_upstreams_product(n: int, c: int, k: int) -> None:
+    """Upstream's calc_pass_at_k takes 1 - prod(1 - k / i) over i = n-c+1 .. n with numpy, whose float can
+    differ in the last bit from 1 - C(n-c, k) / C(n, k); the file holds upstream's float."""
+    np = pytest.importorskip("numpy")
+    assert upstream_pass_at_k(n, c, k) == (
+        1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
     )
+    assert upstream_pass_at_k(n, c, k) == pytest.approx(m.pass_at_k(n, c, k))
 
 
 def test_the_last_turn_can_stand_for_a_sample(run: tuple[Store, str], tmp_path: Path) -> None:

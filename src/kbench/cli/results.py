@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
-from kbench.cli.app import Format, app, console, print_json
+from kbench.cli.app import Format, app, console, err_console, print_json
 from kbench.errors import ConfigError
 from kbench.store import RunInfo, Store
 
@@ -167,6 +168,7 @@ def export_cmd(
     if write is None:
         _export_kernelbench(store, run_id, out, _turn(turn), parse_ks(ks) or ())
         return
+    _warn(store, run_id)
     ctx = Context.of(store, run_id)
     text = write(store.records(run_id), ctx)
     if out is None:
@@ -176,6 +178,16 @@ def export_cmd(
         console.print(f"wrote {out}")
 
 
+def _warn(store: Store, run_id: str) -> None:
+    """The report's warnings about the run (incomplete, models not alike), on stderr: an export of an
+    incomplete run holds only the verdicts there are, and its file must stay clean."""
+    from kbench.report import load_series
+    from kbench.report.state import warnings
+
+    for line in warnings(load_series(store, [run_id])):
+        err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
 def _export_kernelbench(
     store: Store, run_id: str, out: Path | None, turn: int | None, ks: Sequence[int]
 ) -> None:
@@ -183,6 +195,7 @@ def _export_kernelbench(
 
     if out is None:
         raise ConfigError("--format kernelbench writes several files: name their folder with --out")
+    _warn(store, run_id)
     written = export(store, run_id, out, turn, ks)
     console.print(
         f"wrote {len(written)} files under {out} (and each sample's kernel beside its eval_results.json)"

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kbench import metrics as m
-from kbench.config import NOISE_FLOOR
+from kbench.config import NOISE_FLOOR, RunConfig
 from kbench.errors import ConfigError
 from kbench.protocols import DEFAULT, PROTOCOLS, Protocol, get_protocol, parse_protocols
 from kbench.store import MessageRecord, ProblemMeta, RequestRecord, RunInfo, Store, StoredVerdict
@@ -85,6 +86,7 @@ class Series:
     floor: float = NOISE_FLOOR  # the run's noise floor (metrics.py)
     levels: tuple[tuple[str, int], ...] = ()  # problem -> level, for every selected problem
     messages: tuple[MessageRecord, ...] = ()  # what the run told this model, per turn
+    store: Path | None = None  # the results database it was read from, unless it is the default one
 
     @property
     def protocol(self) -> Protocol:
@@ -165,6 +167,12 @@ def _record(s: StoredVerdict, meta: ProblemMeta | None) -> m.Record:
     return m.Record(k.problem_key, s.verdict, k.model, k.sample, k.turn, _level(meta, k.problem_key), tags)
 
 
+def _named_store(store: Store) -> Path | None:
+    """The store's path where a command must name it (`--store`): None for the configured default."""
+    default = RunConfig.model_fields["store"].default
+    return None if store.path.resolve() == Path(default).resolve() else store.path
+
+
 def _floor(info: RunInfo) -> float:
     value = info.config.get("noise_floor")
     return float(value) if isinstance(value, int | float) else NOISE_FLOOR
@@ -199,7 +207,7 @@ def load_series(
             levels = tuple((k, _level(problems.get(k), k)) for k in keys)
             out.append(
                 Series(label or run_id, info, model, tuple(rows), tuple(keys), requests if asked else (),
-                       used, levels, messages if asked else ())
+                       used, levels, messages if asked else (), _named_store(store))
             )  # fmt: skip
     return out
 

@@ -8,12 +8,18 @@ from datetime import UTC, datetime
 from html import escape
 
 from kbench import metrics as m
-from kbench.report import levels, svg
+from kbench.report import at_k, levels, svg
 from kbench.report.data import MODES, MessageKey, Options, Row, Series, fmt_fast, fmt_speedup
 from kbench.report.state import warnings
-from kbench.report.summary import TURN_HEADER, rules, sections, turn_rows
+from kbench.report.summary import TURN_HEADER, ks_of, rules, sections, turn_rows
 from kbench.store import MessageRecord
+from kbench.store.export import message
 from kbench.version import VERSION
+
+# The per-problem table and the speedup histogram divide kbench's statistic whatever protocols the report
+# applies (the per-level tables follow each protocol's own); every such number is labelled with it.
+STATISTIC = m.KBENCH_RULE.statistic
+SPEEDUPS = f"speedups: {STATISTIC}s (kbench)"
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1400px;color:#222;padding:0 16px}
@@ -83,6 +89,22 @@ def _levels(series: Sequence[Series], options: Options) -> str:
     return "".join(parts)
 
 
+def _at_k(series: Sequence[Series], options: Options) -> str:
+    """pass@k and fast_p@k per level, one table per series and protocol (report/at_k.py)."""
+    parts = [
+        "<h2 id='at-k'>pass@k and fast_p@k</h2><p class='note'>over samples (the unbiased estimator; a "
+        "sample passes when one of its turns does), per level, at every threshold p, against eager and "
+        "torch.compile; averaged over the problems with at least k samples (the problems column)</p>"
+    ]
+    for s in series:
+        for protocol in options.protocols:
+            found = at_k.rows(s, protocol, options.thresholds, ks_of(s, options))
+            header = [escape(h) for h in at_k.header(options.thresholds)]
+            table = _table("at-k", header, [[escape(c) for c in row] for row in found])
+            parts.append(f"<h3>{escape(at_k.title(s, protocol))}</h3>" + table)
+    return "".join(parts)
+
+
 def _turns(series: Sequence[Series], options: Options) -> str:
     """Per turn, one table per series (every sample of the turn)."""
     parts = []
@@ -97,10 +119,9 @@ def _fast_p_chart(series: Sequence[Series], options: Options, p_max: float = 3.0
     lines = []
     for i, s in enumerate(series):
         for mode, dashed in zip(MODES, (False, True), strict=True):
-            curve = m.fast_p_curve(s.verdicts, ps, mode, s.rule(options.protocols[0]))
-            lines.append(
-                svg.Line(f"{s.label} vs {mode}", [(f.p, f.rate) for f in curve], svg.color(i), dashed)
-            )
+            curve = [m.fast_p(s.verdicts, p, mode, s.rule(options.protocols[0])) for p in ps]
+            label = f"{s.label} vs {mode} (n = {len(s.verdicts)})"
+            lines.append(svg.Line(label, [(f.p, f.rate) for f in curve], svg.color(i), dashed))
     return svg.line_chart("fast_p over p", lines, p_max, "speedup threshold p", "fast_p")
 
 
@@ -123,11 +144,13 @@ def _histogram(series: Sequence[Series], mode: str = "eager") -> str:
     for i, s in enumerate(series):
         counts = [0] * (len(EDGES) + 1)
         for v in s.verdicts:
-            sp = m.speedup(v, mode)
+            sp = m.speedup(v, mode, STATISTIC)
             if sp is not None:
                 counts[_bin(sp.value)] += 1
-        groups.append((s.label, counts, svg.color(i)))
-    return svg.histogram(f"speedup vs {mode}", _bin_names(), groups, f"speedup vs {mode} (correct, timed)")
+        label = f"{s.label} (n = {sum(counts)} timed of {len(s.verdicts)})"
+        groups.append((label, counts, svg.color(i)))
+    title = f"speedup vs {mode} ({STATISTIC}s, kbench)"
+    return svg.histogram(title, _bin_names(), groups, f"{title}: correct, timed verdicts")
 
 
 def _group_table(
@@ -174,7 +197,8 @@ def _problem_cells(r: Row | None) -> list[str]:
     v = r.stored.verdict
     frac = m.sol_fraction(v)
     sol = "–" if frac is None else f'<span class="{"bad" if frac > 1 else ""}">{frac:.0%}</span>'
-    return [_status_cell(r), fmt_speedup(m.speedup(v, "eager")), fmt_speedup(m.speedup(v, "compile")), sol]
+    speedups = [fmt_speedup(m.speedup(v, mode, STATISTIC)) for mode in MODES]
+    return [_status_cell(r), *speedups, sol]
 
 
 def _problems(series: Sequence[Series], names: dict[str, str]) -> str:
@@ -191,7 +215,8 @@ def _problems(series: Sequence[Series], names: dict[str, str]) -> str:
     header = ["problem", "sample/turn", "tags"]
     for s in series:
         lab = escape(s.label)
-        header += [f"{lab}: status", "speedup vs eager [95 % CI]", "vs compile [95 % CI]", "SOL fraction"]
+        header += [f"{lab}: status", f"speedup vs eager ({STATISTIC}s) [95 % CI]",
+                   f"vs compile ({STATISTIC}s) [95 % CI]", "SOL fraction"]  # fmt: skip
     return _table("problems", header, rows)
 
 
@@ -214,7 +239,8 @@ def _details(r: Row, told: dict[MessageKey, list[MessageRecord]]) -> str:
     s, v = r.stored, r.stored.verdict
     k = s.key
     facts = [
-        f"<b>{escape(v.status.value)}</b>{' · rule ' + escape(v.rule) if v.rule else ''} · {escape(v.message)}",
+        f"<b>{escape(v.status.value)}</b>{' · rule ' + escape(v.rule) if v.rule else ''} · "
+        + escape(message(v)).replace("\n", "<br>"),
         f"model {escape(k.model)} · sample {k.sample} · turn {k.turn} · backend {escape(k.backend)} · "
         f"preset {escape(v.preset)} · {escape(v.dtype)} on {escape(v.device)} · {v.seconds:.1f} s",
     ]
@@ -231,14 +257,52 @@ def _details(r: Row, told: dict[MessageKey, list[MessageRecord]]) -> str:
     blocks = [("mismatch report", v.correctness.report if v.correctness else ""), ("log tail", v.log_tail)]
     blocks += _told(told.get((k.problem_key, k.sample, k.turn), []))
     blocks += [("candidate source", s.candidate_source), ("completion", s.completion_text)]
-    pres = "".join(
-        f"<details{' open' if name == 'candidate source' else ''}><summary>{name}</summary>"
+    title = f"{escape(k.problem_key)} · {escape(k.model)} · s{k.sample} t{k.turn}"
+    return (
+        f'<section class="verdict" id="{r.anchor}"><h3>{title}</h3><p>{"<br>".join(facts)}</p>'
+        f"{_blocks(blocks)}</section>"
+    )
+
+
+def _blocks(blocks: Sequence[tuple[str, str]]) -> str:
+    """Collapsed <pre> blocks (the candidate source open), empty ones left out."""
+    return "".join(
+        f"<details{' open' if name == 'candidate source' else ''}><summary>{escape(name)}</summary>"
         f"<pre>{escape(text)}</pre></details>"
         for name, text in blocks
         if text
     )
-    title = f"{escape(k.problem_key)} · {escape(k.model)} · s{k.sample} t{k.turn}"
-    return f'<section class="verdict" id="{r.anchor}"><h3>{title}</h3><p>{"<br>".join(facts)}</p>{pres}</section>'
+
+
+def _unjudged(s: Series) -> str:
+    """A section per turn that the run told the model something at but holds no verdict of (its request
+    failed, or the run stopped first), with what it told and why there is no verdict."""
+    judged = {(r.record.problem_key, r.record.sample, r.record.turn) for r in s.rows}
+    answered = {(q.problem_key, q.sample, q.turn) for q in s.requests if not q.error}
+    failed = {(q.problem_key, q.sample, q.turn): q.error for q in s.requests if q.error}
+    told = s.told()
+    parts = []
+    for key in sorted(set(told) - judged, key=lambda k: _natural((*k, ""))):
+        problem, sample, turn = key
+        why = "no verdict stored"
+        if key in failed and key not in answered:
+            why = f"no verdict: the LLM request failed ({failed[key]})"
+        title = f"{escape(problem)} · {escape(s.model)} · s{sample} t{turn} · no verdict"
+        parts.append(
+            f'<section class="verdict unjudged"><h3>{title}</h3><p>{escape(why)}</p>'
+            f"{_blocks(_told(told[key]))}</section>"
+        )
+    return "".join(parts)
+
+
+def _verdicts(series: Sequence[Series]) -> str:
+    """Every verdict's details, then the turns without a verdict, each with what it told the model."""
+    return (
+        "<h2 id='details'>Verdict details</h2><p class='note'>each verdict with what its turn told the "
+        "model; then the turns the model was told something at but that have no verdict</p>"
+        + "".join(_details(r, told) for s, told in ((s, s.told()) for s in series) for r in s.rows)
+        + "".join(_unjudged(s) for s in series)
+    )
 
 
 def render(
@@ -260,10 +324,12 @@ def render(
         "<h2 id='levels'>Per level</h2><p class='note'>as upstream KernelBench's analysis counts: compiled, "
         "correct, the geometric-mean speedup of the correct ones and fast_p per threshold, first attempt "
         "and best of k</p>" + _levels(series, options),
+        _at_k(series, options),
         f"<h2 id='fast-p'>fast_p over p</h2><p class='note'>all verdicts pooled, {escape(first)} rules; "
-        "solid: vs eager; dashed: vs torch.compile</p>",
+        "solid: vs eager; dashed: vs torch.compile; n: the verdicts of each line</p>",
         _fast_p_chart(series, options),
-        "<h2 id='distribution'>Speedup distribution</h2>" + _histogram(series),
+        f"<h2 id='distribution'>Speedup distribution</h2><p class='note'>{escape(SPEEDUPS)}, whatever "
+        "the protocol; n: the correct, timed verdicts of each series</p>" + _histogram(series),
         f"<h2 id='tags'>Per fusion pattern</h2><p class='note'>all verdicts, {escape(first)} rules</p>"
         + _group_table("tags", series, m.by_tag, options),
     ]
@@ -271,11 +337,12 @@ def render(
         parts.append(
             f"<h2 id='turns'>Per turn</h2><p class='note'>{escape(first)} rules</p>" + _turns(series, options)
         )
-    parts.append("<h2 id='problems'>Per problem</h2>" + _problems(series, names))
     parts.append(
-        "<h2 id='details'>Verdict details</h2>"
-        + "".join(_details(r, told) for s, told in ((s, s.told()) for s in series) for r in s.rows)
+        f"<h2 id='problems'>Per problem</h2><p class='note'>{escape(SPEEDUPS)}, whatever the protocol, "
+        "with their 95 % interval; the per-level tables give each protocol's own</p>"
+        + _problems(series, names)
     )
+    parts.append(_verdicts(series))
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -25,13 +25,13 @@ def header(thresholds: Sequence[float]) -> list[str]:
     ]  # fmt: skip
 
 
-def _groups(s: Series) -> list[tuple[str, list[str]]]:
+def groups(s: Series) -> list[tuple[str, list[str]]]:
     """(name, selected problems) per level, then every level together when there are several."""
     by: dict[int, list[str]] = {}
     for key in s.problems:
         by.setdefault(s.level_of(key), []).append(key)
-    groups = [(f"level {level}", by[level]) for level in sorted(by)]
-    return groups + ([("all", list(s.problems))] if len(groups) > 1 else [])
+    per_level = [(f"level {level}", by[level]) for level in sorted(by)]
+    return per_level + ([("all", list(s.problems))] if len(per_level) > 1 else [])
 
 
 def _attempts(records: Sequence[m.Record], attempt: str) -> dict[str, list[m.Verdict]]:
@@ -48,7 +48,7 @@ def _counts(keys: Sequence[str], chosen: dict[str, list[m.Verdict]], ok: Callabl
 def rows(s: Series, protocol: Protocol, thresholds: Sequence[float]) -> list[list[str]]:
     """One row per level x attempt (first, best of k) x baseline mode."""
     rule, out = s.rule(protocol), []
-    for name, keys in _groups(s):
+    for name, keys in groups(s):
         records = [r for r in s.records if r.problem_key in set(keys)]
         for attempt in ATTEMPTS:
             chosen = _attempts(records, attempt)

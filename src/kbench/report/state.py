@@ -5,6 +5,7 @@ like results unless the report says so."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 from kbench.report.data import Series
@@ -28,7 +29,8 @@ def incomplete(s: Series) -> list[str]:
     if failed.failed:
         kinds = ", ".join(f"{k} ×{n}" for k, n in failed.failures)
         why = f"; {failed.failed} LLM requests failed and were not answered since ({kinds})"
-    resume = f"; continue it with `kbench run --resume {s.run.run_id}`"
+    store = f" --store {shlex.quote(str(s.store))}" if s.store is not None else ""
+    resume = f"; continue it with `kbench run --resume {s.run.run_id}{store}`"
     expected = s.expected
     if expected is not None and len(s.rows) < expected:
         size = f"{_n(len(s.problems), 'problem')} x {_n(s.samples, 'sample')} x {_n(s.turns, 'turn')}"

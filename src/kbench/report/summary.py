@@ -149,7 +149,10 @@ def _pooled(s: Series, options: Options) -> Rows:
     if checked:  # --hidden-shapes: correct at unseen sizes too
         rows.append(("generalizes (hidden sizes)", count(general, checked)))
     sol = m.mean_sol_fraction(vs)
-    return rows + ([("mean fraction of speed-of-light", f"{sol:.0%}")] if sol is not None else [])
+    if sol.value is None:
+        return rows
+    noun = "verdict" if sol.n == 1 else "verdicts"
+    return [*rows, ("mean fraction of speed-of-light", f"{sol.value:.0%} over {sol.n} {noun}")]
 
 
 def _requests(s: Series) -> Rows:

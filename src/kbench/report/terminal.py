@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench import metrics as m
-from kbench.report import levels
+from kbench.report import at_k, levels
 from kbench.report.data import Options, Series, fmt_fast
 from kbench.report.state import warnings
-from kbench.report.summary import TURN_HEADER, rules, sections, turn_rows
+from kbench.report.summary import TURN_HEADER, ks_of, rules, sections, turn_rows
 
 
 def headline_table(series: Sequence[Series], options: Options) -> Table:
@@ -36,6 +36,16 @@ def level_table(s: Series, options: Options, index: int) -> Table:
     for i, name in enumerate(levels.header(options.thresholds)):
         table.add_column(name, justify="left" if i < 3 else "right")
     for row in levels.rows(s, protocol, options.thresholds):
+        table.add_row(*row)
+    return table
+
+
+def at_k_table(s: Series, options: Options, index: int) -> Table:
+    protocol = options.protocols[index]
+    table = Table(title=at_k.title(s, protocol))
+    for i, name in enumerate(at_k.header(options.thresholds)):
+        table.add_column(name, justify="left" if i < 3 else "right")
+    for row in at_k.rows(s, protocol, options.thresholds, ks_of(s, options)):
         table.add_row(*row)
     return table
 
@@ -84,6 +94,8 @@ def print_summary(series: Sequence[Series], console: Console, options: Options |
     for s in series:
         for i in range(len(options.protocols)):
             console.print(level_table(s, options, i))
+        for i in range(len(options.protocols)):
+            console.print(at_k_table(s, options, i))
         if s.turns > 1:
             console.print(turn_table(s, options))
     console.print(tag_table(series, options))

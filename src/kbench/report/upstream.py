@@ -7,7 +7,8 @@
                                       scripts/benchmark_eval_analysis.py reads (the sample_id 0 entry of
                                       each problem: compiled, correctness, runtime)
     level{L}/pass_at_k_results.json   {"averages": {"avg_pass@k"}, "metadata": {...}, "problems": {...}}
-                                      (eval_from_generations.py's calculate_pass_at_k), with several samples
+                                      (eval_from_generations.py's calculate_pass_at_k) when the run
+                                      asked for several samples per problem
     level{L}/level_{L}_problem_{P}_sample_{S}_kernel.py   each sample's candidate, named as upstream's
                                       eval_from_generations.py looks kernels up
 
@@ -24,6 +25,7 @@ Which turn stands for a sample: turn 0 by default (upstream asks once per sample
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,19 +105,32 @@ def eval_results(chosen: Chosen, numbers: Mapping[str, int], hardware: str, prot
     }
 
 
+def upstream_pass_at_k(n: int, c: int, k: int) -> float:
+    """pass@k as upstream's calc_pass_at_k computes it: 1 - prod(1 - k / i) over i = n-c+1 .. n. The
+    product, not metrics.pass_at_k's binomials, because the two round differently: of the 1,353,400 cases
+    n <= 200, c <= n, k <= n - c, the binomials' float differs from numpy's product in 78,488, this one in
+    none."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
 def pass_at_k_results(results: Mapping[str, list[dict[str, Any]]], ks: Sequence[int]) -> dict[str, Any]:
-    """Upstream's pass_at_k_results.json from an eval_results mapping: a sample passes when it compiled
-    and is correct; pass@k is the unbiased estimator, left out for a problem with fewer than k samples
-    (upstream then takes k = its samples), and averaged over the problems that have it."""
+    """Upstream's pass_at_k_results.json (eval_from_generations.py's calculate_pass_at_k) from an
+    eval_results mapping, for the k's in `ks` in their order. A sample passes when it compiled and is
+    correct. A problem of n samples stores pass@min(k, n) for each k (upstream lowers a k above n to n),
+    and avg_pass@k sums the problems that store pass@k and divides by every problem, so a problem with
+    fewer than k samples counts 0 there; `pass@k_count` says how many store it."""
     problems: dict[str, dict[str, Any]] = {}
     for pid, entries in results.items():
         n, c = len(entries), sum(bool(e["correctness"] and e["compiled"]) for e in entries)
         problems[pid] = {"total_samples": n, "correct_samples": c}
-        problems[pid] |= {f"pass@{k}": m.pass_at_k(n, c, k) for k in ks if k <= n}
+        problems[pid] |= {f"pass@{min(k, n)}": upstream_pass_at_k(n, c, min(k, n)) for k in ks}
     having = {k: [p[f"pass@{k}"] for p in problems.values() if f"pass@{k}" in p] for k in ks}
-    averages = {f"avg_pass@{k}": sum(v) / len(v) for k, v in having.items() if v}
+    total = len(problems)
+    averages = {f"avg_pass@{k}": sum(v) / total for k, v in having.items()} if total else {}
     metadata: dict[str, Any] = {
-        "total_problems": len(problems),
+        "total_problems": total,
         "problems_with_samples": sum(p["total_samples"] > 0 for p in problems.values()),
         "total_evaluated_samples": sum(p["total_samples"] for p in problems.values()),
         "total_correct_samples": sum(p["correct_samples"] for p in problems.values()),
@@ -140,9 +155,9 @@ def baseline_files(
     return out
 
 
-def _write(path: Path, data: Any) -> Path:
+def _write(path: Path, data: Any, indent: int = 4) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=4) + "\n")
+    path.write_text(json.dumps(data, indent=indent) + "\n")
     return path
 
 
@@ -154,6 +169,8 @@ def export(
     chosen = choose(store.records(run_id), turn)
     hardware = str(info.hardware.get("gpu") or "cpu")
     protocol = str(info.config.get("protocol") or "kbench")
+    configured = info.config.get("samples")
+    asked = configured if isinstance(configured, int) else 0
     written = []
     for level in sorted({meta[k].level for k in chosen if k in meta}):
         numbers = {k: meta[k].number for k in chosen if k in meta and meta[k].level == level}
@@ -161,9 +178,10 @@ def export(
         folder = out_dir / f"level{level}"
         written.append(_write(folder / "eval_results.json", results))
         samples = max((len(e) for e in results.values()), default=0)
-        if samples > 1:
-            at = sorted(set(ks) or {1, samples})
-            written.append(_write(folder / "pass_at_k_results.json", pass_at_k_results(results, at)))
+        if max(asked, samples) > 1:  # upstream writes the file when its run asked for several samples
+            at = sorted(set(ks) or {1, max(asked, samples)})
+            data = pass_at_k_results(results, at)
+            written.append(_write(folder / "pass_at_k_results.json", data, indent=2))
         for key, number in numbers.items():
             for sample, s in chosen[key].items():
                 if s.candidate_source:

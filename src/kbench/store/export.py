@@ -3,8 +3,9 @@
 A CSV row carries what a spreadsheet needs to redo the report's numbers: the problem's level and tags,
 the run's protocol and noise floor, speedups on medians (kbench's) and on means (upstream KernelBench's)
 with the median's 95 % interval, and each verdict's class at p = 1 under both protocols' fast_p rules
-(fast, uncertain, slow, untimed, incorrect: metrics.py). Messages are cut to whole lines and carry no
-host paths: a build error's message is its first compiler errors in the candidate's own files.
+(fast, uncertain, slow, untimed, incorrect: metrics.py). Messages, in both formats and in the HTML report,
+are cut to whole lines and carry no host paths: a build error's message is its first compiler errors in
+the candidate's own files.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def message(v: Verdict) -> str:
 
 
 def full_row(s: StoredVerdict) -> dict[str, Any]:
+    """Everything stored of a verdict, its message cleaned as `message` cleans it (the log tail and the
+    build log keep the raw text)."""
     k = s.key
     return {
         "run_id": s.run_id,
@@ -77,7 +80,7 @@ def full_row(s: StoredVerdict) -> dict[str, Any]:
         "backend": k.backend,
         "model": k.model,
         "created_at": s.created_at,
-        "verdict": to_dict(s.verdict),
+        "verdict": to_dict(s.verdict) | {"message": message(s.verdict)},
         "candidate_source": s.candidate_source,
         "completion_text": s.completion_text,
     }
