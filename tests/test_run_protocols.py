@@ -27,6 +27,7 @@ from modelanswers import GOOD_LINE, answer, task, turn
 from typer.testing import CliRunner, Result
 
 from kbench.cli import app
+from kbench.errors import ConfigError
 from kbench.store import Store, StoredVerdict
 from kbench.types import Status
 
@@ -216,46 +217,46 @@ def _check_upstream_export(
     assert passk["averages"] == {"avg_pass@1": 0.5, "avg_pass@2": 1.0}  # one of two turn-0 samples each
 
 
-def test_file_problems_run_and_resume_from_another_folder(
+def test_file_problems_with_one_number_run_and_resume_after_a_move(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two upstream-format files named alike in two folders, without a `small` preset, on the CPU: each
-    keeps its own generations files, the run notes the missing preset, and a stopped run resumes from
-    another working folder."""
+    """Two upstream-format files with one KernelBench number in two folders, without a `small` preset, on
+    the CPU: both share a run, each keeps its own generations files, the run notes the missing preset,
+    and a stopped run resumes from another working folder after one folder moved, given its new path."""
     code = (Path(__file__).parents[1] / "src" / "kbench" / "suite" / "level2" / "1_Gemm_ReLU.py").read_text()
     upstream = re.sub(r"KBENCH_\w+ = .*\n", "", code)
-    for folder, scale in (("a", "2"), ("b", "3")):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "relu.py").write_text(upstream.replace("torch.relu(", f"{scale} * torch.relu("))
+    for rel, scale in (("a/1_Relu.py", "2"), ("b/1_Scaled_Relu.py", "3")):
+        (tmp_path / rel).parent.mkdir()
+        (tmp_path / rel).write_text(upstream.replace("torch.relu(", f"{scale} * torch.relu("))
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "runs" / "k.db"
     with LLMServer(respond=lambda r: PROSE, script=["500"]) as server:
-        args = [
-            "run",
-            "-m",
-            "openai/test",
-            "--base-url",
-            server.openai_url,
-            "--store",
-            str(store),
-            "--retries",
-            "0",
-        ]
-        first = CliRunner().invoke(app, [*args, "--problems", "a/relu.py,b/relu.py", "-j", "1"])
+        args = ["run", "-m", "openai/test", "--base-url", server.openai_url, "--store", str(store)]
+        first = CliRunner().invoke(
+            app, [*args, "--retries", "0", "--problems", "a/1_Relu.py,b/1_Scaled_Relu.py", "-j", "1"]
+        )
         assert first.exit_code == 1, first.output  # the first request failed
         assert (
             "note: 2 problems have no `small` preset: they run at the sizes their files set" in first.output
         )
         run_id = re.findall(r"^run (\S+):", first.output, re.M)[-1]
-        monkeypatch.chdir(tmp_path / "a")
-        again = CliRunner().invoke(app, ["run", "--resume", run_id, "--store", str(store)])
+        (tmp_path / "moved").mkdir()
+        (tmp_path / "a").rename(tmp_path / "moved" / "a")
+        monkeypatch.chdir(tmp_path / "b")
+        resume = ["run", "--resume", run_id, "--store", str(store)]
+        lost = CliRunner().invoke(app, resume)
+        assert isinstance(lost.exception, ConfigError)
+        assert "1 of the run's problems found nowhere (file:Relu@" in str(lost.exception)
+        stray = tmp_path / "1_Other.py"
+        stray.write_text(upstream)
+        other = CliRunner().invoke(app, [*resume, "--problems", f"{tmp_path / 'moved'},{stray}"])
+        assert "1_Other.py is none of the run's problems" in str(other.exception)
+        again = CliRunner().invoke(app, [*resume, "--problems", str(tmp_path / "moved")])
     assert again.exit_code == 0, again.output
     with Store(store) as db:
         keys = db.run_problems(run_id)
-        assert [k.rsplit(":", 1)[0] for k in keys] == [
-            str(tmp_path / "a" / "relu.py"),
-            str(tmp_path / "b" / "relu.py"),
-        ]
+        assert [k.split("@")[0] for k in keys] == ["file:Relu", "file:Scaled_Relu"]  # no path in a key
+        assert len({k.rsplit(":", 1)[1] for k in keys}) == 2  # two ids: 0/N, each its content's number
         assert len(db.records(run_id)) == 2
     completions = sorted(p.name for p in (store.parent / "generations" / run_id / "completions").iterdir())
     assert len(completions) == 2 and completions[0] != completions[1]

@@ -187,9 +187,9 @@ class Evaluator:
         problem = self.problem(submission.problem)
         backend = submission.backend or self.config.backend
         spec = self._device_for(backend)
-        from kbench.problems.loader import preset_overrides
+        from kbench.problems.loader import check_preset
 
-        preset_overrides(problem, self.config.preset)  # ProblemError for an unknown preset
+        check_preset([problem], self.config.preset)  # ProblemError for a mistyped preset
         model = self.session.model(submission.model)
         key = self.session.key(problem.key, backend, model, submission.sample, submission.turn)
         candidate = Candidate(problem.key, backend, submission.source, model, key.sample, key.turn)

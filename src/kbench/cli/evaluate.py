@@ -17,12 +17,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kbench.cli.app import Format, app, console, print_json, skip_teardown
+from kbench.cli.app import Format, app, console, err_console, print_json, skip_teardown
 from kbench.cli.devices import apply_device_defaults
 from kbench.cli.generate import BACKENDS
 from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
-from kbench.types import Verdict
+from kbench.types import Problem, Verdict
 
 if TYPE_CHECKING:
     from kbench.config import RunConfig
@@ -77,6 +77,21 @@ def print_verdict(v: Verdict) -> None:
         console.print("[dim]log tail:[/]\n" + v.log_tail, highlight=False, markup=False)
 
 
+def _at_preset_used(address: str, cfg: RunConfig) -> tuple[Problem, RunConfig]:
+    """The problem, and `cfg` at the preset it runs at: the one asked for, or `full` (its file's own
+    sizes) when it has none of that name, said on stderr in `kbench run`'s words (the verdict names the
+    preset that ran); a mistyped preset is an error."""
+    from kbench.problems import get_problem
+    from kbench.problems.loader import check_preset, preset_note, preset_used
+
+    problem = get_problem(address, cfg.source)
+    check_preset([problem], cfg.preset)
+    note = preset_note(problem, cfg.preset)
+    if note:
+        err_console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+    return problem, cfg.model_copy(update={"preset": preset_used(problem, cfg.preset)})
+
+
 def prewarm_starter(cfg: RunConfig, one_shot: bool = False) -> None:
     """Start the warm starter before this process imports torch (api.prewarm)."""
     from kbench.api import prewarm
@@ -128,6 +143,7 @@ def eval_cmd(
     # own, which the GPU check below begins.
     prewarm_starter(cfg, one_shot=True)
     cfg = apply_device_defaults(cfg)  # without a GPU: cpp, small, said on stderr
+    chosen, cfg = _at_preset_used(problem, cfg)
     try:
         text = candidate.read_text()
     except OSError as exc:
@@ -138,7 +154,7 @@ def eval_cmd(
     one = EvaluatorOptions(record=False, share_references=False, build_ahead=False)
     with Evaluator(cfg, one) as evaluator:
         # The command's own start (interpreter, imports) is part of the verdict's seconds: phase `cli`.
-        verdict = evaluator.submit(Submission(problem, text, before_s=age())).verdict()
+        verdict = evaluator.submit(Submission(chosen, text, before_s=age())).verdict()
     if fmt is Format.json:
         print_json(verdict_dict(verdict))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from kbench.cli.progress import Header, RunProgress
 from kbench.config import RunConfig, resolve
 from kbench.errors import ConfigError
 from kbench.pipeline import RunOutcome
+from kbench.problems import absolute_address
 from kbench.protocols import get_protocol
 from kbench.types import Problem
 
@@ -40,23 +42,60 @@ def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     return cfg, backends
 
 
+def _selected(cfg: RunConfig) -> list[Problem]:
+    """The problems `cfg` selects, once a mistyped preset (one no problem has, close to one that exists)
+    has been refused."""
+    from kbench.problems.loader import check_preset
+
+    problems = select_problems(cfg)
+    check_preset(problems, cfg.preset)
+    return problems
+
+
 def _fresh(given: RunConfig, solutions: str | None) -> RunPlan:
     if bool(solutions) == bool(given.model):
         raise ConfigError(
             "give exactly one of --solutions reference or --model PROVIDER/MODEL (or --resume RUN)"
         )
+    # stored with absolute paths, so --resume finds the files from any working folder
+    given = given.model_copy(update={"problems": [absolute_address(a) for a in given.problems]})
     if solutions:
         defaults.check_shipped_set(solutions)
         cfg, backends = _solutions_config(given)
         cfg = get_protocol(cfg.protocol).configure(cfg)
-        return RunPlan(cfg, select_problems(cfg), backends)
+        return RunPlan(cfg, _selected(cfg), backends)
     cfg = get_protocol(given.protocol).configure(apply_device_defaults(given))
     cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
-    return RunPlan(cfg, select_problems(cfg), default_temperature=given.temperature is None)
+    return RunPlan(cfg, _selected(cfg), default_temperature=given.temperature is None)
 
 
-def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> RunPlan:
-    from kbench.problems import get_problem
+def _stored_problems(
+    run_id: str, keys: list[str], code_hashes: dict[str, str], cfg: RunConfig, places: list[str]
+) -> list[Problem]:
+    """A resumed run's problems, by the keys it stored: problem files by content, among the files and
+    folders given with --problems, then those the run was started with."""
+    from kbench.problems import find_problems
+
+    found, missing = find_problems(keys, [*places, *cfg.problems, cfg.source], code_hashes)
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ConfigError(
+            f"--resume {run_id}: {len(missing)} of the run's problems found nowhere ({shown}): give their "
+            "files, or the folder they are in now, with --problems. A problem file edited since the run "
+            "began is another problem: start a new run for it"
+        )
+    used = {os.path.abspath(p.path) for p in found if p.path}
+    for place in places:
+        path = Path(place).expanduser()
+        if path.is_file() and os.path.abspath(path) not in used:
+            raise ConfigError(
+                f"--resume {run_id}: {place} is none of the run's problems (no stored key has its "
+                "content); a resumed run keeps the problems it began with"
+            )
+    return found
+
+
+def _resumed(given: RunConfig, run_id: str, solutions: str | None, places: list[str]) -> RunPlan:
     from kbench.resume import restore
     from kbench.store import Store
 
@@ -65,11 +104,12 @@ def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> RunPlan:
     with Store(given.store) as store:
         info = store.run(run_id)
         keys = store.run_problems(info.run_id)
+        code_hashes = {k: m.code_hash for k, m in store.problems().items()}
     cfg = restore(run_id, info.config, given)
     shipped = bool(cfg.solution_backends) or not cfg.model
     if solutions and not shipped:
         raise ConfigError(f"--resume {run_id}: a run of model {cfg.model}; leave out --solutions")
-    problems = [get_problem(k) for k in keys] if keys else select_problems(cfg)
+    problems = _stored_problems(run_id, keys, code_hashes, cfg, places) if keys else select_problems(cfg)
     if not shipped:
         return RunPlan(cfg, problems)
     backends = (
@@ -78,6 +118,24 @@ def _resumed(given: RunConfig, run_id: str, solutions: str | None) -> RunPlan:
         or defaults.solution_backends(gpu_present(cfg.device), None)
     )
     return RunPlan(cfg, problems, backends)
+
+
+def _where(problems: str | None, resume: str | None) -> tuple[dict[str, object], list[str]]:
+    """`--problems` as a setting and, with --resume, its files and folders apart: where the run's problem
+    files are now (a resumed run's problems are the ones it stored); its addresses stay a setting."""
+    chosen = problems_flag(problems)
+    addresses = chosen.get("problems")
+    if not resume or not isinstance(addresses, list):
+        return chosen, []
+    places = [str(a) for a in addresses if Path(str(a)).expanduser().exists()]
+    others = [a for a in addresses if str(a) not in places]
+    for address in map(str, others):  # a missing file or folder, not an address such as 2/24 or hf:1/3
+        if address.endswith(".py") or address.startswith(("/", "./", "../", "~")):
+            raise ConfigError(
+                f"--resume {resume}: --problems {address}: no such file or folder (with --resume, --problems "
+                "names where the run's problem files are now)"
+            )
+    return ({"problems": others} if others else {}), places
 
 
 def _device(cfg: RunConfig) -> str:
@@ -268,6 +326,7 @@ def run_cmd(
     ),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""
+    source = absolute_address(source) if source else None  # stored so, to be found from any folder
     flags = dict(
         model=model, source=source, level=level, tags=tag or None, dtype=dtype, device=device,
         samples=samples, turns=turns, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
@@ -276,9 +335,10 @@ def run_cmd(
         noise_floor=noise_floor, protocol=protocol, store=store, static_checks=False if no_static else None,
         backend=backend, preset=preset, hidden_shapes=True if hidden_shapes else None,
     )  # fmt: skip
-    given = resolve(config, flags | problems_flag(problems))
+    chosen, places = _where(problems, resume)
+    given = resolve(config, flags | chosen)
     prewarm_starter(given)  # the warm starter imports torch while this process sets up
-    plan = _resumed(given, resume, solutions) if resume else _fresh(given, solutions)
+    plan = _resumed(given, resume, solutions, places) if resume else _fresh(given, solutions)
     with RunProgress(_header(plan), plan.cfg.noise_floor) as view:
         outcome = _execute(plan, resume, view)
     path = _report(plan.cfg, outcome.run_id, html)

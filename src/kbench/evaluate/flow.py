@@ -40,7 +40,7 @@ from kbench.evaluate.reference_pool import ReferencePool
 from kbench.evaluate.reference_run import get_reference
 from kbench.evaluate.shared_reference import pooled_reference, reused_baselines
 from kbench.evaluate.verdict import Evaluation, make_verdict
-from kbench.problems.loader import preset_overrides
+from kbench.problems.loader import check_preset
 from kbench.sandbox.offer import Layout, mark_settled
 from kbench.sandbox.protocol import ForgedResult
 from kbench.types import (
@@ -143,7 +143,7 @@ class OneVerdict:
     def static_checks(self) -> WorkerOutcome | None:
         ev = self.ev
         with ev.acct.part("checks"):
-            preset_overrides(ev.problem, ev.cfg.preset)  # ProblemError for an unknown preset, before jobs
+            check_preset([ev.problem], ev.cfg.preset)  # ProblemError for a mistyped preset, before jobs
             ev.checks = _static(ev.candidate, ev.cfg)
             return _static_outcome(ev.checks)
 

@@ -11,6 +11,7 @@ from kbench.config import RunConfig
 from kbench.evaluate.judge import WorkerOutcome
 from kbench.evaluate.phases import Account
 from kbench.evaluate.reference_cache import ReferenceData
+from kbench.problems.loader import preset_used
 from kbench.store.reuse import measured
 from kbench.types import BuildResult, Candidate, CheckReport, Problem, Status, TimingStats, Verdict
 
@@ -87,7 +88,7 @@ def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | No
         status=outcome.status,
         problem_key=problem.key,
         backend=candidate.backend,
-        preset=cfg.preset,
+        preset=preset_used(problem, cfg.preset),  # the one that ran: `full` where the problem lacks it
         dtype=cfg.dtype,
         device=plan.device,
         message=outcome.message,

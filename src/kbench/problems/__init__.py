@@ -2,25 +2,44 @@
 
 Addresses: `SOURCE:LEVEL/ID` (e.g. `kbench:2/17`, `path/to/KernelBench:1/3`, `hf:1/3`), `LEVEL/ID` (the
 embedded suite), a name (`kbench:Gemm_ReLU`, `Gemm_ReLU`, `17_Gemm_ReLU`), case-insensitive, or the path
-of a problem file (`path/to/17_Gemm_ReLU.py`, also written `path/to/17_Gemm_ReLU.py:`).
+of a problem file (`path/to/17_Gemm_ReLU.py`, also written `path/to/17_Gemm_ReLU.py:`). A problem file's
+key (`file:NAME@DIGEST:LEVEL/ID`, problems/sources.py) names its content, not a place: `find_problems`
+reads such keys back from the files and folders it is given.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from kbench.errors import ProblemError
 from kbench.problems.loader import LoadedProblem, build_model, load
-from kbench.problems.sources import check_unique, load_source, parse_spec
+from kbench.problems.sources import (
+    FILE_KIND,
+    check_unique,
+    content_hash,
+    content_number,
+    file_level,
+    is_file_problem,
+    load_source,
+    parse_file_key,
+    parse_spec,
+    read_file,
+)
 from kbench.types import Problem
 
 __all__ = [
     "LoadedProblem",
+    "absolute_address",
     "build_model",
     "check_in_source",
+    "find_problems",
     "get_problem",
     "load",
     "select",
@@ -101,6 +120,10 @@ def get_problem(address: str, source: str | None = None, strict: bool = False) -
 
 
 def _resolve(address: str, spec: str, rest: str) -> Problem:
+    if spec.startswith(f"{FILE_KIND}:") and not Path(spec).exists():
+        raise ProblemError(
+            f"{address}: the key of a problem file names its content, not where it is: give the file's path"
+        )
     problems = source_problems(spec)
     if len(problems) == 1 and rest in ("", "0/0", problems[0].name):
         return problems[0]
@@ -154,7 +177,10 @@ def select(
 ) -> list[Problem]:
     """Problems of a source filtered by level, tags (all must match) and explicit addresses."""
     if ids:  # addresses may name problems of several sources: none may share another's level and number
-        chosen = [get_problem(i, source) for i in ids]
+        given: dict[str, Problem] = {}
+        for p in (get_problem(i, source) for i in ids):
+            given.setdefault(p.key, p)
+        chosen = _own_numbers(list(given.values()))
         check_unique(chosen)
     else:
         chosen = source_problems(source)
@@ -163,3 +189,101 @@ def select(
     for tag in tags or []:
         chosen = [p for p in chosen if tag in p.tags]
     return chosen[:limit] if limit else chosen
+
+
+def _own_numbers(chosen: list[Problem]) -> list[Problem]:
+    """A problem file whose level and number another chosen problem has too (`a/1_Foo.py`, `b/1_Bar.py`)
+    takes its content number, as a file without a KernelBench number does: every problem of a run keeps
+    its own generations files, whichever of them comes first. The same content given twice under one name
+    is one key, kept once before this."""
+    shared = Counter((p.level, p.number) for p in chosen)
+    return [
+        replace(p, number=content_number(p.code))
+        if shared[(p.level, p.number)] > 1 and is_file_problem(p)
+        else p
+        for p in chosen
+    ]
+
+
+def _local_path(address: str) -> Path | None:
+    """The file or folder an address or source names on this machine (`a/relu.py`, `path/to/KB`,
+    `path/to/KB:1/3`), or None (a suite's address, nothing there)."""
+    if address in ("", "kbench", "hf") or address.startswith("hf="):
+        return None
+    for spec in (address, _split(address)[0]):
+        path = Path(spec).expanduser()
+        if spec not in ("kbench", "hf") and path.exists():
+            return path
+    return None
+
+
+def absolute_address(address: str) -> str:
+    """`address` with the file or folder it names made absolute (`a/relu.py` -> `/cwd/a/relu.py`), so a
+    run's stored addresses name the same files from any working folder; other addresses unchanged."""
+    path = _local_path(address)
+    if path is None:
+        return address
+    if path == Path(address).expanduser():
+        return os.path.abspath(path)
+    return f"{os.path.abspath(path)}:{_split(address)[1]}"
+
+
+def _files_in(places: Sequence[str]) -> Iterator[Path]:
+    """The .py files of `places` (addresses, files or folders, searched recursively) that exist here."""
+    for place in places:
+        path = _local_path(place)
+        if path is not None and path.is_file():
+            yield path
+        elif path is not None:
+            yield from sorted(path.rglob("*.py"))
+
+
+def _as_stored(problem: Problem, key: str) -> Problem:
+    """`problem` under the stored `key`: the level, number (and a file's name) the run filed it under."""
+    source, _, rest = key.rpartition(":")
+    level, number = (int(x) for x in rest.split("/"))
+    named = parse_file_key(key)
+    name = named.name if named is not None else problem.name
+    return replace(problem, source=source, level=level, number=number, name=name)
+
+
+def find_problems(
+    keys: Sequence[str], places: Sequence[str], code_hashes: Mapping[str, str]
+) -> tuple[list[Problem], list[str]]:
+    """The problems a run stored under `keys`, in order, wherever their files are now, and the keys found
+    nowhere. A key of the embedded suite or the Hugging Face dataset resolves as an address. A problem
+    file's key resolves by content: the first file among `places` whose hash starts with the key's
+    digest. A folder source's key (`/abs/folder:L/N`) resolves at its path while the code there has the
+    hash `code_hashes` holds for it, else by that hash among `places`. Every problem keeps its stored key,
+    whatever file it is read from now; an edited file is another problem, found nowhere."""
+    found: dict[str, Problem] = {}
+    digests: dict[str, str] = {}
+    for key in keys:
+        named = parse_file_key(key)
+        if named is not None:
+            digests[key] = named.digest
+            continue
+        source = key.rpartition(":")[0]
+        stored_hash = code_hashes.get(key, "")
+        if Path(source).is_absolute() and not Path(source).exists():
+            digests[key] = stored_hash
+            continue
+        try:
+            problem = get_problem(key)
+        except ProblemError:
+            digests[key] = stored_hash
+            continue
+        if Path(source).is_absolute() and stored_hash and problem.code_hash != stored_hash:
+            digests[key] = stored_hash  # edited where it lies: look for the stored content elsewhere
+            continue
+        found[key] = _as_stored(problem, key)
+    wanted = {k: d for k, d in digests.items() if d}
+    for path in _files_in(places) if wanted else ():
+        try:
+            digest = content_hash(path.read_text())
+        except (OSError, UnicodeDecodeError):
+            continue
+        for key in [k for k, d in wanted.items() if digest.startswith(d)]:
+            found[key] = _as_stored(read_file(path, file_level(path)), key)
+            del wanted[key]
+    return [found[k] for k in keys if k in found], [k for k in keys if k not in found]

@@ -9,10 +9,11 @@ candidate code never goes through here (see worker/candidate.py).
 from __future__ import annotations
 
 import ast
+import difflib
 import linecache
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,31 +48,42 @@ def where(problem: Problem) -> str:
     return problem.path or f"<{problem.key}>"
 
 
-# Presets kbench picks by itself (`small` on a machine without a GPU): a problem that lacks one, every
-# upstream KernelBench file among them, runs at the sizes its file sets (`preset_note` says so). Any other
-# preset a problem lacks is a mistake (a typo), and an error.
-OWN_SIZES_FOR = frozenset({FULL, "small"})
+# A problem that lacks the preset asked for (every upstream KernelBench file lacks `small`, a file may
+# have no `medium`) runs at its `full` sizes, the ones its file sets: `preset_note` says so, and the
+# verdict names `full`. Only a name no problem of a selection has, close to one that exists, stops a run
+# (`check_preset`): `smal` is a typo, not a preset.
+TYPO_CUTOFF = 0.75  # difflib ratio: `smal`/`small` 0.89, `ful`/`full` 0.86, `medium`/`small` 0.18
+
+
+def preset_used(problem: Problem, preset: str) -> str:
+    """The preset `problem` runs at when `preset` is asked for: that one if it has it, else `full`."""
+    return preset if preset in parse_problem(problem.code, where(problem)).presets else FULL
 
 
 def preset_overrides(problem: Problem, preset: str) -> dict[str, Any]:
-    parsed = parse_problem(problem.code, where(problem))
-    if preset in parsed.presets:
-        return parsed.presets[preset]
-    if preset in OWN_SIZES_FOR:
-        return {}
-    have = ", ".join([FULL, *[p for p in parsed.presets if p != FULL]])
-    raise ProblemError(f"{where(problem)}: no preset {preset!r} (presets: {have})")
+    return parse_problem(problem.code, where(problem)).presets.get(preset_used(problem, preset), {})
 
 
 def preset_note(problem: Problem, preset: str) -> str:
     """One line when `problem` runs at its file's own sizes for lack of `preset`; '' otherwise."""
-    if (
-        preset == FULL
-        or preset not in OWN_SIZES_FOR
-        or preset in parse_problem(problem.code, where(problem)).presets
-    ):
+    if preset_used(problem, preset) == preset:
         return ""
     return f"{problem.key} has no `{preset}` preset: it runs at the sizes its file sets"
+
+
+def check_preset(problems: Iterable[Problem], preset: str) -> None:
+    """ProblemError when `preset` is likely a typo: no problem of the selection has it, and it is close to
+    a preset one has (or to `full` or `small`), listing the presets that exist."""
+    known = {FULL, "small"} | {name for p in problems for name in p.presets}
+    if preset in known:
+        return
+    by_lower = {name.lower(): name for name in known}
+    close = difflib.get_close_matches(preset.lower(), list(by_lower), n=1, cutoff=TYPO_CUTOFF)
+    if close:
+        raise ProblemError(
+            f"no selected problem has a preset {preset!r}; did you mean {by_lower[close[0]]!r}? "
+            f"(presets: {', '.join(sorted(known))})"
+        )
 
 
 def _rewrite(tree: ast.Module, overrides: dict[str, Any]) -> ast.Module:

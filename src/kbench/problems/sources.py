@@ -4,11 +4,12 @@ A source spec names where problems come from: `kbench` (the embedded suite), `hf
 (the Hugging Face dataset, or a local copy saved with `save_to_disk`), or a path to a folder in
 KernelBench's layout (`level1/1_Name.py` ...) or to one problem file.
 
-A folder or file source is named by its absolute path, so a problem's key (`SOURCE:LEVEL/NUMBER`) reads
-the same from any working folder (a run stores the keys it selected, and `--resume` finds them again).
-One file's level is its folder's (`level2/` -> 2, else 0) and its number the one its KernelBench name
-starts with (`19_My_Problem.py` -> 19), else a number drawn from a hash of its content: two problem
-files of one run never share a level and number, so never the files of the generations folder either.
+A folder source is named by its absolute path (its keys read `/abs/folder:LEVEL/NUMBER`). One problem
+file is named by what it holds, never by where it lies: its source is `file:NAME@DIGEST`, its name and the
+first 8 hex digits of its content's hash (Problem.code_hash), so moving the file keeps its key and editing
+it makes another problem (verdicts and baselines of the old content never stand for the new). Its level is
+its folder's (`level2/` -> 2, else 0) and its number the one its KernelBench name starts with
+(`19_My_Problem.py` -> 19), else a number drawn from its content (`content_number`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from kbench.types import Problem
 
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 _LEVEL_RE = re.compile(r"^level_?(\d+)$")
+FILE_KIND = "file"
+DIGEST_DIGITS = 8
+_FILE_KEY_RE = re.compile(rf"^{FILE_KIND}:(.+)@([0-9a-f]{{{DIGEST_DIGITS}}}):(\d+)/(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,14 @@ def check_unique(problems: Iterable[Problem]) -> None:
     for p in problems:
         other = seen.get((p.level, p.number))
         if other is not None and (other.key, other.path) != (p.key, p.path):  # not the same one twice
+            fix = (
+                "they hold the same code: give it once"
+                if other.code == p.code
+                else "rename one to another ID_Name.py, or put them in different levelN/ folders"
+            )
             raise ProblemError(
                 f"duplicate problem id {p.level}/{p.number}: {other.path or other.key} and {p.path or p.key} "
-                "(rename one to another ID_Name.py, or put them in different levelN/ folders)"
+                f"({fix})"
             )
         seen[(p.level, p.number)] = p
 
@@ -119,14 +128,51 @@ HASH_DIGITS = 7
 
 
 def content_number(code: str) -> int:
-    return int(hashlib.sha256(code.encode()).hexdigest()[:HASH_DIGITS], 16)
+    return int(content_hash(code)[:HASH_DIGITS], 16)
 
 
-def _from_file(source: str, level: int, path: Path) -> Problem:
+def content_hash(code: str) -> str:
+    """The hex SHA-256 of a problem's code: Problem.code_hash is its first 16 digits, a file key's digest
+    its first 8."""
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def file_source(name: str, code: str) -> str:
+    """The source of a problem file: `file:NAME@DIGEST` (DIGEST: the start of Problem.code_hash)."""
+    return f"{FILE_KIND}:{name}@{content_hash(code)[:DIGEST_DIGITS]}"
+
+
+def is_file_problem(problem: Problem) -> bool:
+    return problem.source.startswith(f"{FILE_KIND}:")
+
+
+@dataclass(frozen=True)
+class FileKey:
+    """A problem file's key read back: `file:NAME@DIGEST:LEVEL/NUMBER`."""
+
+    name: str
+    digest: str
+    level: int
+    number: int
+
+
+def parse_file_key(key: str) -> FileKey | None:
+    m = _FILE_KEY_RE.match(key)
+    return FileKey(m.group(1), m.group(2), int(m.group(3)), int(m.group(4))) if m else None
+
+
+def read_file(path: Path, level: int, source: str | None = None) -> Problem:
+    """The problem `path` holds at `level`; `source` is its folder source's name, None for a file of its own."""
     code = path.read_text()
     m = _FILE_RE.match(path.name)
     number, name = (int(m.group(1)), m.group(2)) if m else (content_number(code), path.stem)
-    return make_problem(source, level, number, name, code, str(path))
+    return make_problem(source or file_source(name, code), level, number, name, code, str(path))
+
+
+def file_level(path: Path) -> int:
+    """A problem file's level: its folder's (`level2/` -> 2), else 0."""
+    m = _LEVEL_RE.match(path.parent.name)
+    return int(m.group(1)) if m else 0
 
 
 def _level_dirs(root: Path) -> list[tuple[int, Path]]:
@@ -151,7 +197,7 @@ def load_tree(source: str, root: Path) -> list[Problem]:
                 continue
             if not _FILE_RE.match(path.name):
                 raise ProblemError(f"{path}: file name must be ID_Name.py (e.g. 1_Square_matmul.py)")
-            problems.append(_from_file(source, level, path))
+            problems.append(read_file(path, level, source))
     return problems
 
 
@@ -169,8 +215,7 @@ def _directory(arg: str) -> list[Problem]:
 @register_source("file")
 def _single_file(arg: str) -> list[Problem]:
     path = Path(arg)
-    m = _LEVEL_RE.match(path.parent.name)
-    return [_from_file(arg, int(m.group(1)) if m else 0, path)]
+    return [read_file(path, file_level(path))]
 
 
 @register_source("hf")
