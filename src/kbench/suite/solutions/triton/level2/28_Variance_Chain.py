@@ -1,8 +1,8 @@
 """Row variance written as mean, subtract, square, mean: one Triton program per row (several rows for short
 rows) streams the row once in 2048-float chunks, keeping a running mean and M2 per lane (Welford on data
-shifted by the row's first element, one reciprocal per chunk), then merges the lanes with Chan's formula. One
-read of the input, no temporaries and no re-read (eager: mean + sub + pow + mean, four passes and two
-temporaries)."""
+shifted by the row's first element, one reciprocal per chunk), then merges all lanes at once with Chan's
+formula (three row sums). One read of the input, no temporaries and no re-read (eager: mean + sub + pow +
+mean, four passes and two temporaries)."""
 
 import torch
 import torch.nn as nn
@@ -10,14 +10,6 @@ import triton
 import triton.language as tl
 
 TILE = 2048  # floats per program per step: 8 per thread at 8 warps
-
-
-@triton.jit
-def _chan_merge(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    n = n_a + n_b
-    w = tl.where(n > 0, n_b / tl.maximum(n, 1.0), 0.0)
-    d = mean_b - mean_a
-    return mean_a + d * w, m2_a + m2_b + d * d * n_a * w, n
 
 
 @triton.jit
@@ -44,7 +36,10 @@ def row_variance_kernel(x_ptr, out_ptr, rows, n, R: tl.constexpr, CH: tl.constex
     mean = tl.where(tmask, mean + d * (1.0 / (nfull + 1)), mean)
     m2 = tl.where(tmask, m2 + d * (v - mean), m2)
     cnt = tl.zeros([R, CH], dtype=tl.float32) + (nfull + tail.to(tl.int32)).to(tl.float32)
-    _, q, _ = tl.reduce((mean, m2, cnt), 1, _chan_merge)
+    # the lanes merged at once (Chan's formula over all of them): M2 = sum(M2_i) + sum(n_i (mean_i - mean)^2)
+    row_mean = tl.sum(cnt * mean, 1) / n
+    d = mean - row_mean[:, None]
+    q = tl.sum(m2, 1) + tl.sum(cnt * d * d, 1)
     tl.store(out_ptr + r, q / n, mask=r < rows)
 
 
