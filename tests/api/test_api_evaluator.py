@@ -134,3 +134,23 @@ def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: P
     with Store(store) as db:
         filed = len(db.verdicts(ev.run_id or ""))
     assert filed == filed_before + states.count(JobState.DONE)  # every verdict delivered was filed
+
+
+def test_a_stored_problem_file_key_resolves_in_the_configs_own_source(tmp_path: Path) -> None:
+    """What a restarted service requeues: a job's problem by its stored key (name and content digest), found
+    among the config's source, a file or a folder, wherever that lies now; never outside it."""
+    from kbench.problems import get_problem
+
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    path = folder / "7_Linear_ReLU.py"
+    path.write_text(get_problem("2/1").code)
+    key = get_problem(str(path)).key
+    assert key.startswith("file:") and str(tmp_path) not in key
+    for source in (str(path), str(folder)):
+        with Evaluator(api_config(tmp_path / "cache", tmp_path / "k.db", source=source)) as ev:
+            problem = ev.problem(key)
+            assert problem.key == key and problem.path == str(path)
+    with Evaluator(api_config(tmp_path / "cache", tmp_path / "k.db")) as ev:  # the suite: not there
+        with pytest.raises(ProblemError, match="give the file's path"):
+            ev.problem(key)

@@ -168,8 +168,15 @@ class Evaluator:
         with `strict` (or `sources_only`), only a problem of that source, never a path."""
         if isinstance(address, Problem):
             return address
-        from kbench.problems import get_problem
+        from kbench.problems import find_problems, get_problem
+        from kbench.problems.sources import parse_file_key
 
+        if parse_file_key(address) is not None and self.config.source:
+            # a stored key of a problem file (a job requeued after a restart): found by its content among
+            # the config's own source (a file or a folder), never elsewhere
+            found, _ = find_problems([address], [self.config.source], {})
+            if found:
+                return found[0]
         return get_problem(address, self.config.source, strict or self.options.sources_only)
 
     def next_sample(
