@@ -85,6 +85,7 @@ class CandidateJob:
         self.layout: list[Any] = []
         self.checker: Checker | None = None
         self.counted = 0.5  # the fraction of the kernel-use samples that fell in its code or PyTorch's
+        self.unsampled = False  # the kernel refused the performance events: no sampling at all
 
     def bind(self, made: list[slotlib.Slot]) -> None:
         fds = [fd for slot in made for fd in slot.fds()]
@@ -288,6 +289,7 @@ class CandidateJob:
             sampler = perfshare.Sampler(pids)
         except perfshare.Unavailable as exc:
             job.result.warnings.append(f"kernel share not measured: {exc}")
+            self.unsampled = True
             return None
         builds = str(job.builds.resolve()) + "/"  # the job's copies of its builds: what the runner maps
         try:
@@ -352,10 +354,10 @@ class CandidateJob:
         self.guard("timing")
 
     def _watch(self) -> Any:
-        """The sampling of the timed calls (a native CPU candidate whose kernel share was measured)."""
+        """The sampling of the timing loop's calls: a native CPU candidate's, where the kernel allows the events."""
         from kbench.referee import perfshare
 
-        if not self._native_on_cpu() or self.job.result.kernel_share is None:
+        if not self._native_on_cpu() or self.unsampled:
             return None
         pids = [p for p in self.job.runner.descendants() if p not in self.job.builder.pids]
         builds = str(self.job.builds.resolve()) + "/"
