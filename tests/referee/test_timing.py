@@ -391,7 +391,7 @@ def test_watched_batches_are_drawn_in_among_the_timed_ones() -> None:
 
 
 def test_wilson_upper_bounds_a_share_by_its_samples() -> None:
-    from kbench.referee.candidate import wilson_upper
+    from kbench.referee.cpushare import wilson_upper
 
     assert wilson_upper(0.0, 60, 3.1) < 0.15  # no sample of 60 in its code: surely under 15 %
     assert wilson_upper(0.8, 30, 3.1) > 0.9  # an honest share is never bounded under itself

@@ -173,3 +173,20 @@ def plain(metas: list[OutputMeta], what: str) -> None:
                 f"{what}'s output {i} shares storage with input {meta.aliases}",
                 "output-aliases-input",
             )
+
+
+def memory_cap(feed: Feed, layout: list[OutputMeta]) -> int:
+    """How many calls' inputs and outputs (and pristine copies) fit a quarter of the free memory."""
+    import torch
+
+    per_call = (
+        2 * (feed.layout.nbytes if feed.layout else 0)
+        + 2 * Layout.of([(m.dtype, m.shape) for m in layout]).nbytes
+    )
+    if feed.device.startswith("cuda"):
+        free = torch.cuda.mem_get_info(feed.device)[0]
+    else:
+        import os
+
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(1, int(free // 4 // max(per_call, 1)))

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from kbench.referee import Stop, checks
 from kbench.referee.calibrate import Calibration
 from kbench.referee.copies import L2, Copier
-from kbench.referee.feed import Feed, plain
+from kbench.referee.feed import Feed, memory_cap, plain
 from kbench.referee.local import LocalLink
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
@@ -227,25 +227,6 @@ def fit_batch(batch: int, per_call_wall_s: float, settings: TimingSettings) -> i
     (fresh inputs, checks) is what the wall time is made of: at least 1."""
     room = int(settings.budget_s * 0.8 / max(per_call_wall_s, 1e-9) / max(settings.min_runs, 1))
     return max(1, min(batch, room))
-
-
-def memory_cap(feed: Feed, layout: list[OutputMeta]) -> int:
-    """How many calls' inputs and outputs (and pristine copies) fit a quarter of the free memory."""
-    import torch
-
-    from kbench.sandbox.slots import Layout
-
-    per_call = (
-        2 * (feed.layout.nbytes if feed.layout else 0)
-        + 2 * Layout.of([(m.dtype, m.shape) for m in layout]).nbytes
-    )
-    if feed.device.startswith("cuda"):
-        free = torch.cuda.mem_get_info(feed.device)[0]
-    else:
-        import os
-
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return max(1, int(free // 4 // max(per_call, 1)))
 
 
 def time_runner(
