@@ -35,6 +35,7 @@ INTERNAL_ENV = frozenset(
         "KBENCH_BUILD_PCH",
         "KBENCH_BUILD_OP_HEADERS",
         "KBENCH_SERVE_TOKEN",  # serve/server.py: a secret, never stored with a run
+        "KBENCH_MCP_TOKEN",  # cli/mcp.py: the same, for `kbench mcp --http`
         "KBENCH_PYCACHE",  # bytecode.py: read by the entry point before any setting is
         "KBENCH_TEST_TAG",  # tests and benchmarks: marks on the processes they start
     }

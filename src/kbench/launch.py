@@ -29,7 +29,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-ONE_SHOT = {"eval": True, "run": False, "serve": False}  # commands that start workers: one verdict and exit?
+# commands that start workers: one verdict and exit?
+ONE_SHOT = {"eval": True, "run": False, "serve": False, "mcp": False}
 
 
 def _stopped_early(signum: int, frame: object) -> None:

@@ -60,6 +60,7 @@ CASES = [
     (["eval", "-p", "2/1", "-c", "c.py"], {"KBENCH_BACKEND": "triton"}, True),
     (["run", "-m", "replay/x", "--backend", "triton"], {"KBENCH_DEVICE": "cpu"}, False),
     (["serve", "--backend", "cpp"], {}, False),
+    (["mcp", "--backend", "cpp"], {}, False),
 ]
 
 

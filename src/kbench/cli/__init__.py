@@ -11,6 +11,7 @@ from rich.markup import escape
 from kbench.cli import evaluate as _evaluate  # noqa: E402,F401
 from kbench.cli import generate as _generate  # noqa: E402,F401
 from kbench.cli import inspect as _inspect  # noqa: E402,F401
+from kbench.cli import mcp as _mcp  # noqa: E402,F401
 
 # Importing a command module registers its commands.
 from kbench.cli import problems as _problems  # noqa: E402,F401

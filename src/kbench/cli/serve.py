@@ -12,8 +12,9 @@ from kbench.cli.evaluate import prewarm_starter
 from kbench.config import RunConfig, resolve
 
 
-def _cpu_defaults(cfg: RunConfig) -> RunConfig:
-    """Without a GPU the service judges C++ candidates on the CPU on the `small` preset, unless told."""
+def cpu_defaults(cfg: RunConfig) -> RunConfig:
+    """Without a GPU the service (and `kbench mcp`) judges C++ candidates on the CPU on the `small`
+    preset, unless told."""
     import torch
 
     if cfg.device != "cpu" and torch.cuda.is_available():
@@ -65,7 +66,7 @@ def serve_cmd(
     token = read_token(token_file)
     check_bind(host, token)  # before anything starts
     prewarm_starter(cfg)
-    cfg = _cpu_defaults(cfg)
+    cfg = cpu_defaults(cfg)
     limits = ServiceLimits(int(max_body_mib * 2**20), max_queue, max_wait)
     evaluator = Evaluator(cfg, EvaluatorOptions(sources_only=True))
 
