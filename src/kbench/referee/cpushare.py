@@ -30,8 +30,8 @@ SHARE_MAX_S = 1.0
 # its kernel-use calls showed and at least DROP_POINTS under it, over TIMED_SAMPLES counted samples or
 # more, ran other code in its timing loop than when its share was taken (`cheat no-custom-kernel`): its
 # kernel for the checked calls, PyTorch's for the loop. An honest candidate's two shares differ by the
-# sampling's error alone.
-TIMED_PERIOD_NS = 200_000
+# sampling's error alone. As dense a sampling as the kernel-use calls': these batches' times are not kept.
+TIMED_PERIOD_NS = perfshare.PERIOD_NS
 TIMED_SAMPLES = 30
 DROP, DROP_POINTS, Z = 0.5, 0.15, 3.1
 
