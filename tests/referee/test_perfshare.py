@@ -133,3 +133,37 @@ def test_a_watch_follows_new_threads_and_drains_its_rings_per_batch() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_thread_whose_event_is_refused_is_named_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mid-loop, a new thread whose event the kernel refuses (the fd limit, say) is kept apart and counted
+    for the verdict's warning; the threads already followed go on being sampled."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        child.stdout.readline()
+        try:
+            watch = perfshare.Watch([child.pid], 100_000, lambda path: False, wanted=10, counted=0.5)
+        except perfshare.Unavailable as exc:
+            pytest.skip(f"perf events refused here: {exc}")
+        followed = set(watch.sampler.tids)
+
+        def refuse(tid: int, period_ns: int) -> int:
+            raise perfshare.Unavailable("perf_event_open: Too many open files")
+
+        monkeypatch.setattr(perfshare, "_open", refuse)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        child.stdout.readline()  # a second thread now, which gets no event
+        for _ in range(2):
+            with watch:
+                pass
+        assert len(watch.unfollowed) == 1 and watch.sampler.tids == followed
+        with pytest.raises(perfshare.Unavailable):  # without a set to keep them, a refusal raises
+            watch.sampler.follow()
+        watch.close()
+    finally:
+        child.kill()
+        child.wait()

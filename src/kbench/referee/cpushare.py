@@ -123,7 +123,7 @@ class CpuShare:
             job.result.timing = replace(stats, extra=tuple(sorted(extra.items())))
         if watch.unfollowed:
             job.result.warnings.append(
-                f"{watch.unfollowed} of the runner's threads were not sampled when timed"
+                f"{len(watch.unfollowed)} of the runner's threads were not sampled when timed (the events refused)"
             )
         checked = job.result.kernel_share
         if checked is None or timed is None or counted < TIMED_SAMPLES:

@@ -101,22 +101,36 @@ class Sampler:
             self.close()
             raise Unavailable(str(exc)) from None
 
-    def follow(self) -> None:
-        """Open an event for every thread of the pids that has none yet (a pool started by a call)."""
+    def follow(self, refused: set[int] | None = None) -> None:
+        """Open an event for every thread of the pids that has none yet (a pool started by a call). A
+        thread whose event is refused raises Unavailable, or with `refused` is added to it and not tried
+        again."""
         for pid in self.pids:
             try:
                 tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
             except FileNotFoundError:  # gone: its samples so far still count
                 continue
             for tid in tids:
-                if tid in self.tids:
+                if tid in self.tids or (refused is not None and tid in refused):
                     continue
-                fd = _open(tid, self.period_ns)
-                ring = mmap.mmap(
-                    fd, (1 + _PAGES) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
-                )
-                self.events.append((fd, ring))
+                try:
+                    self.events.append(self._event(tid))
+                except (Unavailable, OSError):
+                    if refused is None:
+                        raise
+                    refused.add(tid)
+                    continue
                 self.tids.add(tid)
+
+    def _event(self, tid: int) -> tuple[int, mmap.mmap]:
+        fd = _open(tid, self.period_ns)
+        try:
+            return fd, mmap.mmap(
+                fd, (1 + _PAGES) * self.page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
+        except OSError:
+            os.close(fd)
+            raise
 
     def __enter__(self) -> Sampler:
         import fcntl
@@ -284,13 +298,10 @@ class Watch:
         self.ours, self.wanted = ours, wanted
         self.wanted_s = wanted * period_ns / 1e9 / max(counted, 0.05) * 1.5
         self.samples: list[tuple[int, int]] = []
-        self.unfollowed = 0  # threads that could not be followed (the events refused): said in the verdict
+        self.unfollowed: set[int] = set()  # threads whose events were refused: said in the verdict
 
     def __enter__(self) -> Watch:
-        try:
-            self.sampler.follow()
-        except (Unavailable, OSError):
-            self.unfollowed += 1
+        self.sampler.follow(self.unfollowed)
         self.sampler.__enter__()
         return self
 
