@@ -299,7 +299,7 @@ def _time(
     try:
         odds = _watch_odds(watch, calls, size, estimate)
         for first in range(0, calls, size):
-            if watch is not None and secrets.randbelow(1 << 20) < odds * (1 << 20):
+            if watch is not None and checks.drawn(1, odds):  # the checked calls' draw, for one batch
                 l2.flush()
                 batches.one(size, calls + extra, share, watched=True)
                 extra, watched = extra + size, watched + 1
