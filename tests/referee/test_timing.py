@@ -333,6 +333,30 @@ def test_outputs_made_in_the_referees_slots_save_none_of_the_calls_time() -> Non
     assert cheat.median_ms >= 0.7 * min(work), (cheat.median_ms, min(work))
 
 
+class _Clock:
+    """The loop's clock, moved only by the model: a call of `ms` takes exactly `ms` on it, whatever the
+    machine's load, so the times the loop keeps can be told from a watched batch's to the digit."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Ticking(Sleepy):
+    """Sleepy on the loop's clock instead of the machine's."""
+
+    def __init__(self, ms: float, clock: _Clock) -> None:
+        super().__init__(ms)
+        self.clock = clock
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.clock.now += int(self.ms * 1e6)
+        return x * 2
+
+
 class _Watch:
     """A watch that makes the model twenty times slower while entered, logs its batches into `order` and has
     `enough` after `wanted` of them."""
@@ -354,9 +378,9 @@ class _Watch:
         return self.entered >= self.wanted
 
 
-def _watched_loop(wanted: int, min_runs: int) -> tuple[Any, _Watch, list[str]]:
+def _watched_loop(wanted: int, min_runs: int, model: Sleepy | None = None) -> tuple[Any, _Watch, list[str]]:
     """A 0.5 ms model timed under a _Watch; the order of its batches, watched or timed."""
-    model, feed, order = Sleepy(0.5), _feed(), []
+    model, feed, order = model or Sleepy(0.5), _feed(), []
     watch = _Watch(model, wanted, order)
     link = LocalLink(model, feed)
     run = link.run
@@ -371,13 +395,20 @@ def _watched_loop(wanted: int, min_runs: int) -> tuple[Any, _Watch, list[str]]:
     return loop, watch, order
 
 
-def test_watched_batches_run_among_the_timed_ones_and_their_times_are_not_kept() -> None:
+def test_watched_batches_run_among_the_timed_ones_and_their_times_are_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kbench.referee import timing
     from kbench.referee.timing import WATCH_MIN
 
-    loop, watch, _ = _watched_loop(wanted=WATCH_MIN + 4, min_runs=10)
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
+    loop, watch, _ = _watched_loop(wanted=WATCH_MIN + 4, min_runs=10, model=Ticking(0.5, clock))
     extra = dict(loop.stats.extra)
     assert extra["watched_batches"] == watch.entered >= watch.wanted  # more after the loop until enough
-    assert loop.stats.mean_ms < 2.0  # a watched batch's 10 ms per call (1 in 4) is not among the times
+    # Every kept time is a 0.5 ms call's: a watched batch's 10 ms per call (1 in 4) is not among them.
+    assert loop.stats.mean_ms == pytest.approx(0.5, rel=1e-6)
+    assert loop.stats.median_ms == pytest.approx(0.5, rel=1e-6)
     assert extra["calls"] == loop.stats.n * extra["batch"]
 
 
