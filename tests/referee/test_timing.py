@@ -106,29 +106,35 @@ def test_work_done_while_copying_is_charged_to_the_calls() -> None:
     assert cheat.stats.median_ms >= 0.8 * honest.stats.median_ms
 
 
-def test_the_calibrated_round_trip_is_deducted_from_each_batch() -> None:
+def test_the_calibrated_round_trip_is_deducted_from_each_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """A link whose every batch costs a fixed round trip on top of its calls: with that round trip
     calibrated, a call's time is its own work, whatever the batch size; uncalibrated, the round trip
-    inflates it by its share of the batch."""
+    inflates it by its share of the batch. On a clock only the calls and the round trip move, so the
+    numbers are exact whatever the machine's load."""
+    from kbench.referee import calibrate as calibrating
+    from kbench.referee import timing
+
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
+    monkeypatch.setattr(calibrating, "_ns", clock)
 
     class Slow(LocalLink):
         def run(
             self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0
         ) -> list[list[OutputMeta]]:
-            time.sleep(0.006)  # the command's round trip
+            clock.now += 6_000_000  # the command's round trip
             return super().run(calls, mode, outputs, repeat)
 
     settings = dataclasses.replace(FAST, target_batch_s=0.008)
     feed = _feed()
-    plain = time_runner(Slow(Sleepy(2.0), feed), feed, _layout(), settings).stats
-    calibrated = Slow(Sleepy(2.0), _feed())
+    plain = time_runner(Slow(Ticking(2.0, clock), feed), feed, _layout(), settings).stats
+    calibrated = Slow(Ticking(2.0, clock), _feed())
     calibrated.calibration = calibrate(calibrated, calibrated.feed)  # type: ignore[attr-defined]
     deducted = time_runner(calibrated, calibrated.feed, _layout(), settings).stats
-    # the round trip, as batches of known work see it (less the work as the referee timed it, give or take)
-    assert 5.5 <= dict(deducted.extra)["overhead_ms"] < 8.0
-    assert plain.median_ms > 4.0, plain  # 2 ms of work and a 6 ms round trip shared by one or two calls
-    # 2 ms of work and what sleeps overshoot on a loaded machine, well under the round trip's share
-    assert 1.9 < deducted.median_ms < min(3.5, plain.median_ms - 2.0), (deducted, plain)
+    assert dict(deducted.extra)["overhead_ms"] == pytest.approx(6.0)  # the round trip, calibrated
+    batch = dict(plain.extra)["batch"]
+    assert plain.median_ms == pytest.approx(2.0 + 6.0 / batch)  # the round trip's share of each call
+    assert deducted.median_ms == pytest.approx(2.0)  # the call's own work, and nothing else
 
 
 def test_a_timed_call_that_writes_its_inputs_is_caught() -> None:
