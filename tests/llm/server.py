@@ -7,6 +7,8 @@ client never exceeded its concurrency limit and never asked a finished prompt tw
 
     with LLMServer(respond=lambda req: "```python\\nclass ModelNew: ...\\n```", p429=0.2) as server:
         client = openai.OpenAI(base_url=server.openai_url, api_key="test")
+
+`respond` may answer a `Reply` instead of text: text and tool calls, for agents (non-streaming).
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ from typing import Any
 
 
 @dataclass
+class Reply:
+    """An answer with tool calls: (name, arguments as written, JSON or not) each."""
+
+    text: str = ""
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
 class ServedRequest:
     api: str  # "openai" | "anthropic"
     model: str
@@ -32,6 +42,15 @@ class ServedRequest:
     stream: bool
     body: dict[str, Any]
     headers: dict[str, str]  # names lower-cased
+
+    @property
+    def tool_results(self) -> list[str]:
+        """The tools' answers the conversation holds, in order (either API's form)."""
+        out = [_text(m.get("content")) for m in self.messages if m.get("role") == "tool"]
+        for m in self.messages:
+            if m.get("role") == "user" and isinstance(m.get("content"), list):
+                out += [_text(b.get("content")) for b in m["content"] if b.get("type") == "tool_result"]
+        return out
 
     @property
     def last_user(self) -> str:
@@ -46,6 +65,8 @@ class ServedRequest:
 
 
 def _text(content: Any) -> str:
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content if isinstance(part, dict))
@@ -76,7 +97,7 @@ class LLMServer:
 
     def __init__(
         self,
-        respond: Callable[[ServedRequest], str] | None = None,
+        respond: Callable[[ServedRequest], str | Reply] | None = None,
         p429: float = 0.0,
         p500: float = 0.0,
         p_malformed: float = 0.0,
@@ -166,6 +187,9 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
             if fault == "malformed":
                 return self._raw(200, b'{"id": "x", "choices": [', "application/json")
             text = server.respond(req)
+            if isinstance(text, Reply):
+                body = _openai_calls(req, text) if req.api == "openai" else _anthropic_calls(req, text)
+                return self._json(200, body)
             if req.stream:
                 return self._sse(_sse_events(req, text))
             return self._json(
@@ -239,6 +263,31 @@ def _anthropic_body(req: ServedRequest, text: str) -> dict[str, Any]:
         "stop_sequence": None,
         "usage": {"input_tokens": tin, "output_tokens": tout},
     }
+
+
+def _call_id(req: ServedRequest, i: int) -> str:
+    return f"call_{req.key[:8]}_{len(req.messages)}_{i}"  # unique within a conversation
+
+
+def _openai_calls(req: ServedRequest, reply: Reply) -> dict[str, Any]:
+    body = _openai_body(req, reply.text)
+    calls = [
+        {"id": _call_id(req, i), "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (name, args) in enumerate(reply.calls)
+    ]
+    message = {"role": "assistant", "content": reply.text or None}
+    if calls:
+        message["tool_calls"] = calls
+    body["choices"][0] |= {"message": message, "finish_reason": "tool_calls" if calls else "stop"}
+    return body
+
+
+def _anthropic_calls(req: ServedRequest, reply: Reply) -> dict[str, Any]:
+    body = _anthropic_body(req, reply.text)
+    blocks = [{"type": "text", "text": reply.text}] if reply.text else []
+    for i, (name, args) in enumerate(reply.calls):
+        blocks.append({"type": "tool_use", "id": _call_id(req, i), "name": name, "input": json.loads(args)})
+    return body | {"content": blocks, "stop_reason": "tool_use" if reply.calls else "end_turn"}
 
 
 def _pieces(text: str, n: int = 3) -> list[str]:

@@ -8,6 +8,14 @@ from typing import Any
 from kbench.errors import ConfigError, require
 from kbench.llm.base import GenParams, Request, api_key, register_provider
 from kbench.llm.failures import describe_failure
+from kbench.llm.tooluse import (
+    Exchange,
+    ToolSpec,
+    ToolTurn,
+    anthropic_messages,
+    anthropic_tools,
+    anthropic_turn,
+)
 from kbench.types import Completion
 
 # Extended-thinking budgets for --reasoning-effort; the API's minimum budget is 1,024 tokens.
@@ -90,6 +98,30 @@ class AnthropicProvider:
         return Completion(
             model=request.model, text=text, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
         )
+
+    async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
+        """One answer of a tool-using conversation (not cached: an agent's session resumes from its
+        transcript); streamed where a long answer needs it, as `complete` is."""
+        sdk = self.sdk
+        body = self._body(request) | {
+            "messages": anthropic_messages(exchanges),
+            "tools": anthropic_tools(tools),
+        }
+        try:
+            if request.params.stream or request.params.max_tokens > STREAM_ABOVE_TOKENS:
+                async with self.client.messages.stream(**body) as stream:
+                    message = await stream.get_final_message()
+            else:
+                message = await self.client.messages.create(**body)
+            text, calls = anthropic_turn(message)
+        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
+            raise ConfigError(
+                f"{request.model}: the server refused the request ({exc}); check key and model"
+            ) from exc
+        except (sdk.APIError, ValueError, AttributeError, TypeError, KeyError) as exc:
+            return ToolTurn(error=describe_failure(exc, self.params.max_retries, self.params.base_url))
+        usage = message.usage
+        return ToolTurn(text, calls, usage.input_tokens, usage.output_tokens, message.stop_reason or "")
 
     async def aclose(self) -> None:
         await self.client.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 from kbench.llm.base import GenParams, Provider, Request, get_provider
 from kbench.llm.cache import ResponseCache
 from kbench.llm.pricing import Usage, cost_usd
+from kbench.llm.tooluse import Exchange, ToolSpec, ToolTurn
 from kbench.types import Completion
 
 
@@ -44,6 +45,37 @@ class LLMClient:
     @property
     def errors_are_final(self) -> bool:
         return self.provider.errors_are_final
+
+    @property
+    def uses_tools(self) -> bool:
+        """Whether the provider can hold a tool-using conversation (`converse`)."""
+        return callable(getattr(self.provider, "converse", None))
+
+    async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
+        """One answer of a tool-using conversation, inside the concurrency limit, with latency and cost;
+        counted in `usage` as a request. Never cached (an agent's transcript is its record)."""
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        self.queued += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.queued -= 1
+        self.in_flight += 1
+        start = time.perf_counter()
+        try:
+            turn: ToolTurn = await self.provider.converse(request, exchanges, tools)  # type: ignore[attr-defined]
+        finally:
+            self.in_flight -= 1
+            self._sem.release()
+        cost = cost_usd(request.model, turn.input_tokens, turn.output_tokens)
+        turn = replace(turn, latency_s=time.perf_counter() - start, cost_usd=cost)
+        self.usage.add(
+            Completion(
+                request.model, turn.text, 0, 0, turn.input_tokens, turn.output_tokens, cost, error=turn.error
+            )
+        )
+        return turn
 
     async def complete(self, request: Request) -> Completion:
         if self.cache is not None:

@@ -11,6 +11,7 @@ from typing import Any
 from kbench.errors import ConfigError, require
 from kbench.llm.base import GenParams, Request, api_key, register_provider
 from kbench.llm.failures import describe_failure
+from kbench.llm.tooluse import Exchange, ToolSpec, ToolTurn, openai_messages, openai_tools, openai_turn
 from kbench.types import Completion
 
 
@@ -63,6 +64,30 @@ class OpenAIProvider:
             error = describe_failure(exc, self.params.max_retries, self.params.base_url)
             return Completion(model=request.model, text="", error=error)
         return Completion(model=request.model, text=text, input_tokens=tin, output_tokens=tout)
+
+    async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
+        """One answer of a tool-using conversation (never streamed, never cached: an agent's session is
+        kept by its transcript, and resumes from it)."""
+        sdk = self.sdk
+        body = self._body(request) | {
+            "messages": openai_messages(request.system, exchanges),
+            "tools": openai_tools(tools),
+        }
+        try:
+            resp = await self.client.chat.completions.create(**body)
+            if not resp.choices:
+                return ToolTurn(error="the server answered no choices")
+            text, calls = openai_turn(resp.choices[0].message)
+        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
+            raise ConfigError(
+                f"{request.model}: the server refused the request ({exc}); check key and model"
+            ) from exc
+        except (sdk.APIError, ValueError, AttributeError, TypeError) as exc:
+            return ToolTurn(error=describe_failure(exc, self.params.max_retries, self.params.base_url))
+        usage = resp.usage
+        tin, tout = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        stop = resp.choices[0].finish_reason or ""
+        return ToolTurn(text, calls, tin, tout, stop)
 
     async def _stream(self, request: Request) -> tuple[str, int, int]:
         body = self._body(request) | {"stream": True, "stream_options": {"include_usage": True}}
