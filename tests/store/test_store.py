@@ -215,17 +215,18 @@ def test_a_v1_database_is_migrated_and_keeps_its_verdicts(tmp_path: Path) -> Non
     db.close()
 
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.schema_version == SCHEMA_VERSION == 6
     [rec] = store.records("old")
     assert rec.verdict == full_verdict() and rec.completion_text == ""
     store.put_sol("kbench:2/1", "full", "g", 1.0)  # v2 tables exist
     versions = [r[0] for r in store._rows("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2, 3, 4, 5]
+    assert versions == [1, 2, 3, 4, 5, 6]
     assert store.run_problems("old") == [] and store.requests("old") == []  # v3 tables exist, empty
     assert store.messages("old") == []  # and v4's
     assert Journal(store).open_jobs("old") == []  # and v5's
+    assert store.transcript("old") == []  # and v6's
     store.close()
-    assert Store(path).schema_version == 5  # reopening does not migrate twice
+    assert Store(path).schema_version == 6  # reopening does not migrate twice
 
 
 def test_a_newer_database_is_refused(tmp_path: Path) -> None:

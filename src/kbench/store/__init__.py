@@ -9,6 +9,7 @@ from kbench.store.records import (
     RequestRecord,
     RunInfo,
     StoredVerdict,
+    TranscriptStep,
     VerdictKey,
 )
 from kbench.store.schema import SCHEMA_VERSION, StoreError
@@ -23,6 +24,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredVerdict",
+    "TranscriptStep",
     "VerdictKey",
     "from_dict",
     "new_run_id",

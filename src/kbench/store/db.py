@@ -25,6 +25,7 @@ from kbench.store.records import (
     RequestRecord,
     RunInfo,
     StoredVerdict,
+    TranscriptStep,
     VerdictKey,
 )
 from kbench.store.schema import StoreError, migrate
@@ -207,6 +208,24 @@ class Store:
             (run_id,),
         )
         return [MessageRecord(*r) for r in rows]
+
+    def record_step(self, run_id: str, t: TranscriptStep) -> None:
+        """Keep one step of an agent's session; a step already stored stays (a resumed session goes on
+        after its last one)."""
+        row = (run_id, t.problem_key, t.sample, t.step, t.role, json.dumps(t.message), t.input_tokens,
+               t.output_tokens, t.seconds, _now())  # fmt: skip
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO transcript_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+    def transcript(self, run_id: str, problem_key: str | None = None) -> list[TranscriptStep]:
+        """A run's agent transcripts (one problem's, given one), by problem, sample and step."""
+        where, args = ("AND problem_key = ?", (run_id, problem_key)) if problem_key else ("", (run_id,))
+        rows = self._rows(
+            "SELECT problem_key, sample, step, role, message, input_tokens, output_tokens, seconds FROM "
+            f"transcript_steps WHERE run_id = ? {where} ORDER BY problem_key, sample, step",
+            args,
+        )
+        return [TranscriptStep(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:]) for r in rows]
 
     # verdicts ----------------------------------------------------------------------------------------
 

@@ -88,3 +88,20 @@ class MessageRecord:
         if self.role == "system":
             return "system prompt"
         return "prompt" if self.turn == 0 else "feedback"
+
+
+@dataclass(frozen=True)
+class TranscriptStep:
+    """One message of an agent's session, in order: `user` (the task, a nudge), `assistant` (text and tool
+    calls, with the tokens of that answer), `tool` (a call's result, with the tool's seconds) and, last,
+    `end` (why the session stopped: submitted, a budget spent, the model's failure). `message` is the
+    llm.tooluse.Exchange's dict (`end`: `{"reason": ...}`)."""
+
+    problem_key: str
+    sample: int
+    step: int
+    role: str
+    message: dict[str, Any]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0

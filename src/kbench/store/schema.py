@@ -172,7 +172,30 @@ def _v5(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite3.Connection) -> None:
+    """Agent sessions' transcripts (agent/loop.py): every message of a session in order, the model's
+    answers with their tokens and the tools' results with their seconds, and how the session ended."""
+    _script(
+        db,
+        """
+        CREATE TABLE transcript_steps (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            problem_key TEXT NOT NULL,
+            sample INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            message TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            seconds REAL NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (run_id, problem_key, sample, step)
+        )
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
