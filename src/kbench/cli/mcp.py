@@ -35,6 +35,9 @@ def mcp_cmd(
     no_token: bool = typer.Option(False, "--no-token", help="with --http: serve without a token"),
     max_calls: int | None = typer.Option(None, "--max-calls", help="tool calls the session may make"),
     max_evals: int | None = typer.Option(None, "--max-evals", help="check + evaluate calls it may make"),
+    max_eval_seconds: float | None = typer.Option(
+        None, "--max-eval-seconds", help="seconds of check + evaluate it may spend (GPU seconds on a GPU)"
+    ),
     config: Path | None = typer.Option(None, "--config", help="TOML/JSON run config"),
     source: str | None = typer.Option(None, "--source", "-s", help="the problems served (default: kbench)"),
     backend: str | None = typer.Option(None, "--backend", "-b", help="default backend of the tools"),
@@ -65,7 +68,7 @@ def mcp_cmd(
     cfg = resolve(config, flags)
     prewarm_starter(cfg)
     cfg = cpu_defaults(cfg)  # stdio: every line of ours goes to stderr, stdout is the protocol's
-    bench = Workbench(cfg, Budget(max_calls, max_evals), model)
+    bench = Workbench(cfg, Budget(max_calls, max_evals, max_eval_seconds), model)
     server = build_server(bench)
     err_console.print(
         f"kbench mcp: run {bench.run_id}, store {cfg.store}, device {cfg.device}, backend {cfg.backend}, "

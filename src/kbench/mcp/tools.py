@@ -3,13 +3,17 @@ hidden shapes) and `final` (submit: recorded in the server's run, the whole prot
 
 A tool's failure (unknown problem, budget spent, a backend this machine cannot run) raises `ToolRefusal`
 with one line for the agent; the server turns it into an MCP tool error. Budgets and the one submit per
-problem hold for the server's life: one agent per server, as stdio gives.
+problem hold for one `Desk`: `kbench mcp` has one for the server's life (one agent per server, as stdio
+gives); an agent run (agent/loop.py) seats each session at a desk of its own (`Workbench.seat`), bound to
+its problem and sample, on the same two Evaluators.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +30,12 @@ class ToolRefusal(Exception):
 
 @dataclass(frozen=True)
 class Budget:
-    """Tool calls, and check + evaluate calls, a server answers before refusing (None: no limit)."""
+    """Tool calls, check + evaluate calls, and seconds spent in them (GPU seconds on a GPU machine), a
+    desk answers before refusing (None: no limit)."""
 
     max_calls: int | None = None
     max_evals: int | None = None
+    max_device_s: float | None = None
 
 
 class _Counter:
@@ -37,41 +43,73 @@ class _Counter:
         self.budget = budget
         self.calls = 0
         self.evals = 0
+        self.device_s = 0.0
         self._lock = threading.Lock()
 
-    def spend(self, evaluation: bool) -> None:
-        """Count one call (and one evaluation); refuse it, counting nothing, when a budget is spent."""
+    def spend(self, evaluation: bool, final: bool = False) -> None:
+        """Count one call (and one evaluation); refuse it, counting nothing, when a budget is spent. A
+        `final` call (submit) is always taken: the budgets bound the work before the answer, not the answer."""
         with self._lock:
             b = self.budget
-            if b.max_calls is not None and self.calls >= b.max_calls:
+            if not final and b.max_calls is not None and self.calls >= b.max_calls:
                 raise ToolRefusal(f"the tool-call budget of this session is spent ({b.max_calls} calls)")
             if evaluation and b.max_evals is not None and self.evals >= b.max_evals:
                 raise ToolRefusal(
                     f"the evaluation budget of this session is spent ({b.max_evals} check/evaluate calls); "
                     "submit a final answer, or stop"
                 )
+            if evaluation and b.max_device_s is not None and self.device_s >= b.max_device_s:
+                raise ToolRefusal(
+                    f"the evaluation time of this session is spent ({self.device_s:.0f} of "
+                    f"{b.max_device_s:g} s in check/evaluate); submit a final answer, or stop"
+                )
             self.calls += 1
             self.evals += evaluation
 
-    def left(self) -> dict[str, int | None]:
+    def spent(self, seconds: float) -> None:
+        with self._lock:
+            self.device_s += seconds
+
+    def left(self) -> dict[str, int | float | None]:
         b = self.budget
         return {
             "calls_left": None if b.max_calls is None else b.max_calls - self.calls,
             "evals_left": None if b.max_evals is None else b.max_evals - self.evals,
+            "eval_seconds_left": None if b.max_device_s is None else round(b.max_device_s - self.device_s, 1),
         }
 
 
+class Desk:
+    """One agent's session: its budget counter and the task of each problem's submit; in an agent run,
+    also the one problem (its key) and the sample number it works on."""
+
+    def __init__(self, budget: Budget, problem: str | None = None, sample: int | None = None) -> None:
+        self.counter = _Counter(budget)
+        self.problem = problem
+        self.sample = sample
+        self.submitted: dict[str, asyncio.Task[dict[str, Any]]] = {}
+
+
 class Workbench:
-    """The tools' state: the two Evaluators, the budget counter and the verdict of each problem's submit."""
+    """The tools: the two Evaluators, and the desk of the session they answer (`seat` for another one)."""
 
     def __init__(self, cfg: RunConfig, budget: Budget, model: str | None = None) -> None:
         self.cfg = cfg
         self.model = model  # the name submits are filed under (default: the config's model, else "api")
-        self.counter = _Counter(budget)
-        practice_cfg = cfg.model_copy(update={"hidden_shapes": False})
+        self.desk = Desk(budget)
+        practice_cfg = cfg.model_copy(update={"hidden_shapes": False, "run_id": None})
         self.practice = Evaluator(practice_cfg, EvaluatorOptions(record=False, sources_only=True))
         self.final = Evaluator(cfg, EvaluatorOptions(sources_only=True))
-        self._submitted: dict[str, asyncio.Task[dict[str, Any]]] = {}
+
+    @property
+    def counter(self) -> _Counter:
+        return self.desk.counter
+
+    def seat(self, desk: Desk) -> Workbench:
+        """These tools, on the same Evaluators, for the session at `desk`."""
+        view = copy.copy(self)
+        view.desk = desk
+        return view
 
     @property
     def run_id(self) -> str | None:
@@ -83,9 +121,13 @@ class Workbench:
 
     def problem(self, address: str) -> Problem:
         try:
-            return self.final.problem(address, strict=True)
+            p = self.final.problem(address, strict=True)
         except KbenchError as exc:  # the problem module's words are the HTTP service's
             raise ToolRefusal(scrub(str(exc)).replace("GET problems", "list_problems")) from None
+        bound = self.desk.problem
+        if bound is not None and p.key != bound:
+            raise ToolRefusal(f"this session works on problem {bound} only (asked: {address})")
+        return p
 
     # tools -------------------------------------------------------------------------------------------
 
@@ -141,7 +183,11 @@ class Workbench:
             return answer | {"ok": False, "message": "rejected by the static checks: nothing was built"}
         candidate = Candidate(p.key, backend, source)
         device = evaluation_device(self.cfg.device, backend)
-        build = await asyncio.to_thread(prebuild, candidate, self.cfg, device)
+        start = time.monotonic()
+        try:
+            build = await asyncio.to_thread(prebuild, candidate, self.cfg, device)
+        finally:
+            self.counter.spent(time.monotonic() - start)
         answer["build"] = build_view(build)
         answer["ok"] = build.ok
         answer["message"] = "built" if build.ok else "the build failed"
@@ -155,25 +201,28 @@ class Workbench:
         reference pool), so nothing evaluate shows, even by its status, is about the submit's seed."""
         self.counter.spend(evaluation=True)
         p = self.problem(address)
-        verdict = await self._judge(self.practice, Submission(p, source, self._backend(backend)))
+        start = time.monotonic()
+        try:
+            verdict = await self._judge(self.practice, Submission(p, source, self._backend(backend)))
+        finally:
+            self.counter.spent(time.monotonic() - start)
         return verdict_view(verdict) | self.counter.left()
 
     async def submit(self, address: str, source: str, backend: str | None) -> dict[str, Any]:
-        self.counter.spend(evaluation=False)
+        self.counter.spend(evaluation=False, final=True)
         p = self.problem(address)
-        task = self._submitted.get(p.key)
+        submitted = self.desk.submitted
+        task = submitted.get(p.key)
         if task is not None:
             first = await asyncio.shield(task)
             return first | {"note": "this problem was already submitted in this session: its first verdict"}
-        submission = Submission(p, source, self._backend(backend), model=self.model)
+        submission = Submission(p, source, self._backend(backend), sample=self.desk.sample, model=self.model)
         task = asyncio.ensure_future(self._final(submission))
-        self._submitted[p.key] = task
+        submitted[p.key] = task
         try:
             return await asyncio.shield(task)
         except Exception:
-            del self._submitted[
-                p.key
-            ]  # kbench's refusal or failure is not a verdict: the agent may submit again
+            del submitted[p.key]  # kbench's refusal or failure is not a verdict: the agent may submit again
             raise
 
     async def inspect(self, address: str) -> dict[str, Any]:
