@@ -190,6 +190,14 @@ class RunConfig(BaseModel):
     # retries of one request on 429, 5xx, timeouts and refused connections (the SDKs' backoff)
     llm_retries: int = Field(default=8, ge=0)
     solution_backends: list[str] = Field(default_factory=list)  # `run --solutions`: the shipped sets run
+    # `run --agent`: a tool-calling model works each problem with kbench's MCP tools (agent/loop.py), one
+    # session per sample, within these budgets each (None: no limit); its one submit is the verdict
+    agent: bool = False
+    agent_max_calls: int = Field(default=40, ge=1)  # tool calls
+    agent_max_evals: int | None = Field(default=20, ge=1)  # check + evaluate calls
+    agent_max_tokens: int | None = Field(default=400_000, ge=1)  # input + output tokens, all answers
+    agent_max_wall_s: float | None = Field(default=3600.0, gt=0)  # the session's wall time
+    agent_max_device_s: float | None = Field(default=None, gt=0)  # seconds of check/evaluate (GPU seconds)
 
     # evaluation
     seeds: int = _ref(3)  # fixed seeds; one more per-run secret seed is added

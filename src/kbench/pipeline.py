@@ -204,7 +204,7 @@ def run_solutions(
             f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
         )
     store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
-    with store, _keeping(store, run_id):
+    with store, keeping(store, run_id):
         done = store.done_keys(run_id)
         monitor.started(run_id, len(jobs), sum(job.tag in done for job in jobs))
         recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, monitor.verdict, monitor.activity)
@@ -212,7 +212,7 @@ def run_solutions(
 
 
 @contextmanager
-def _keeping(store: Store, run_id: str) -> Iterator[None]:
+def keeping(store: Store, run_id: str) -> Iterator[None]:
     """An interrupted run says what it keeps: every verdict recorded before the stop, and how to resume."""
     try:
         yield
@@ -289,7 +289,7 @@ def run_model(
     monitor.activity.client = client
     store, run_id = open_run(cfg, problems, resume)
     try:
-        with store, _keeping(store, run_id):
+        with store, keeping(store, run_id):
             return _model_run(cfg, problems, store, run_id, client, monitor)
     except KbenchError:
         if resume is None:

@@ -64,6 +64,10 @@ def _fresh(given: RunConfig, solutions: str | None) -> RunPlan:
         cfg, backends = _solutions_config(given)
         cfg = get_protocol(cfg.protocol).configure(cfg)
         return RunPlan(cfg, _selected(cfg), backends)
+    if given.agent and given.turns > 1:
+        raise ConfigError(
+            "--agent runs one session per sample, whose tool calls are its turns: leave out --turns"
+        )
     cfg = get_protocol(given.protocol).configure(apply_device_defaults(given))
     cfg = cfg.model_copy(update={"temperature": cfg.sampling_temperature})  # stored as sent
     return RunPlan(cfg, _selected(cfg), default_temperature=given.temperature is None)
@@ -169,6 +173,10 @@ def _header(plan: RunPlan) -> Header:
         n = len(plan.problems)
         if plan.backends:
             lines.append(f"  candidates: {_shipped(plan)}: {total} verdict{'' if total == 1 else 's'}")
+        elif cfg.agent:
+            lines.append(f"  agent {cfg.model}: {n} problems x {cfg.samples} sessions = {total} verdicts")
+            lines.append(f"  budget per session: {_agent_budget(cfg)}")
+            lines.append(f"  sampling: {_sampling(cfg, plan.default_temperature)}")
         else:
             size = f"{n} problems x {cfg.samples} samples x {cfg.turns} turns = {total} verdicts"
             lines.append(f"  model {cfg.model}: {size}")
@@ -185,6 +193,17 @@ def _header(plan: RunPlan) -> Header:
         return "\n".join(lines)
 
     return text
+
+
+def _agent_budget(cfg: RunConfig) -> str:
+    def limit(value: float | None, unit: str) -> str:
+        return f"no limit of {unit}" if value is None else f"{value:,g} {unit}"
+
+    return ", ".join([
+        limit(cfg.agent_max_calls, "tool calls"), limit(cfg.agent_max_evals, "check/evaluate calls"),
+        limit(cfg.agent_max_device_s, "s of evaluation"), limit(cfg.agent_max_tokens, "tokens"),
+        limit(cfg.agent_max_wall_s, "s of wall time"),
+    ])  # fmt: skip
 
 
 def _shipped(plan: RunPlan) -> str:
@@ -262,6 +281,10 @@ def _execute(plan: RunPlan, resume: str | None, view: RunProgress) -> RunOutcome
     problems = get_protocol(plan.cfg.protocol).problems(plan.problems)  # its tolerance, where it sets one
     if plan.backends:
         return pipeline.run_solutions(plan.cfg, problems, plan.backends, resume, view)
+    if plan.cfg.agent:
+        from kbench.agent import run_agent
+
+        return run_agent(plan.cfg, problems, resume, view)
     return pipeline.run_model(plan.cfg, problems, resume, view)
 
 
@@ -324,6 +347,24 @@ def run_cmd(
     hidden_shapes: bool = typer.Option(
         False, "--hidden-shapes", help="ok candidates are also checked at sizes drawn per evaluation"
     ),
+    agent: bool = typer.Option(
+        False,
+        "--agent",
+        help="the model works each problem as an agent with kbench's MCP tools (needs the mcp extra)",
+    ),
+    agent_calls: int | None = typer.Option(None, "--agent-calls", help="tool calls per session (default 40)"),
+    agent_evals: int | None = typer.Option(
+        None, "--agent-evals", help="check/evaluate calls per session (default 20)"
+    ),
+    agent_tokens: int | None = typer.Option(
+        None, "--agent-tokens", help="input + output tokens per session (default 400,000)"
+    ),
+    agent_wall: float | None = typer.Option(
+        None, "--agent-wall", help="seconds of answers and tool calls per session (default 3600)"
+    ),
+    agent_eval_seconds: float | None = typer.Option(
+        None, "--agent-eval-seconds", help="seconds of check/evaluate per session (GPU seconds; no limit)"
+    ),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""
     source = absolute_address(source) if source else None  # stored so, to be found from any folder
@@ -334,6 +375,8 @@ def run_cmd(
         concurrency=concurrency, executor=executor, ray_address=ray_address, timeout_s=timeout,
         noise_floor=noise_floor, protocol=protocol, store=store, static_checks=False if no_static else None,
         backend=backend, preset=preset, hidden_shapes=True if hidden_shapes else None,
+        agent=True if agent else None, agent_max_calls=agent_calls, agent_max_evals=agent_evals,
+        agent_max_tokens=agent_tokens, agent_max_wall_s=agent_wall, agent_max_device_s=agent_eval_seconds,
     )  # fmt: skip
     chosen, places = _where(problems, resume)
     given = resolve(config, flags | chosen)

@@ -19,7 +19,15 @@ from kbench import metrics as m
 from kbench.config import NOISE_FLOOR, RunConfig
 from kbench.errors import ConfigError
 from kbench.protocols import DEFAULT, PROTOCOLS, Protocol, get_protocol, parse_protocols
-from kbench.store import MessageRecord, ProblemMeta, RequestRecord, RunInfo, Store, StoredVerdict
+from kbench.store import (
+    MessageRecord,
+    ProblemMeta,
+    RequestRecord,
+    RunInfo,
+    Store,
+    StoredVerdict,
+    TranscriptStep,
+)
 
 _KEY_RE = re.compile(r":(\d+)/(\d+)$")
 MODES = ("eager", "compile")
@@ -87,6 +95,7 @@ class Series:
     levels: tuple[tuple[str, int], ...] = ()  # problem -> level, for every selected problem
     messages: tuple[MessageRecord, ...] = ()  # what the run told this model, per turn
     store: Path | None = None  # the results database it was read from, unless it is the default one
+    transcript: tuple[TranscriptStep, ...] = ()  # an agent run's sessions, every step (report/transcripts.py)
 
     @property
     def protocol(self) -> Protocol:
@@ -199,6 +208,7 @@ def load_series(
         models = by_model or {str(info.config.get("model", "")): []}
         selected, requests = store.run_problems(run_id), tuple(store.requests(run_id))
         messages = tuple(store.messages(run_id))
+        transcript = tuple(store.transcript(run_id))
         for model, rows in models.items():
             label = f"{model or '(no model)'} · {run_id}" if len(run_ids) > 1 or len(models) > 1 else model
             keys = selected or sorted({r.record.problem_key for r in rows})
@@ -207,7 +217,8 @@ def load_series(
             levels = tuple((k, _level(problems.get(k), k)) for k in keys)
             out.append(
                 Series(label or run_id, info, model, tuple(rows), tuple(keys), requests if asked else (),
-                       used, levels, messages if asked else (), _named_store(store))
+                       used, levels, messages if asked else (), _named_store(store),
+                       transcript if asked else ())
             )  # fmt: skip
     return out
 

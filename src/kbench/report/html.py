@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from html import escape
 
 from kbench import metrics as m
-from kbench.report import at_k, levels, svg
+from kbench.report import at_k, levels, svg, transcripts
 from kbench.report.data import MODES, MessageKey, Options, Row, Series, fmt_fast, fmt_speedup
 from kbench.report.state import warnings
 from kbench.report.summary import TURN_HEADER, ks_of, rules, sections, turn_rows
-from kbench.store import MessageRecord
+from kbench.store import MessageRecord, TranscriptStep
 from kbench.store.export import message
 from kbench.version import VERSION
 
@@ -235,7 +235,11 @@ def _told(messages: Sequence[MessageRecord]) -> list[tuple[str, str]]:
     return [(f"{msg.kind} sent at turn {msg.turn}", msg.text) for msg in messages]
 
 
-def _details(r: Row, told: dict[MessageKey, list[MessageRecord]]) -> str:
+def _details(
+    r: Row,
+    told: dict[MessageKey, list[MessageRecord]],
+    sessions: dict[transcripts.SessionKey, list[TranscriptStep]] | None = None,
+) -> str:
     s, v = r.stored, r.stored.verdict
     k = s.key
     facts = [
@@ -258,9 +262,10 @@ def _details(r: Row, told: dict[MessageKey, list[MessageRecord]]) -> str:
     blocks += _told(told.get((k.problem_key, k.sample, k.turn), []))
     blocks += [("candidate source", s.candidate_source), ("completion", s.completion_text)]
     title = f"{escape(k.problem_key)} · {escape(k.model)} · s{k.sample} t{k.turn}"
+    session = transcripts.transcript_block((sessions or {}).get((k.problem_key, k.sample), []))
     return (
         f'<section class="verdict" id="{r.anchor}"><h3>{title}</h3><p>{"<br>".join(facts)}</p>'
-        f"{_blocks(blocks)}</section>"
+        f"{session}{_blocks(blocks)}</section>"
     )
 
 
@@ -295,12 +300,21 @@ def _unjudged(s: Series) -> str:
     return "".join(parts)
 
 
+def _solved(s: Series) -> int:
+    """Problems with an ok verdict in the series."""
+    return len({r.record.problem_key for r in s.rows if r.stored.verdict.status.value == "ok"})
+
+
 def _verdicts(series: Sequence[Series]) -> str:
     """Every verdict's details, then the turns without a verdict, each with what it told the model."""
     return (
         "<h2 id='details'>Verdict details</h2><p class='note'>each verdict with what its turn told the "
         "model; then the turns the model was told something at but that have no verdict</p>"
-        + "".join(_details(r, told) for s, told in ((s, s.told()) for s in series) for r in s.rows)
+        + "".join(
+            _details(r, s.told(), transcripts.sessions(s.transcript) if s.transcript else None)
+            for s in series
+            for r in s.rows
+        )
         + "".join(_unjudged(s) for s in series)
     )
 
@@ -337,6 +351,9 @@ def render(
         parts.append(
             f"<h2 id='turns'>Per turn</h2><p class='note'>{escape(first)} rules</p>" + _turns(series, options)
         )
+    agents = [(s.label, s.transcript, _solved(s)) for s in series if s.transcript]
+    if agents:
+        parts.append(transcripts.agents_table(agents))
     parts.append(
         f"<h2 id='problems'>Per problem</h2><p class='note'>{escape(SPEEDUPS)}, whatever the protocol, "
         "with their 95 % interval; the per-level tables give each protocol's own</p>"
