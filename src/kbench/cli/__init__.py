@@ -8,6 +8,7 @@ import sys
 import typer
 from rich.markup import escape
 
+from kbench.cli import agent as _agent  # noqa: E402,F401
 from kbench.cli import evaluate as _evaluate  # noqa: E402,F401
 from kbench.cli import generate as _generate  # noqa: E402,F401
 from kbench.cli import inspect as _inspect  # noqa: E402,F401

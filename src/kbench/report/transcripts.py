@@ -94,7 +94,7 @@ def transcript_block(steps: Sequence[TranscriptStep]) -> str:
     if not steps:
         return ""
     e = Effort.of(steps)
-    summary = f"agent transcript: {len(steps)} steps, {e.calls} tool calls, {e.tokens:,} tokens"
+    summary = f"agent transcript: {len(steps)} steps, {e.calls} tool call{'' if e.calls == 1 else 's'}, {e.tokens:,} tokens"
     return (
         f"<details><summary>{escape(summary)}</summary><ol>{''.join(_step(t) for t in steps)}</ol></details>"
     )
