@@ -113,6 +113,7 @@ def test_an_agent_run_killed_mid_session_resumes_and_is_judged(tmp_path: Path, s
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert second.stats.requests == 1  # only the answer the kill interrupted
+        assert "agent sessions 1, submitted 1, solved 1" in done.stdout
         (conversation,) = second.stats.seen
     assert asked_first == 4 and len(conversation.tool_results) == 4
 

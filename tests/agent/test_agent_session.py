@@ -130,6 +130,10 @@ def test_every_call_is_answered_in_order_and_the_submit_ends_the_session(store: 
     table = transcripts.agents_table([("m", steps, 1)])
     cells = ["m", "1", "1", "1", "6", "6.0", "6.0", "80", "80.0"]  # sessions, submitted, solved, calls ...
     assert "".join(f"<td>{c}</td>" for c in cells) in table
+    assert transcripts.effort_line("m", steps, 1) == (
+        "m: agent sessions 1, submitted 1, solved 1; tool calls 6 (6.0 a session, 6.0 a solved problem), "
+        "tokens 80 (80.0 a solved problem)"
+    )
 
 
 def test_a_spent_budget_gets_one_last_answer_in_which_only_submit_answers(store: Store) -> None:

@@ -116,6 +116,11 @@ class Series:
     def level_of(self, key: str) -> int:
         return dict(self.levels).get(key, _level(None, key))
 
+    @property
+    def solved(self) -> int:
+        """Problems with an ok verdict in the series."""
+        return len({r.record.problem_key for r in self.rows if r.stored.verdict.ok})
+
     def told(self) -> dict[MessageKey, list[MessageRecord]]:
         out: dict[MessageKey, list[MessageRecord]] = {}
         for msg in self.messages:

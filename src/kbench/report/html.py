@@ -300,11 +300,6 @@ def _unjudged(s: Series) -> str:
     return "".join(parts)
 
 
-def _solved(s: Series) -> int:
-    """Problems with an ok verdict in the series."""
-    return len({r.record.problem_key for r in s.rows if r.stored.verdict.status.value == "ok"})
-
-
 def _verdicts(series: Sequence[Series]) -> str:
     """Every verdict's details, then the turns without a verdict, each with what it told the model."""
     return (
@@ -351,7 +346,7 @@ def render(
         parts.append(
             f"<h2 id='turns'>Per turn</h2><p class='note'>{escape(first)} rules</p>" + _turns(series, options)
         )
-    agents = [(s.label, s.transcript, _solved(s)) for s in series if s.transcript]
+    agents = [(s.label, s.transcript, s.solved) for s in series if s.transcript]
     if agents:
         parts.append(transcripts.agents_table(agents))
     parts.append(

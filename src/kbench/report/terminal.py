@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench import metrics as m
-from kbench.report import at_k, levels
+from kbench.report import at_k, levels, transcripts
 from kbench.report.data import Options, Series, fmt_fast
 from kbench.report.state import warnings
 from kbench.report.summary import TURN_HEADER, ks_of, rules, sections, turn_rows
@@ -99,3 +99,6 @@ def print_summary(series: Sequence[Series], console: Console, options: Options |
         if s.turns > 1:
             console.print(turn_table(s, options))
     console.print(tag_table(series, options))
+    for s in series:
+        if s.transcript:
+            console.print(transcripts.effort_line(s.label, s.transcript, s.solved), highlight=False)

@@ -69,6 +69,16 @@ def agents_table(rows: Sequence[tuple[str, Sequence[TranscriptStep], int]]) -> s
     )
 
 
+def effort_line(label: str, steps: Sequence[TranscriptStep], solved: int) -> str:
+    """The agents table's row as one line (the terminal summary)."""
+    e = Effort.of(steps)
+    return (
+        f"{label}: agent sessions {e.sessions}, submitted {e.submitted}, solved {solved}; tool calls "
+        f"{e.calls:,} ({_per(e.calls, e.sessions)} a session, {_per(e.calls, solved)} a solved problem), "
+        f"tokens {e.tokens:,} ({_per(e.tokens, solved)} a solved problem)"
+    )
+
+
 def _step(t: TranscriptStep) -> str:
     m = t.message
     if t.role == "end":
