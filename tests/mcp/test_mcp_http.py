@@ -64,6 +64,24 @@ def test_http_needs_the_bearer_token(server: dict[str, Any], header: str | None)
     assert err.value.code == 401
 
 
+def test_problem_tools_over_http(server: dict[str, Any]) -> None:
+    """The tools that read problems, and a refusal, over streamable HTTP (stdio: test_mcp_stdio.py)."""
+    listed, shown, inspected, unknown = call(
+        server["url"],
+        ("list_problems", {"level": 2}),
+        ("show_problem", {"problem": PROBLEM}),
+        ("inspect", {"problem": PROBLEM}),
+        ("show_problem", {"problem": "2/9999"}),
+    )
+    assert listed.structured_content["count"] > 100 and not listed.is_error
+    assert (
+        shown.structured_content["problem"] == "kbench:2/1"
+        and "class Model" in shown.structured_content["code"]
+    )
+    assert inspected.structured_content["roofline"]["sol_ms"] > 0
+    assert unknown.is_error and "list_problems" in text_of(unknown)
+
+
 @pytest.mark.slow
 def test_evaluate_honest_and_wrong(server: dict[str, Any]) -> None:
     honest, wrong, check = call(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -122,8 +123,8 @@ class Workbench:
     def problem(self, address: str) -> Problem:
         try:
             p = self.final.problem(address, strict=True)
-        except KbenchError as exc:  # the problem module's words are the HTTP service's
-            raise ToolRefusal(scrub(str(exc)).replace("GET problems", "list_problems")) from None
+        except KbenchError as exc:  # the problem module's words name the CLI and the service: the tool here
+            raise ToolRefusal(_to_tools(scrub(str(exc)))) from None
         bound = self.desk.problem
         if bound is not None and p.key != bound:
             raise ToolRefusal(f"this session works on problem {bound} only (asked: {address})")
@@ -253,6 +254,12 @@ class Workbench:
             return await asyncio.wrap_future(ticket.future)
         except KbenchError as exc:
             raise ToolRefusal(scrub(str(exc))) from None
+
+
+def _to_tools(text: str) -> str:
+    """A message that points at `kbench list` or `GET problems`, pointing at the list_problems tool."""
+    text = re.sub(r"`kbench list --level (\d+)`", r"list_problems(level=\1)", text)
+    return re.sub(r"`kbench list[^`]*`|GET problems", "list_problems", text)
 
 
 def _fusion(p: Problem, cfg: RunConfig) -> dict[str, Any]:
