@@ -148,6 +148,11 @@ class Status(str, enum.Enum):
     NO_CODE = "no_code"  # the completion held no usable candidate (extraction stage)
 
 
+CPU_SAMPLE_PERIOD_NS = (
+    500_000  # TimingSettings.sample_period_ns of native CPU candidates (referee/cpushare.py)
+)
+
+
 @dataclass(frozen=True)
 class TimingSettings:
     """How referee/timing.py times one model; the same for the reference and the candidate."""
@@ -165,6 +170,10 @@ class TimingSettings:
     max_batch: int = 2000
     flush_l2: bool = True  # the referee writes 2x the L2 before each batch (CUDA)
     threads: int = 0  # torch/OpenMP threads of a CPU runner (0: leave as is)
+    # CPU, native candidates: every timed batch of the reference's loops and the candidate's runs under the
+    # referee's sampling of whose code ran, a sample every this many ns of a thread's run time (0: none),
+    # which slows both alike (referee/cpushare.py)
+    sample_period_ns: int = 0
 
 
 @dataclass(frozen=True)

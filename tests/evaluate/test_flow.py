@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
-from kbench.types import Candidate, Status
+from kbench.types import CPU_SAMPLE_PERIOD_NS, Candidate, Status
 
 PROBLEM = "kbench:2/1"
 
@@ -50,6 +50,27 @@ def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
     )
     again = run("cpp_honest.py", cache_dir, measure=False)
     assert again.status is Status.OK and again.build is not None and again.build.cache_hit
+
+
+@pytest.mark.slow
+def test_every_timed_batch_is_sampled_so_feeling_the_sampling_gains_nothing(cache_dir: Path) -> None:
+    """The reference's timed batches and the candidate's are all sampled (a sparse period, the same on
+    both sides): a candidate that runs PyTorch whenever it feels no sampling never feels none in its
+    timing loop, so its timed calls run its kernel, as their sampled share says."""
+    v = run("cpp_feels_sampling.py", cache_dir)
+    assert v.status is Status.OK, v.message + v.log_tail
+    assert v.timing is not None
+    extra = dict(v.timing.extra)
+    if v.kernel_share is None:
+        pytest.skip(f"perf events refused here: {v.warnings}")
+    assert extra["watched_batches"] >= v.timing.n  # every timed batch (and any after, for samples)
+    share, counted = extra["timed_kernel_share"]
+    assert counted >= 30 and share > 0.5 * v.kernel_share, (share, counted, v.kernel_share)
+    for mode, stats in v.baselines:  # the reference's loops pay the same sampling
+        settings = json.loads(dict(stats.extra)["timing_settings"])
+        assert settings["sample_period_ns"] == CPU_SAMPLE_PERIOD_NS, mode
+        if dict(stats.extra)["source"] == "measured":
+            assert dict(stats.extra)["watched_batches"] == stats.n, mode
 
 
 def test_wrong_result_is_mismatch_with_report(cache_dir: Path) -> None:

@@ -367,9 +367,10 @@ class _Watch:
     """A watch that makes the model twenty times slower while entered, logs its batches into `order` and has
     `enough` after `wanted` of them."""
 
-    def __init__(self, model: Sleepy, wanted: int, order: list[str]) -> None:
+    def __init__(self, model: Sleepy, wanted: int, order: list[str], every: bool = False) -> None:
         self.model, self.wanted, self.entered, self.order = model, wanted, 0, order
         self.wanted_s = 0.0
+        self.every = every
 
     def __enter__(self) -> _Watch:
         self.entered += 1
@@ -384,10 +385,12 @@ class _Watch:
         return self.entered >= self.wanted
 
 
-def _watched_loop(wanted: int, min_runs: int, model: Sleepy | None = None) -> tuple[Any, _Watch, list[str]]:
+def _watched_loop(
+    wanted: int, min_runs: int, model: Sleepy | None = None, every: bool = False
+) -> tuple[Any, _Watch, list[str]]:
     """A 0.5 ms model timed under a _Watch; the order of its batches, watched or timed."""
     model, feed, order = model or Sleepy(0.5), _feed(), []
-    watch = _Watch(model, wanted, order)
+    watch = _Watch(model, wanted, order, every)
     link = LocalLink(model, feed)
     run = link.run
 
@@ -416,6 +419,23 @@ def test_watched_batches_run_among_the_timed_ones_and_their_times_are_not_kept(
     assert loop.stats.mean_ms == pytest.approx(0.5, rel=1e-6)
     assert loop.stats.median_ms == pytest.approx(0.5, rel=1e-6)
     assert extra["calls"] == loop.stats.n * extra["batch"]
+
+
+def test_a_watch_of_every_batch_samples_each_timed_batch_and_keeps_its_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No timed batch runs unsampled, so a runner that can feel the sampling finds it everywhere: each timed
+    batch is entered (its time, 20 times the model's here, kept), nothing is drawn beside them."""
+    from kbench.referee import timing
+
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
+    model = Ticking(0.5, clock)
+    loop, watch, order = _watched_loop(wanted=0, min_runs=10, model=model, every=True)
+    extra = dict(loop.stats.extra)
+    assert loop.stats.median_ms == pytest.approx(10.0) and loop.stats.mean_ms == pytest.approx(10.0)
+    assert extra["watched_batches"] == loop.stats.n == watch.entered  # every timed batch, no other
+    assert extra["calls"] == loop.stats.n * extra["batch"] and "timed" not in order[order.index("watched") :]
 
 
 def test_watched_batches_are_drawn_in_among_the_timed_ones() -> None:

@@ -14,7 +14,7 @@ from kbench.backends import get_backend
 from kbench.config import FIXED_SEED_BASE, RunConfig
 from kbench.sandbox import isolate
 from kbench.sandbox.protocol import JobSpec
-from kbench.types import JobRole, Problem, TimingSettings
+from kbench.types import CPU_SAMPLE_PERIOD_NS, JobRole, Problem, TimingSettings
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ def timing_settings(cfg: RunConfig, device: str) -> TimingSettings:
         min_runs=10,
         warmup_s=0.05,
         target_batch_s=max(cfg.timing_batch_ms / 1e3, 0.02),
+        # a native candidate's share is sampled, and so the reference's loop (referee/cpushare.py)
+        sample_period_ns=CPU_SAMPLE_PERIOD_NS if get_backend(cfg.backend).prebuilds else 0,
     )
 
 

@@ -1,6 +1,6 @@
 """A native CPU candidate's kernel share, sampled by its referee from outside (trusted): over its kernel-use
-calls (`measure`), and over batches of its timing loop drawn in among the timed ones (`watch`, `judge`):
-referee/perfshare.py samples, referee/timing.py draws the batches."""
+calls (`measure`), and over every timed batch of its timing loop (`watch`, `judge`; `sham` samples the
+reference's timed batches alike). referee/perfshare.py samples, referee/timing.py runs the batches."""
 
 from __future__ import annotations
 
@@ -24,16 +24,30 @@ SHARE_SLOTS = 4
 SHARE_ROUND_S = 0.02
 SHARE_BATCH = 512
 SHARE_MAX_S = 1.0
-# The timing loop's calls are sampled too (batches drawn in among the timed ones, their times not kept:
-# referee/timing.py), every TIMED_PERIOD_NS of a thread's run time: a candidate whose own code's share of
-# them is, at a confidence of 1 - 1e-3 (the upper end of its Wilson interval, Z), at most DROP of the share
-# its kernel-use calls showed and at least DROP_POINTS under it, over TIMED_SAMPLES counted samples or
-# more, ran other code in its timing loop than when its share was taken (`cheat no-custom-kernel`): its
-# kernel for the checked calls, PyTorch's for the loop. An honest candidate's two shares differ by the
-# sampling's error alone. As dense a sampling as the kernel-use calls': these batches' times are not kept.
+# The timing loop's calls are sampled too: every timed batch (referee/timing.py, a watch of `every`
+# batch), so that no batch runs unsampled and a runner that feels the sampling's slowdown learns nothing
+# by it; the reference's timed batches are sampled alike (`sham`), so both sides of a speedup pay the
+# same slowdown. A sample every `TimingSettings.sample_period_ns` of a thread's run time (types.py
+# CPU_SAMPLE_PERIOD_NS, 500 us): sparse, so the slowdown is a few percent (20 ms batches on a virtual
+# machine, where a sample costs ~20 us: +4-5 % for calls of 6-300 us; 50 us cost +85-170 %), and a loop of
+# ~1 s still takes hundreds of samples; a loop whose settings sample nothing is sampled at TIMED_PERIOD_NS
+# in batches drawn among the timed ones, their times not kept. A candidate whose own code's share of them is, at a
+# confidence of 1 - 1e-3 (the upper end of its Wilson interval, Z), at most DROP of the share its
+# kernel-use calls showed and at least DROP_POINTS under it, over TIMED_SAMPLES counted samples or more,
+# ran other code in its timing loop than when its share was taken (`cheat no-custom-kernel`). An honest
+# candidate's two shares differ by the sampling's error alone.
 TIMED_PERIOD_NS = perfshare.PERIOD_NS
 TIMED_SAMPLES = 30
 DROP, DROP_POINTS, Z = 0.5, 0.15, 3.1
+
+
+def sham(pids: list[int], period_ns: int) -> perfshare.Watch | None:
+    """The sampling of a reference's timed batches, as dense as a candidate's and judging nothing: the
+    slowdown it causes is then the same on both sides of a speedup. None where the events are refused."""
+    try:
+        return perfshare.Watch(pids, period_ns, lambda path: False, 0, 1.0, every=True, keep=False)
+    except perfshare.Unavailable:
+        return None
 
 
 def wilson_upper(share: float, n: int, z: float) -> float:
@@ -100,8 +114,14 @@ class CpuShare:
         pids = [p for p in self.job.runner.descendants() if p not in self.job.builder.pids]
         builds = str(self.job.builds.resolve()) + "/"
         try:
+            period = self.job.spec.timing.sample_period_ns
             return perfshare.Watch(
-                pids, TIMED_PERIOD_NS, lambda path: path.startswith(builds), TIMED_SAMPLES * 2, self.counted
+                pids,
+                period or TIMED_PERIOD_NS,
+                lambda path: path.startswith(builds),
+                TIMED_SAMPLES * 2,
+                self.counted,
+                every=period > 0,
             )
         except perfshare.Unavailable as exc:
             self.job.result.warnings.append(f"timed calls' kernel share not measured: {exc}")

@@ -20,6 +20,7 @@ measured and the verdict says so.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import functools
 import mmap
@@ -273,14 +274,19 @@ def share(
     """Of the samples in the candidate's own functions (in a file `ours` accepts, not its GLUE) or in
     LIBRARIES, the share in the candidate's (None when there are none of either), and their number."""
     mine = theirs = 0
+    ordered = {pid: sorted(maps) for pid, maps in pid_maps.items()}
+    index = {pid: (maps, [m[0] for m in maps]) for pid, maps in ordered.items()}
     for pid, ip in samples:
-        for start, end, offset, path in pid_maps.get(pid, ()):
-            if start <= ip < end:
-                if ours(path):
-                    mine += not _glue(path, ip, start, offset)
-                elif LIBRARIES.search(path):
-                    theirs += 1
-                break
+        maps, starts = index.get(pid, ([], []))
+        at = bisect.bisect_right(starts, ip) - 1  # the mapping that starts last at or below ip
+        if at < 0:
+            continue
+        start, end, offset, path = maps[at]
+        if ip < end:
+            if ours(path):
+                mine += not _glue(path, ip, start, offset)
+            elif LIBRARIES.search(path):
+                theirs += 1
     return (mine / (mine + theirs) if mine + theirs else None), mine + theirs
 
 
@@ -289,15 +295,24 @@ class Watch:
     command, referee/timing.py): threads started since the last batch are followed and the rings drained
     after each batch, a sample every `period_ns` of a thread's run time. `ours` tells the candidate's
     files; `enough` once `wanted` samples fall in its code or PyTorch's; `wanted_s`: the seconds of calls
-    that takes, judged by `counted`, the fraction of samples that counted when its share was taken."""
+    that takes, judged by `counted`, the fraction of samples that counted when its share was taken.
+
+    `every`: the loop runs every timed batch under it (and keeps their times), so a runner cannot tell a
+    sampled batch from another by the slowdown sampling causes: none is unsampled. `keep` False samples and
+    keeps nothing (the reference's loop on the CPU: the same slowdown as the candidate's, nothing judged).
+    At most MAX_KEPT samples are kept: past it, every other one is let go (the share does not move)."""
+
+    MAX_KEPT = 20_000
 
     def __init__(
-        self, pids: list[int], period_ns: int, ours: Callable[[str], bool], wanted: int, counted: float
-    ) -> None:
+        self, pids: list[int], period_ns: int, ours: Callable[[str], bool], wanted: int, counted: float,
+        every: bool = False, keep: bool = True,
+    ) -> None:  # fmt: skip
         self.sampler = Sampler(pids, period_ns)
-        self.ours, self.wanted = ours, wanted
+        self.ours, self.wanted, self.every, self.keep = ours, wanted, every, keep
         self.wanted_s = wanted * period_ns / 1e9 / max(counted, 0.05) * 1.5
         self.samples: list[tuple[int, int]] = []
+        self.taken = 0  # samples drained, kept or not
         self.unfollowed: set[int] = set()  # threads whose events were refused: said in the verdict
 
     def __enter__(self) -> Watch:
@@ -307,7 +322,12 @@ class Watch:
 
     def __exit__(self, *exc: object) -> None:
         self.sampler.__exit__()
-        self.samples += self.sampler.instructions(drain=True)
+        drained = self.sampler.instructions(drain=True)
+        self.taken += len(drained)
+        if self.keep:
+            self.samples += drained
+            if len(self.samples) > self.MAX_KEPT:
+                self.samples = self.samples[::2]
 
     def share(self) -> tuple[float | None, int]:
         """The share (and its count) over every sample taken (`share`, with the runner's maps as they are
@@ -316,7 +336,7 @@ class Watch:
         return share(self.samples, maps, self.ours)
 
     def enough(self) -> bool:
-        return len(self.samples) >= self.wanted and self.share()[1] >= self.wanted
+        return not self.keep or (len(self.samples) >= self.wanted and self.share()[1] >= self.wanted)
 
     def close(self) -> None:
         self.sampler.close()

@@ -20,6 +20,7 @@ from typing import Any
 
 from kbench.referee.calibrate import calibrate
 from kbench.referee.checksums import checksum
+from kbench.referee.cpushare import sham
 from kbench.referee.feed import Feed
 from kbench.referee.job import Job
 from kbench.referee.timing import time_runner
@@ -103,9 +104,15 @@ class ReferenceJob:
                 job.session.calibration = calibrate(job.session, self.feed, spec.timing.flush_l2)
             for mode in spec.baselines:
                 t0 = time.perf_counter()
-                job.result.timings[mode] = time_runner(
-                    job.session, self.feed, layout, spec.timing, mode=mode
-                ).stats
+                period = spec.timing.sample_period_ns
+                watch = sham(job.runner.descendants(), period) if period else None
+                try:
+                    job.result.timings[mode] = time_runner(
+                        job.session, self.feed, layout, spec.timing, mode=mode, watch=watch
+                    ).stats
+                finally:
+                    if watch is not None:
+                        watch.close()
                 job.result.phases[f"time_{mode}"] = round(time.perf_counter() - t0, 3)
         write_layouts(job.jobdir, outputs, job.key)
         delivered = self.deliver(outputs) if spec.receive else {}

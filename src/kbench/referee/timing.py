@@ -61,9 +61,12 @@ WATCH_EVERY, WATCH_MIN = 4, 3
 
 class Watch(Protocol):
     """A sampling of whose code a runner's calls ran (referee/perfshare.py `Watch`), entered around a
-    batch's Run command."""
+    batch's Run command. `every`: every timed batch runs under it, its time kept (no batch is unsampled,
+    so none can be told from a sampled one); else batches drawn in among the timed ones do, their times
+    not kept."""
 
     wanted_s: float  # about how many seconds of calls it needs sampled
+    every: bool
 
     def __enter__(self) -> Any: ...
 
@@ -132,11 +135,12 @@ class _Batches:
         # its calls' launches, a copy's launch (none in a timed batch), its synchronise, its answer's way
         self.split: dict[str, float] = {}
         self.counted = 0
+        self.every = False  # every batch under the watch: set once the warm-up is over
 
     def one(self, size: int, first: int, share: float, watched: bool = False) -> float:
         """Run calls first..first+size-1 and check the mutation of their inputs and, with probability
-        `share` each, their outputs; their per-call seconds. `watched`: under the watch, its time not
-        kept."""
+        `share` each, their outputs; their per-call seconds. `watched`: under the watch (a watch of
+        `every` batch: whenever the loop has started)."""
         filled = [self.feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
         outs = self.feed.output_slots(self.layout, size)
         if self.copier is None or len(self.copier.scratch) != size:
@@ -144,7 +148,7 @@ class _Batches:
         calls, targets = [f.call() for f in filled], [slot.ident for slot in outs]
         self.feed.ready()
         with (
-            self.watch if watched and self.watch is not None else nullcontext()
+            self.watch if self.watch is not None and (watched or self.every) else nullcontext()
         ):  # around the Run's window, not in it
             t0 = _ns()
             metas = self.link.run(calls, self.mode, [])
@@ -241,8 +245,10 @@ def time_runner(
     """Time the runner's model (`mode`, for the reference's baselines) on fresh inputs; with `checker` (a
     candidate's loop), calls drawn after each batch are compared with the reference. `layout`: one call's
     outputs (its correctness calls'). With `watch` (the referee's sampling of whose code the calls ran:
-    referee/perfshare.py `Watch`), batches like the timed ones, drawn in among them (one in WATCH_EVERY,
-    WATCH_MIN at least), run under it; their times are not kept (sampling slows the calls it samples)."""
+    referee/perfshare.py `Watch`): with its `every`, every timed batch runs under it (the CPU, where the
+    reference's loop is sampled alike, so both pay the sampling's slowdown); else batches like the timed
+    ones, drawn in among them (one in WATCH_EVERY, WATCH_MIN at least), run under it, their times not kept.
+    Either way more run under it after the loop while it has not `enough` samples."""
     with _window(feed.device) as taken:
         loop = _time(link, feed, layout, settings, mode, checker, watch)
     if not taken:  # another process held the timing lock past its wait: something may have run beside
@@ -297,7 +303,9 @@ def _time(
     flagged = None
     extra = watched = 0
     try:
-        odds = _watch_odds(watch, calls, size, estimate)
+        every = watch is not None and watch.every
+        batches.every = every  # the timed batches (and the later ones) under the watch, times kept
+        odds = 0.0 if every else _watch_odds(watch, calls, size, estimate)
         for first in range(0, calls, size):
             if watch is not None and checks.drawn(1, odds):  # the checked calls' draw, for one batch
                 l2.flush()
@@ -306,6 +314,7 @@ def _time(
             log.sample((_ns() - start) / 1e9, force=not times)
             l2.flush()
             times.append(batches.one(size, first, share) * 1e3)
+            watched += every
             if (_ns() - start) / 1e9 > settings.budget_s and first + size < calls:
                 stop = "budget"
                 break
