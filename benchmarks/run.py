@@ -153,6 +153,10 @@ MEASUREMENTS: dict[str, Measurement] = {
         "benchmarks/worker_start.py --out {out}/worker-start.md",
         "a worker spawned against one forked by the starter",
     ),
+    "sampling-overhead": Measurement(
+        "benchmarks/sampling_overhead.py --out {out}/sampling-overhead.md",
+        "the CPU referee's sampling: its cost per period, and a candidate that feels it (CPU)",
+    ),
     "build-recipes": Measurement(
         "benchmarks/build_recipes.py --out {out}",
         "nvcc time of every shipped CUDA unit, light vs per-operator headers",

@@ -53,19 +53,22 @@ def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_timed_batch_is_sampled_so_feeling_the_sampling_gains_nothing(cache_dir: Path) -> None:
+def test_every_timed_batch_is_sampled_the_references_alike(cache_dir: Path) -> None:
     """The reference's timed batches and the candidate's are all sampled (a sparse period, the same on
-    both sides): a candidate that runs PyTorch whenever it feels no sampling never feels none in its
-    timing loop, so its timed calls run its kernel, as their sampled share says."""
-    v = run("cpp_feels_sampling.py", cache_dir)
-    assert v.status is Status.OK, v.message + v.log_tail
-    assert v.timing is not None
-    extra = dict(v.timing.extra)
+    both sides), so no batch runs unsampled for a candidate that feels the sampling by its own slowdown
+    (benchmarks/candidates/cpp_feels_sampling.py: PyTorch whenever it feels none): its timed calls' share
+    is taken over the very calls that are timed, and a share that fell is `cheat no-custom-kernel`."""
+    problem = get_problem(PROBLEM)
+    attack = (Path(__file__).parents[2] / "benchmarks/candidates/cpp_feels_sampling.py").read_text()
+    source = (FIXTURES / "_cpp_ext.py").read_text() + attack
+    v = evaluate(problem, Candidate(problem.key, "cpp", source), cpu_config(cache_dir))
+    assert v.status is Status.OK or (v.status is Status.CHEAT and v.rule == "no-custom-kernel"), v.message
     if v.kernel_share is None:
         pytest.skip(f"perf events refused here: {v.warnings}")
+    assert v.timing is not None
+    extra = dict(v.timing.extra)
     assert extra["watched_batches"] >= v.timing.n  # every timed batch (and any after, for samples)
-    share, counted = extra["timed_kernel_share"]
-    assert counted >= 30 and share > 0.5 * v.kernel_share, (share, counted, v.kernel_share)
+    assert extra["timed_kernel_share"][1] >= 30  # counted samples of the timed calls' share
     for mode, stats in v.baselines:  # the reference's loops pay the same sampling
         settings = json.loads(dict(stats.extra)["timing_settings"])
         assert settings["sample_period_ns"] == CPU_SAMPLE_PERIOD_NS, mode

@@ -38,6 +38,10 @@ SHARE_MAX_S = 1.0
 # candidate's two shares differ by the sampling's error alone.
 TIMED_PERIOD_NS = perfshare.PERIOD_NS
 TIMED_SAMPLES = 30
+# Samples a loop sampled in every batch takes, counting from its timed batches on (more batches after them
+# while fewer, within the budget): sparse sampling of a short loop counts few, and a candidate that
+# replaces some of its kernel's calls by PyTorch's is told from an honest one only over enough of them
+TIMED_WANTED_EVERY = 200
 DROP, DROP_POINTS, Z = 0.5, 0.15, 3.1
 
 
@@ -119,7 +123,7 @@ class CpuShare:
                 pids,
                 period or TIMED_PERIOD_NS,
                 lambda path: path.startswith(builds),
-                TIMED_SAMPLES * 2,
+                TIMED_WANTED_EVERY if period else TIMED_SAMPLES * 2,
                 self.counted,
                 every=period > 0,
             )
