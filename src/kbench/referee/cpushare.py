@@ -28,14 +28,15 @@ SHARE_MAX_S = 1.0
 # batch), so that no batch runs unsampled and a runner that feels the sampling's slowdown learns nothing
 # by it; the reference's timed batches are sampled alike (`sham`), so both sides of a speedup pay the
 # same slowdown. A sample every `TimingSettings.sample_period_ns` of a thread's run time (types.py
-# CPU_SAMPLE_PERIOD_NS, 500 us): sparse, so the slowdown is a few percent (20 ms batches on a virtual
-# machine, where a sample costs ~20 us: +4-5 % for calls of 6-300 us; 50 us cost +85-170 %), and a loop of
-# ~1 s still takes hundreds of samples; a loop whose settings sample nothing is sampled at TIMED_PERIOD_NS
-# in batches drawn among the timed ones, their times not kept. A candidate whose own code's share of them is, at a
-# confidence of 1 - 1e-3 (the upper end of its Wilson interval, Z), at most DROP of the share its
-# kernel-use calls showed and at least DROP_POINTS under it, over TIMED_SAMPLES counted samples or more,
-# ran other code in its timing loop than when its share was taken (`cheat no-custom-kernel`). An honest
-# candidate's two shares differ by the sampling's error alone.
+# CPU_SAMPLE_PERIOD_NS, 500 us): sparse, so the slowdown is a few percent (on a 2-core virtual machine,
+# where a sample costs ~20 us, within run-to-run noise for calls of 6-300 us in 20 ms batches, against
+# 1.2-3x at 50 us: benchmarks/results/cpu/sampling-overhead.md). A loop whose settings sample nothing is
+# sampled every TIMED_PERIOD_NS in batches drawn among the timed ones, their times not kept. A candidate
+# whose own code's share of the sampled calls is, at a confidence of 1 - 1e-3 (the upper end of its
+# Wilson interval, Z), at most DROP of the share its kernel-use calls showed and at least DROP_POINTS
+# under it, over TIMED_SAMPLES counted samples or more, ran other code in its timing loop than when its
+# share was taken (`cheat no-custom-kernel`). An honest candidate's two shares differ by the sampling's
+# error alone.
 TIMED_PERIOD_NS = perfshare.PERIOD_NS
 TIMED_SAMPLES = 30
 # Samples a loop sampled in every batch takes, counting from its timed batches on (more batches after them
