@@ -281,7 +281,11 @@ class RunConfig(BaseModel):
         """Seconds per phase of a worker of `role`, in the order it announces them (sandbox/host.py)."""
         lease = self.lease_wait_s + LEASE_GRACE_S  # the worker gives up first, with a clear message
         if role == "build":
-            return {"build": self.build_timeout_s}
+            # the candidate's own import (its code, outside the compiles it asks for) has the load
+            # budget; each compile the referee runs for it has the build budget (referee/session.py
+            # counts compiles out of the phase): a candidate that sleeps at import holds a builder for
+            # load_timeout_s, not build_timeout_s
+            return {"load": self.load_timeout_s or self.timeout_s, "build": self.build_timeout_s}
         if role == "reference":
             return {"load": self.reference_timeout_s, "lease": lease, "reference": self.reference_timeout_s}
         timing = self.timing_timeout_s or max(self.timeout_s, 4 * self.timing_budget_s)

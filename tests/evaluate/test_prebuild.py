@@ -36,6 +36,23 @@ def test_prebuild_reports_a_build_error(tmp_path: Path, shared_builds: Path) -> 
     assert not built.ok and "error:" in built.log
 
 
+def test_an_import_that_hangs_holds_a_builder_for_the_load_budget_only(tmp_path: Path) -> None:
+    """The build worker's import of the candidate has the load budget (its compiles have the build
+    budget, counted apart): a candidate that sleeps at import is a `timeout load` after load_timeout_s,
+    however long build_timeout_s is, and the builder is free again for the next job."""
+    import time
+
+    sleeper = "import time\nimport torch.nn as nn\ntime.sleep(120)\n\nclass ModelNew(nn.Module):\n    pass\n"
+    cfg = cpu_config(tmp_path, load_timeout_s=3.0, build_timeout_s=600.0)
+    t0 = time.monotonic()
+    built = prebuild(Candidate("kbench:2/1", "cpp", sleeper), cfg, "cpu")
+    took = time.monotonic() - t0
+    assert not built.ok and built.status == "timeout" and built.rule == "load", built
+    assert "load_timeout_s" in built.message and took < 60, (took, built.message)
+    verdict = evaluate(get_problem("kbench:2/1"), Candidate("kbench:2/1", "cpp", sleeper), cfg)
+    assert verdict.status is Status.TIMEOUT and verdict.rule == "load", verdict.message
+
+
 def test_prebuild_of_triton_builds_nothing(tmp_path: Path) -> None:
     built = prebuild(
         Candidate("kbench:2/1", "triton", fixture_source("triton_honest.py")), cpu_config(tmp_path), "cpu"

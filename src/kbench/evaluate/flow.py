@@ -251,7 +251,10 @@ class OneVerdict:
         built = self.ev.built
         assert built is not None
         status = Status(built.status or Status.BUILD_ERROR.value)
-        judged = WorkerOutcome(status, built.message, "build" if status is Status.TIMEOUT else built.rule)
+        # a timeout names the phase that ran out: `load` (the candidate's own import) or `build` (a compile)
+        judged = WorkerOutcome(
+            status, built.message, (built.rule or "build") if status is Status.TIMEOUT else built.rule
+        )
         judged.log_tail = built.log[-4000:]
         return judged
 

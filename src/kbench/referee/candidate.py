@@ -86,7 +86,7 @@ class CandidateJob:
             init_seed=spec.init_seed, cache_dir=spec.cache_dir, compile_arch=spec.compile_arch,
             threads=spec.timing.threads,
         )  # fmt: skip
-        job.phase("load" if spec.role != "build" else "build")
+        job.phase("load")  # a build job's too: its compiles are counted out of it (referee/session.py)
         ready = job.start_role(role)
         job.result.phases.update({f"runner_{k}": v for k, v in ready.phases.items()})
         if spec.role != "build":
