@@ -66,16 +66,21 @@ class Client:
         sample: int | None = None,
         turn: int = 0,
         model: str | None = None,
+        priority: int | None = None,
+        timeout_s: float | None = None,
     ) -> JobView:
+        """Queue one candidate. `priority`: higher first among the jobs waiting; `timeout_s`: each of the
+        candidate's phases at most this long (it only shortens the service's budgets)."""
         # sent as given: the service validates it and answers a bad field with a 4xx (ServiceError)
         fields = {"problem": problem, "source": source, "backend": backend, "sample": sample, "turn": turn,
-                  "model": model}  # fmt: skip
+                  "model": model, "priority": priority, "timeout_s": timeout_s}  # fmt: skip
         body = {k: v for k, v in fields.items() if v is not None}
         return JobView.model_validate(self._call("POST", "/jobs", body))
 
     def submit_many(self, submissions: list[dict[str, Any]]) -> list[BatchItem]:
         """Several submissions in one request (each a dict of `submit`'s fields: problem, source, backend,
-        sample, turn, model, completion): per item its job, or the status and reason it was refused."""
+        sample, turn, model, completion, priority, timeout_s): per item its job, or the status and reason
+        it was refused."""
         body = {"jobs": [{k: v for k, v in one.items() if v is not None} for one in submissions]}
         return BatchView.model_validate(self._call("POST", "/jobs/batch", body)).jobs
 

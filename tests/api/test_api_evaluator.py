@@ -119,6 +119,22 @@ def test_our_misconfiguration_raises_at_submission(ev: Evaluator, cache: Path, t
         typo.evaluate("2/1", HONEST)
 
 
+def test_a_request_timeout_shortens_only_its_own_phases(ev: Evaluator) -> None:
+    """`timeout_s` bounds each of this candidate's phases (here its correctness calls, which spin
+    forever), under the Evaluator's own 120 s; the next submission keeps the full budgets."""
+    from evalfixtures import fixture_source
+
+    t0 = time.monotonic()
+    hung = ev.evaluate_many([Submission(PROBLEM, fixture_source("py_hang.py"), timeout_s=3.0)])[0]
+    assert hung.status is Status.TIMEOUT and "3 s" in hung.message, hung.message
+    assert time.monotonic() - t0 < 60
+    assert ev.evaluate("2/1", marked(HONEST, "after the timeout")).status is Status.OK
+    with pytest.raises(ConfigError, match="priority 5000 is out of range"):
+        Submission(PROBLEM, HONEST, priority=5000)
+    with pytest.raises(ConfigError, match="timeout_s 0 must be a positive"):
+        Submission(PROBLEM, HONEST, timeout_s=0)
+
+
 def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: Path) -> None:
     assert owned_processes() != []  # the warm starter
     filed_before = len(Store(store).verdicts(ev.run_id or ""))

@@ -238,3 +238,40 @@ def test_claim_order_and_reach() -> None:
     assert none_ahead.claim() is None  # waiting, out of reach: only jobs on a builder
     none_ahead.started(0)
     assert (j := none_ahead.claim()) is not None and j.tag == 0
+
+
+def test_jobs_of_higher_priority_are_built_and_evaluated_first() -> None:
+    """One builder, one lane: while the first job builds, the others wait by priority (equal ones in
+    their order), for the builder and then for the lane."""
+    started = threading.Event()
+    built_order: list[int] = []
+    evaluated: list[int] = []
+
+    def build(job: Job) -> BuildResult:
+        built_order.append(job.tag)
+        if job.tag == 0:
+            started.set()
+            time.sleep(0.3)  # the others are queued meanwhile
+        return BuildResult(ok=True, backend="cpp", log=job.candidate.source)
+
+    def evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
+        evaluated.append(job.tag)
+        return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device)
+
+    priorities = [0, 0, 5, 1, 5, -2]
+    jobs = [
+        Job(PROBLEM, Candidate(PROBLEM.key, "cpp", f"src{i}"), tag=i, priority=p)
+        for i, p in enumerate(priorities)
+    ]
+
+    def fed() -> object:
+        yield jobs[0]
+        started.wait(5)  # the rest arrive while the first one builds
+        yield from jobs[1:]
+
+    LocalExecutor(devices=["cpu"], builders=1, slots=1).run(fed(), build, evaluate, lambda j, v: None)
+    assert built_order == [0, 2, 4, 3, 1, 5]
+    # the lane takes the highest built one waiting: job 0 (built first) may be overtaken by a job of
+    # higher priority built before the lane came back, never by one of its own or lower priority
+    assert [t for t in evaluated if t != 0] == [2, 4, 3, 1, 5]
+    assert evaluated.index(0) < evaluated.index(1) < evaluated.index(5)

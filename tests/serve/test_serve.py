@@ -139,6 +139,18 @@ def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
         (b"x" * (MAX_BODY + 1), auth, 413, f"limit of {MAX_BODY} bytes"),
         (json.dumps({"problem": "2/1"}).encode(), auth, 422, "field 'source': Field required"),
         (json.dumps({"problem": "2/1", "source": "x", "turn": -1}).encode(), auth, 422, "field 'turn'"),
+        (
+            json.dumps({"problem": "2/1", "source": "x", "priority": 10**6}).encode(),
+            auth,
+            422,
+            "field 'priority'",
+        ),
+        (
+            json.dumps({"problem": "2/1", "source": "x", "timeout_s": 0}).encode(),
+            auth,
+            422,
+            "field 'timeout_s'",
+        ),
         # a sample past what the store keeps is refused, and numbers nothing after it
         (
             json.dumps({"problem": "2/1", "source": "x", "sample": 10**30}).encode(),

@@ -89,3 +89,22 @@ def test_an_id_of_another_run_is_answered_with_where_its_verdict_is(tmp_path) ->
         )
         journal.end("job-1")
         assert journal.open_jobs(old) == [] and journal.find("job-1").ended  # type: ignore[union-attr]
+        # a job's priority and timeout are kept with it, and a restarted service queues it so again
+        journal.accept(new, "job-4", VerdictKey("kbench:2/1", 2, 0, "cpp", "m"), "src", "", None, 7, 2.5)
+        kept = journal.find("job-4")
+        assert kept is not None and (kept.priority, kept.timeout_s) == (7, 2.5)
+        assert journal.find("job-3").priority == 0 and journal.find("job-3").timeout_s is None  # type: ignore[union-attr]
+        submitted: list[Submission] = []
+
+        class Recording:
+            run_id = new
+
+            def submit(self, sub: Submission) -> Ticket:
+                submitted.append(sub)
+                problem = get_problem("2/1")
+                key = VerdictKey(problem.key, 2, 0, "cpp", "m")
+                return Ticket(key, problem, Candidate(problem.key, "cpp", "src"), sub, "cpu")
+
+        jobs.evaluator = Recording()  # type: ignore[assignment]
+        jobs.get("job-4")
+        assert (submitted[-1].priority, submitted[-1].timeout_s, submitted[-1].sample) == (7, 2.5, 2)

@@ -215,18 +215,19 @@ def test_a_v1_database_is_migrated_and_keeps_its_verdicts(tmp_path: Path) -> Non
     db.close()
 
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 6
+    assert store.schema_version == SCHEMA_VERSION == 7
     [rec] = store.records("old")
     assert rec.verdict == full_verdict() and rec.completion_text == ""
     store.put_sol("kbench:2/1", "full", "g", 1.0)  # v2 tables exist
     versions = [r[0] for r in store._rows("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2, 3, 4, 5, 6]
+    assert versions == [1, 2, 3, 4, 5, 6, 7]
     assert store.run_problems("old") == [] and store.requests("old") == []  # v3 tables exist, empty
     assert store.messages("old") == []  # and v4's
     assert Journal(store).open_jobs("old") == []  # and v5's
     assert store.transcript("old") == []  # and v6's
+    assert "priority" in {r[1] for r in store._rows("PRAGMA table_info(service_jobs)")}  # and v7's
     store.close()
-    assert Store(path).schema_version == 6  # reopening does not migrate twice
+    assert Store(path).schema_version == 7  # reopening does not migrate twice
 
 
 def test_a_newer_database_is_refused(tmp_path: Path) -> None:

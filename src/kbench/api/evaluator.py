@@ -208,7 +208,8 @@ class Evaluator:
                 return joined
             self._by_key[key] = ticket
             ticket.future.add_done_callback(lambda _: self._forget(ticket))
-            self._lanes.put(spec, Job(problem, candidate, tag=ticket))  # under the lock: close waits
+            job = Job(problem, candidate, tag=ticket, priority=submission.priority)
+            self._lanes.put(spec, job)  # under the lock: close waits
         return ticket
 
     def submit_many(self, submissions: Iterable[Submission]) -> list[Ticket]:

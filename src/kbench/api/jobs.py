@@ -15,6 +15,7 @@ from concurrent.futures import Future, InvalidStateError
 from contextlib import suppress
 from dataclasses import dataclass, field
 
+from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
 from kbench.store import VerdictKey
 from kbench.types import Candidate, Problem, Verdict
@@ -41,7 +42,10 @@ class Submission:
     whole answer, stored beside the verdict. `before_s`: the caller's own seconds before submitting,
     counted in the verdict as phase `cli` (kbench eval's start-up) together with the seconds from making
     this Submission to the start of its evaluation (the Evaluator's own set-up on first use), so that the
-    verdict's phases cover the command's whole time; 0 (the default) counts neither.
+    verdict's phases cover the command's whole time; 0 (the default) counts neither. `priority`: among the
+    jobs waiting for a builder or a device lane, higher ones go first (executors/local.py). `timeout_s`:
+    the budget of each of the candidate's phases (its import, also in its build worker; correctness;
+    timing), at most what the Evaluator's config gives them; its compiles keep `build_timeout_s`.
     """
 
     problem: str | Problem
@@ -53,11 +57,34 @@ class Submission:
     completion: str = ""
     before_s: float = 0.0
     made_at: float = field(default_factory=time.monotonic, compare=False)
+    priority: int = 0
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("sample", self.sample), ("turn", self.turn)):
             if value is not None and not 0 <= value <= MAX_INDEX:
                 raise ConfigError(f"{name} {value} is out of range: a verdict's {name} is 0 to {MAX_INDEX}")
+        if not -MAX_PRIORITY <= self.priority <= MAX_PRIORITY:
+            raise ConfigError(f"priority {self.priority} is out of range: -{MAX_PRIORITY} to {MAX_PRIORITY}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s {self.timeout_s} must be a positive number of seconds")
+
+
+MAX_PRIORITY = 1000
+
+
+def shortened(cfg: RunConfig, timeout_s: float | None) -> RunConfig:
+    """`cfg` with each of the candidate's phase budgets (load, correctness, timing) at most `timeout_s`."""
+    if timeout_s is None:
+        return cfg
+    budgets = cfg.budgets("candidate")
+    return cfg.model_copy(
+        update={
+            "load_timeout_s": min(budgets["load"], timeout_s),
+            "correctness_timeout_s": min(budgets["correctness"], timeout_s),
+            "timing_timeout_s": min(budgets["timing"], timeout_s),
+        }
+    )
 
 
 class JobState(str, enum.Enum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from kbench.api.jobs import EvaluatorClosed, JobState, Ticket
+from kbench.api.jobs import EvaluatorClosed, JobState, Ticket, shortened
 from kbench.api.session import Session
 from kbench.config import RunConfig
 from kbench.evaluate.reference_pool import ReferencePool
@@ -60,7 +60,7 @@ class Runner:
         try:
             from kbench.pipeline import PrebuildJob
 
-            built = PrebuildJob(self.config, self.queued() + 1)(job)
+            built = PrebuildJob(shortened(self.config, ticket.submission.timeout_s), self.queued() + 1)(job)
         except BaseException as exc:  # our own failure (a candidate's is a BuildResult): the job fails
             self.fail(ticket, exc)
             return None
@@ -76,9 +76,9 @@ class Runner:
         try:
             from kbench.evaluate.flow import evaluate
 
-            cfg = self.cfg_for(device, job.candidate.backend)
-            baselines = self.session.baselines(job.problem)
             sub = ticket.submission
+            cfg = shortened(self.cfg_for(device, job.candidate.backend), sub.timeout_s)
+            baselines = self.session.baselines(job.problem)
             before = sub.before_s + (time.monotonic() - sub.made_at) if sub.before_s > 0 else 0.0
             return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built, before)
         except BaseException as exc:  # our failure, or a stop signal's Interrupted: this job's error

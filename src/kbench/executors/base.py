@@ -14,6 +14,9 @@ class Job:
     problem: Problem
     candidate: Candidate
     tag: Any = field(default=None, compare=False)  # the caller's key for the result (e.g. a store key)
+    # higher first: among the jobs waiting for a builder, and among the built ones waiting for a lane
+    # (executors/local.py); equal priorities keep their order
+    priority: int = field(default=0, compare=False)
 
 
 # build(job) -> BuildResult or None (nothing to prebuild); runs on a CPU builder, no GPU visible.

@@ -18,7 +18,6 @@ import os
 import queue
 import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 
 from kbench.config import RunConfig
@@ -27,6 +26,7 @@ from kbench.executors.base import BuildFn, EvalFn, Job, PrefetchFn, ResultFn
 from kbench.types import BuildResult
 
 _DONE = object()
+_LAST = 1 << 62  # the queue key of _DONE: after every job, whatever its priority
 PREFETCH_POLL_S = 0.2  # how often a GPU lane with nothing built to evaluate looks for a job to prefetch for
 
 
@@ -97,7 +97,7 @@ class LocalExecutor:
         leaves the GPU idle until the first build is done. Looking past the jobs on builders matters when
         builds outlast the lease's work on the references of those jobs: on an H200 host, 7 cold CUDA builds
         at a time took ~17 s while their 7 references held the lease ~1 s each."""
-        ready: queue.Queue[object] = queue.Queue()
+        ready: queue.PriorityQueue[tuple[int, int, object]] = queue.PriorityQueue()  # (-priority, order, job)
         lock = threading.Lock()
         errors: list[BaseException] = []
         upcoming = _Upcoming(ahead=self.builders)
@@ -117,7 +117,7 @@ class LocalExecutor:
             ahead = prefetch is not None and device.startswith("cuda")
             while True:
                 try:
-                    item = ready.get(timeout=PREFETCH_POLL_S) if ahead else ready.get()
+                    _, _, item = ready.get(timeout=PREFETCH_POLL_S) if ahead else ready.get()
                 except queue.Empty:
                     idle(device)
                     continue
@@ -140,8 +140,8 @@ class LocalExecutor:
         try:
             self._build_all(jobs, build, ready, errors, upcoming)
         finally:
-            for _ in lanes:
-                ready.put(_DONE)
+            for i, _ in enumerate(lanes):
+                ready.put((_LAST, i, _DONE))  # after every job: they were all put before
             for t in lanes:
                 t.join()
         if errors:
@@ -151,27 +151,46 @@ class LocalExecutor:
         self,
         jobs: Iterable[Job],
         build: BuildFn,
-        ready: queue.Queue[object],
+        ready: queue.PriorityQueue[tuple[int, int, object]],
         errors: list,
         upcoming: _Upcoming,
     ) -> None:
-        def one(index: int, job: Job) -> None:
-            upcoming.started(index)
-            try:
-                built: BuildResult | None = build(job)
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            finally:
-                upcoming.finished(index)
-            ready.put((job, built))
+        """Jobs wait for a builder in a queue by priority (then order), so a job of higher priority put
+        while others wait is built first; built ones wait for a lane the same way."""
+        waiting: queue.PriorityQueue[tuple[int, int, object]] = queue.PriorityQueue()
 
-        with ThreadPoolExecutor(max_workers=self.builders, thread_name_prefix="builder") as pool:
+        def builder() -> None:
+            while True:
+                _, index, item = waiting.get()
+                if item is _DONE:
+                    return
+                job = cast(Job, item)
+                upcoming.started(index)
+                try:
+                    built: BuildResult | None = build(job)
+                except BaseException as exc:
+                    errors.append(exc)
+                    continue
+                finally:
+                    upcoming.finished(index)
+                ready.put((-job.priority, index, (job, built)))
+
+        threads = [
+            threading.Thread(target=builder, name=f"builder-{i}", daemon=True) for i in range(self.builders)
+        ]
+        for t in threads:
+            t.start()
+        try:
             for index, job in enumerate(jobs):
                 if errors:
                     break
                 upcoming.queued(index, job)
-                pool.submit(one, index, job)
+                waiting.put((-job.priority, index, job))
+        finally:
+            for i, _ in enumerate(threads):
+                waiting.put((_LAST, i, _DONE))  # after every job waiting: builders finish them first
+            for t in threads:
+                t.join()
 
 
 class _Upcoming:

@@ -58,11 +58,11 @@ class ServiceJobs:
                                         f"(job {known.id}); use a new key for a new candidate")  # fmt: skip
                 return known.id, self.get(known.id)
         submission = Submission(body.problem, body.source, body.backend, body.sample, body.turn, body.model,
-                                body.completion)  # fmt: skip
+                                body.completion, priority=body.priority, timeout_s=body.timeout_s)  # fmt: skip
         ticket = _submitted(self.evaluator, submission)
         if self.journal is not None and self.run_id is not None:
             self.journal.accept(self.run_id, ticket.id, ticket.key, submission.source, submission.completion,
-                                idempotency_key or None)  # fmt: skip
+                                idempotency_key or None, body.priority, body.timeout_s)  # fmt: skip
         self._remember(ticket.id, ticket)
         return ticket.id, ticket
 
@@ -96,7 +96,7 @@ class ServiceJobs:
     def _resubmit(self, entry: JournalEntry) -> Ticket:
         key = entry.key
         submission = Submission(key.problem_key, entry.source, key.backend, key.sample, key.turn, key.model,
-                                entry.completion)  # fmt: skip
+                                entry.completion, priority=entry.priority, timeout_s=entry.timeout_s)  # fmt: skip
         return _submitted(self.evaluator, submission)
 
     def _remember(self, ident: str, ticket: Ticket) -> None:

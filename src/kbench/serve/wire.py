@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
-from kbench.api.jobs import MAX_INDEX, JobState, Ticket
+from kbench.api.jobs import MAX_INDEX, MAX_PRIORITY, JobState, Ticket
 from kbench.config import BackendName
 from kbench.store.codec import from_dict, to_dict
 from kbench.types import Problem, Status, Verdict
@@ -22,6 +22,7 @@ API = "/v1"
 MAX_ADDRESS = 512  # characters of a problem address
 MAX_MODEL = 200  # characters of a model name
 MAX_TURNS = 64  # turns of a remote episode
+MAX_TIMEOUT_S = 86_400.0  # a request's timeout_s: it only ever shortens the service's budgets
 # A build's command line in a log: ninja's "[1/2] c++ ...", "FAILED: x.o" and the compiler invoked with flags
 _COMMAND = re.compile(
     r"^\s*(\[\d+/\d+\]\s|FAILED:\s|(\S*/)?(c\+\+|g\+\+|gcc|cc|clang\+\+|clang|nvcc|ninja|ld)(\s+-\S+)+)"
@@ -73,6 +74,11 @@ class SubmitRequest(BaseModel):
     # the client's name for this submission: a retry with the same key gets the same job (the
     # Idempotency-Key header says the same for a single submission)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=MAX_ADDRESS)
+    # higher first among the jobs waiting for a builder or a device lane (equal ones keep their order)
+    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    # each of the candidate's phases (import, correctness, timing) at most this long; it only shortens
+    # the service's own budgets (--timeout); compiles keep the build budget
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)
 
 
 class KeyView(BaseModel):

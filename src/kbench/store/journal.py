@@ -24,16 +24,36 @@ class JournalEntry:
     completion: str
     idempotency_key: str | None
     ended: bool
+    priority: int = 0
+    timeout_s: float | None = None
 
 
-_COLUMNS = "id, run_id, idempotency_key, problem_key, sample, turn, backend, model, source, completion, ended"
+_COLUMNS = (
+    "id, run_id, idempotency_key, problem_key, sample, turn, backend, model, source, completion, ended, priority, "
+    "timeout_s"
+)
 
 
 def _entry(row: tuple[object, ...]) -> JournalEntry:
-    ident, run_id, idem, problem_key, sample, turn, backend, model, source, completion, ended = row
+    (
+        ident,
+        run_id,
+        idem,
+        problem_key,
+        sample,
+        turn,
+        backend,
+        model,
+        source,
+        completion,
+        ended,
+        priority,
+        timeout,
+    ) = row
     key = VerdictKey(str(problem_key), int(sample), int(turn), str(backend), str(model))  # type: ignore[call-overload]
     return JournalEntry(str(ident), str(run_id), key, str(source), str(completion),
-                        None if idem is None else str(idem), bool(ended))  # fmt: skip
+                        None if idem is None else str(idem), bool(ended), int(priority),  # type: ignore[call-overload]
+                        None if timeout is None else float(timeout))  # type: ignore[arg-type]  # fmt: skip
 
 
 class Journal:
@@ -43,13 +63,14 @@ class Journal:
         self.store = store
 
     def accept(self, run_id: str, ident: str, key: VerdictKey, source: str, completion: str,
-               idempotency_key: str | None = None) -> None:  # fmt: skip
+               idempotency_key: str | None = None, priority: int = 0, timeout_s: float | None = None) -> None:  # fmt: skip
         row = (ident, run_id, idempotency_key, key.problem_key, key.sample, key.turn, key.backend, key.model,
-               source, completion, _now())  # fmt: skip
+               source, completion, _now(), priority, timeout_s)  # fmt: skip
         with self.store._tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO service_jobs (id, run_id, idempotency_key, problem_key, sample, turn, "
-                "backend, model, source, completion, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "backend, model, source, completion, created_at, priority, timeout_s) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
 

@@ -195,7 +195,18 @@ def _v6(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite3.Connection) -> None:
+    """A service job's priority and its per-request timeout, so a restarted service queues it as asked."""
+    _script(
+        db,
+        """
+        ALTER TABLE service_jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE service_jobs ADD COLUMN timeout_s REAL
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
