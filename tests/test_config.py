@@ -17,6 +17,10 @@ def test_precedence_file_env_flags(tmp_path: Path) -> None:
     assert cfg.preset == "full"  # flag beats file
     assert cfg.dtype == "fp32"  # a None flag is ignored
     assert cfg.baselines == ["eager", "compile-max-autotune"]
+    as_json = resolve(None, environ={"KBENCH_BASELINES": '["eager"]', "KBENCH_PROBLEMS": " 2/1 , 2/3 "})
+    assert as_json.baselines == ["eager"] and as_json.problems == ["2/1", "2/3"]  # JSON, or a,b with spaces
+    with pytest.raises(ConfigError, match="KBENCH_BASELINES: not a JSON list"):
+        resolve(None, environ={"KBENCH_BASELINES": '["eager"'})
 
 
 def test_json_file_and_defaults(tmp_path: Path) -> None:

@@ -315,7 +315,14 @@ PHASE_SETTINGS = {
 def _coerce_env(name: str, raw: str) -> Any:
     field = RunConfig.model_fields[name]
     if "list" in str(field.annotation):
-        return [x for x in raw.split(",") if x]
+        if raw.strip().startswith("["):  # a JSON list, as a config file writes one
+            try:
+                return json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"KBENCH_{name.upper()}: not a JSON list ({exc.msg}); or give a,b,c"
+                ) from None
+        return [x.strip() for x in raw.split(",") if x.strip()]
     return raw
 
 
