@@ -209,3 +209,21 @@ def test_a_session_killed_among_its_calls_resumes_from_its_transcript(store: Sto
         "submitted", True, {"status": "ok", "tool": "submit"}
     )  # an ended session is not run again
     assert len(store.transcript(run_id)) == len(steps)
+
+
+def test_a_session_killed_after_its_budget_was_spent_still_gets_its_last_answer(store: Store) -> None:
+    run_id = store.start_run({}, {})
+
+    def dies_at_the_grace(ex: list[Exchange]) -> ToolTurn:
+        if GRACE[:20] in ex[-1].text:
+            raise Killed
+        return answer(call("show_problem", {}))
+
+    with pytest.raises(Killed):
+        run(session(store, run_id, Model(dies_at_the_grace), Limits(max_calls=2), Budget(max_calls=2))[0])
+    last = store.transcript(run_id)[-1]
+    assert (last.role, last.message["kind"], last.message["why"]) == ("user", "grace", "2 of 2 tool calls")
+    model = Model(lambda ex: answer(text="I give up"))
+    ending = run(session(store, run_id, model, Limits(max_calls=2), Budget(max_calls=2))[0])
+    assert len(model.seen) == 1 and GRACE[:20] in model.seen[0][-1].text  # the last answer, asked once
+    assert ending == Ending("budget spent (2 of 2 tool calls) without a submission", False)

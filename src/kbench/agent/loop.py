@@ -85,7 +85,8 @@ class Session:
         self.tokens = 0
         self.active_s = 0.0
         self.nudges = 0
-        self.grace = False  # the model was told its budget is spent; one more answer
+        self.grace = ""  # why the budget is spent, once the model was told so: then it has one answer left
+        self.grace_answered = False  # the model gave that answer
         self.ending: Ending | None = None
         self.error = ""  # the failed request's reason, when the session stopped on one
 
@@ -100,27 +101,26 @@ class Session:
             self._user(task, "task")
         await self._answer_pending()
         while self.ending is None:
-            spent = self._spent()
-            if spent and self.grace:
-                self._end(Ending(f"budget spent ({spent}) without a submission", False))
+            if self.grace and self.grace_answered:  # its last answer submitted nothing
+                self._end(Ending(f"budget spent ({self.grace}) without a submission", False))
                 break
+            spent = "" if self.grace else self._spent()
             if spent:
-                self._user(GRACE.format(why=spent), "grace")
-                self.grace = True
+                self._user(GRACE.format(why=spent), "grace", why=spent)
+                self.grace = spent
             turn = await self._ask()
             if turn is None:
                 return None
+            self.grace_answered = bool(self.grace)
             if turn.calls:
                 await self._answer(turn.calls)
             elif self.grace:
-                self._end(Ending(f"budget spent ({spent}) without a submission", False))
+                continue  # ends above
             elif self.nudges >= self.limits.max_nudges:
                 self._end(Ending("the model stopped without submitting", False))
             else:
                 self.nudges += 1
                 self._user(NUDGE, "nudge")
-            if self.grace and self.ending is None and turn.calls:
-                self._end(Ending(f"budget spent ({spent}) without a submission", False))
         return self.ending
 
     def _spent(self) -> str:
@@ -203,9 +203,9 @@ class Session:
 
     # the transcript ------------------------------------------------------------------------------------
 
-    def _user(self, text: str, kind: str) -> None:
+    def _user(self, text: str, kind: str, **extra: str) -> None:
         exchange = Exchange("user", text)
-        self._keep("user", exchange.to_dict() | {"kind": kind})
+        self._keep("user", exchange.to_dict() | {"kind": kind} | extra)
         self.exchanges.append(exchange)
 
     def _end(self, ending: Ending) -> None:
@@ -240,7 +240,9 @@ class Session:
             self.exchanges.append(Exchange.from_dict(s.message))
             kind = s.message.get("kind")
             self.nudges += kind == "nudge"
-            self.grace = self.grace or kind == "grace"
+            if kind == "grace":
+                self.grace = str(s.message.get("why") or "the session's budget")
+            self.grace_answered = self.grace_answered or (bool(self.grace) and s.role == "assistant")
             if s.role == "tool":
                 counts = s.message.get("counts", {})
                 counter.calls, counter.evals = counts.get("calls", 0), counts.get("evals", 0)
