@@ -5,8 +5,9 @@ each launch one evaluation after another), and the workers of those evaluations 
 (sandbox/lease.py) before any GPU work: so their process start and imports (~2-4 s per worker) overlap
 another job's GPU phase, while outputs, checks and timing still run one job at a time. A CPU device gets
 one lane (there the CPU is the thing being timed). Compilation is the expensive part (tens of seconds
-per load_inline extension), so builders compile candidates in parallel and hand them over in
-completion order; a lane never waits for a build that another job could skip ahead of. A GPU lane with
+per load_inline extension), so builders compile candidates in parallel and hand them over as they
+finish; a lane never waits for a build that another job could skip ahead of. Jobs wait for a builder,
+and built ones for a lane, by `Job.priority` (higher first), then in arrival order. A GPU lane with
 nothing built to evaluate prefetches for a job still building or next in line for a builder (its
 reference run, when the caller gives a `prefetch`), so the first part of that job's GPU work is done before
 its build is.
