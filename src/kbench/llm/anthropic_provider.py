@@ -78,21 +78,9 @@ class AnthropicProvider:
         return {"type": "enabled", "budget_tokens": budget}
 
     async def complete(self, request: Request) -> Completion:
-        sdk = self.sdk
-        body = self._body(request)
-        try:
-            if request.params.stream or request.params.max_tokens > STREAM_ABOVE_TOKENS:
-                async with self.client.messages.stream(**body) as stream:
-                    message = await stream.get_final_message()
-            else:
-                message = await self.client.messages.create(**body)
-        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
-            raise ConfigError(
-                f"{request.model}: the server refused the request ({exc}); check key and model"
-            ) from exc
-        except (sdk.APIError, ValueError, AttributeError, TypeError, KeyError) as exc:
-            error = describe_failure(exc, self.params.max_retries, self.params.base_url)
-            return Completion(model=request.model, text="", error=error)
+        message = await self._message(request, self._body(request))
+        if isinstance(message, str):
+            return Completion(model=request.model, text="", error=message)
         text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         usage = message.usage
         return Completion(
@@ -102,26 +90,33 @@ class AnthropicProvider:
     async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
         """One answer of a tool-using conversation (not cached: an agent's session resumes from its
         transcript); streamed where a long answer needs it, as `complete` is."""
-        sdk = self.sdk
         body = self._body(request) | {
             "messages": anthropic_messages(exchanges),
             "tools": anthropic_tools(tools),
         }
+        message = await self._message(request, body)
+        if isinstance(message, str):
+            return ToolTurn(error=message)
+        text, calls = anthropic_turn(message)
+        usage = message.usage
+        return ToolTurn(text, calls, usage.input_tokens, usage.output_tokens, message.stop_reason or "")
+
+    async def _message(self, request: Request, body: dict[str, Any]) -> Any:
+        """The SDK's Message for `body`, streamed where the answer may be long; a server that refuses the
+        key or the model raises ConfigError; any other failure after the SDK's retries is its one-line
+        reason (llm/failures.py), as a str."""
+        sdk = self.sdk
         try:
             if request.params.stream or request.params.max_tokens > STREAM_ABOVE_TOKENS:
                 async with self.client.messages.stream(**body) as stream:
-                    message = await stream.get_final_message()
-            else:
-                message = await self.client.messages.create(**body)
-            text, calls = anthropic_turn(message)
+                    return await stream.get_final_message()
+            return await self.client.messages.create(**body)
         except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
             raise ConfigError(
                 f"{request.model}: the server refused the request ({exc}); check key and model"
             ) from exc
         except (sdk.APIError, ValueError, AttributeError, TypeError, KeyError) as exc:
-            return ToolTurn(error=describe_failure(exc, self.params.max_retries, self.params.base_url))
-        usage = message.usage
-        return ToolTurn(text, calls, usage.input_tokens, usage.output_tokens, message.stop_reason or "")
+            return describe_failure(exc, self.params.max_retries, self.params.base_url)
 
     async def aclose(self) -> None:
         await self.client.close()

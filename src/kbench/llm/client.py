@@ -12,7 +12,9 @@ re-run with the same settings gets each sample's own earlier answer back (counte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,20 +56,9 @@ class LLMClient:
     async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
         """One answer of a tool-using conversation, inside the concurrency limit, with latency and cost;
         counted in `usage` as a request. Never cached (an agent's transcript is its record)."""
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.concurrency)
-        self.queued += 1
-        try:
-            await self._sem.acquire()
-        finally:
-            self.queued -= 1
-        self.in_flight += 1
-        start = time.perf_counter()
-        try:
+        async with self._slot():
+            start = time.perf_counter()
             turn: ToolTurn = await self.provider.converse(request, exchanges, tools)  # type: ignore[attr-defined]
-        finally:
-            self.in_flight -= 1
-            self._sem.release()
         cost = cost_usd(request.model, turn.input_tokens, turn.output_tokens)
         turn = replace(turn, latency_s=time.perf_counter() - start, cost_usd=cost)
         self.usage.add(
@@ -83,20 +74,9 @@ class LLMClient:
             if hit is not None:
                 self.usage.add(hit)
                 return hit
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.concurrency)
-        self.queued += 1
-        try:
-            await self._sem.acquire()
-        finally:
-            self.queued -= 1
-        self.in_flight += 1
-        start = time.perf_counter()
-        try:
+        async with self._slot():
+            start = time.perf_counter()
             completion = await self.provider.complete(request)
-        finally:
-            self.in_flight -= 1
-            self._sem.release()
         latency = time.perf_counter() - start
         completion = replace(
             completion,
@@ -109,6 +89,23 @@ class LLMClient:
             self.cache.put(request, completion)
         self.usage.add(completion)
         return completion
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """Inside the concurrency limit: counted in `queued` while waiting for it, in `in_flight` inside."""
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.concurrency)
+        self.queued += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.queued -= 1
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self._sem.release()
 
     async def aclose(self) -> None:
         await self.provider.aclose()

@@ -6,13 +6,16 @@ format. Retries on 429/5xx/timeouts are the SDK's (exponential backoff that hono
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from kbench.errors import ConfigError, require
 from kbench.llm.base import GenParams, Request, api_key, register_provider
 from kbench.llm.failures import describe_failure
 from kbench.llm.tooluse import Exchange, ToolSpec, ToolTurn, openai_messages, openai_tools, openai_turn
 from kbench.types import Completion
+
+T = TypeVar("T")
 
 
 class OpenAIProvider:
@@ -46,48 +49,49 @@ class OpenAIProvider:
         return body
 
     async def complete(self, request: Request) -> Completion:
-        sdk = self.sdk
-        try:
-            if request.params.stream:
-                text, tin, tout = await self._stream(request)
-            else:
-                resp = await self.client.chat.completions.create(**self._body(request))
-                text = (resp.choices[0].message.content or "") if resp.choices else ""
-                usage = resp.usage
-                tin, tout = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-        except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
-            raise ConfigError(
-                f"{request.model}: the server refused the request ({exc}); check key and model"
-            ) from exc
-        except (sdk.APIError, ValueError, AttributeError, TypeError) as exc:
-            # After the SDK's retries: the completion is an error, recorded and asked again on re-run.
-            error = describe_failure(exc, self.params.max_retries, self.params.base_url)
-            return Completion(model=request.model, text="", error=error)
+        answer = await self._guarded(request, self._text(request))
+        if isinstance(answer, str):  # after the SDK's retries: an error, recorded and asked again on re-run
+            return Completion(model=request.model, text="", error=answer)
+        text, tin, tout = answer
         return Completion(model=request.model, text=text, input_tokens=tin, output_tokens=tout)
 
     async def converse(self, request: Request, exchanges: list[Exchange], tools: list[ToolSpec]) -> ToolTurn:
         """One answer of a tool-using conversation (never streamed, never cached: an agent's session is
         kept by its transcript, and resumes from it)."""
-        sdk = self.sdk
         body = self._body(request) | {
             "messages": openai_messages(request.system, exchanges),
             "tools": openai_tools(tools),
         }
+        resp = await self._guarded(request, self.client.chat.completions.create(**body))
+        if isinstance(resp, str):
+            return ToolTurn(error=resp)
+        if not resp.choices:
+            return ToolTurn(error="the server answered no choices")
+        text, calls = openai_turn(resp.choices[0].message)
+        usage = resp.usage
+        tin, tout = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        return ToolTurn(text, calls, tin, tout, resp.choices[0].finish_reason or "")
+
+    async def _text(self, request: Request) -> tuple[str, int, int]:
+        if request.params.stream:
+            return await self._stream(request)
+        resp = await self.client.chat.completions.create(**self._body(request))
+        text = (resp.choices[0].message.content or "") if resp.choices else ""
+        usage = resp.usage
+        return (text, usage.prompt_tokens, usage.completion_tokens) if usage else (text, 0, 0)
+
+    async def _guarded(self, request: Request, work: Awaitable[T]) -> T | str:
+        """What `work` answers; a server that refuses the key or the model raises ConfigError; any other
+        failure after the SDK's retries is its one-line reason (llm/failures.py), as a str."""
+        sdk = self.sdk
         try:
-            resp = await self.client.chat.completions.create(**body)
-            if not resp.choices:
-                return ToolTurn(error="the server answered no choices")
-            text, calls = openai_turn(resp.choices[0].message)
+            return await work
         except (sdk.AuthenticationError, sdk.PermissionDeniedError, sdk.NotFoundError) as exc:
             raise ConfigError(
                 f"{request.model}: the server refused the request ({exc}); check key and model"
             ) from exc
         except (sdk.APIError, ValueError, AttributeError, TypeError) as exc:
-            return ToolTurn(error=describe_failure(exc, self.params.max_retries, self.params.base_url))
-        usage = resp.usage
-        tin, tout = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-        stop = resp.choices[0].finish_reason or ""
-        return ToolTurn(text, calls, tin, tout, stop)
+            return describe_failure(exc, self.params.max_retries, self.params.base_url)
 
     async def _stream(self, request: Request) -> tuple[str, int, int]:
         body = self._body(request) | {"stream": True, "stream_options": {"include_usage": True}}

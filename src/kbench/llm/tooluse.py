@@ -10,7 +10,7 @@ messages (`openai_messages`, `anthropic_messages`) and their answers back into a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -77,7 +77,6 @@ class ToolTurn:
     error: str = ""  # the request failed after the SDK's retries (llm/failures.py)
     latency_s: float = 0.0
     cost_usd: float = 0.0
-    raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def exchange(self) -> Exchange:
         return Exchange("assistant", self.text, self.calls)
