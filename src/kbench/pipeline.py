@@ -204,7 +204,7 @@ def run_solutions(
             f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
         )
     store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
-    with store, keeping(store, run_id):
+    with store, _keeping(store, run_id):
         done = store.done_keys(run_id)
         monitor.started(run_id, len(jobs), sum(job.tag in done for job in jobs))
         recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, monitor.verdict, monitor.activity)
@@ -212,7 +212,7 @@ def run_solutions(
 
 
 @contextmanager
-def keeping(store: Store, run_id: str) -> Iterator[None]:
+def _keeping(store: Store, run_id: str) -> Iterator[None]:
     """An interrupted run says what it keeps: every verdict recorded before the stop, and how to resume."""
     try:
         yield
@@ -287,10 +287,20 @@ def run_model(
     monitor = monitor or Monitor()
     client = make_client(cfg)
     monitor.activity.client = client
+    with open_model_run(cfg, problems, resume) as (store, run_id):
+        return _model_run(cfg, problems, store, run_id, client, monitor)
+
+
+@contextmanager
+def open_model_run(
+    cfg: RunConfig, problems: Sequence[Problem], resume: str | None
+) -> Iterator[tuple[Store, str]]:
+    """A model's run (a new one, or `resume`), open for its verdicts: an interrupted run says what it keeps
+    (`_keeping`), and a new run that kbench's own error stops before it recorded anything is removed again."""
     store, run_id = open_run(cfg, problems, resume)
     try:
-        with store, keeping(store, run_id):
-            return _model_run(cfg, problems, store, run_id, client, monitor)
+        with store, _keeping(store, run_id):
+            yield store, run_id
     except KbenchError:
         if resume is None:
             with Store(cfg.store) as again:

@@ -19,7 +19,7 @@ from kbench.errors import ConfigError, KbenchError
 from kbench.events import Monitor
 from kbench.llm.base import Request
 from kbench.llm.client import LLMClient
-from kbench.pipeline import RunOutcome, keeping, open_run
+from kbench.pipeline import RunOutcome, open_model_run
 from kbench.store import Store, VerdictKey
 from kbench.types import Problem, Status, Verdict
 
@@ -64,15 +64,8 @@ def run_agent(
             f"anthropic/MODEL, not {cfg.model.split('/')[0]}/"
         )
     monitor.activity.client = client
-    store, run_id = open_run(cfg, problems, resume)
-    try:
-        with store, keeping(store, run_id):
-            return asyncio.run(_sessions(cfg, problems, store, run_id, client, monitor))
-    except KbenchError:
-        if resume is None:
-            with Store(cfg.store) as again:
-                again.drop_run_if_empty(run_id)
-        raise
+    with open_model_run(cfg, problems, resume) as (store, run_id):
+        return asyncio.run(_sessions(cfg, problems, store, run_id, client, monitor))
 
 
 async def _sessions(
@@ -129,12 +122,13 @@ def _filed(
 ) -> tuple[VerdictKey, Verdict]:
     """The session's verdict as stored: the evaluator filed a submit's; a session without one is no_code."""
     model = cfg.model
-    if ending.submitted:  # filed before the submit answered (api/runner.py)
-        for stored in store.records(run_id):
-            k = stored.key
-            if (k.problem_key, k.sample, k.turn, k.model) == (key.problem.key, key.sample, 0, model):
-                return k, stored.verdict
-        raise KbenchError(f"{key.problem.key} sample {key.sample}: submitted, but no verdict is filed")
+    if ending.submitted:  # filed before the submit answered (api/runner.py), under the backend it named
+        backend = str((ending.answer or {}).get("backend") or cfg.backend)
+        filed = VerdictKey(key.problem.key, key.sample, 0, backend, model)
+        stored = store.find(run_id, filed)
+        if stored is None:
+            raise KbenchError(f"{key.problem.key} sample {key.sample}: submitted, but no verdict is filed")
+        return filed, stored.verdict
     verdict_key = VerdictKey(key.problem.key, key.sample, 0, cfg.backend, model)
     verdict = Verdict(
         status=Status.NO_CODE,

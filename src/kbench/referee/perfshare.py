@@ -312,7 +312,6 @@ class Watch:
         self.ours, self.wanted, self.every, self.keep = ours, wanted, every, keep
         self.wanted_s = wanted * period_ns / 1e9 / max(counted, 0.05) * 1.5
         self.samples: list[tuple[int, int]] = []
-        self.taken = 0  # samples drained, kept or not
         self.unfollowed: set[int] = set()  # threads whose events were refused: said in the verdict
 
     def __enter__(self) -> Watch:
@@ -322,8 +321,7 @@ class Watch:
 
     def __exit__(self, *exc: object) -> None:
         self.sampler.__exit__()
-        drained = self.sampler.instructions(drain=True)
-        self.taken += len(drained)
+        drained = self.sampler.instructions(drain=True)  # drained whether kept or not: the rings' room
         if self.keep:
             self.samples += drained
             if len(self.samples) > self.MAX_KEPT:
