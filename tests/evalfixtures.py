@@ -6,6 +6,7 @@ The fixtures in fixtures/eval/ carry the anti-cheat fixtures' header (`# expect:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kbench.config import RunConfig
@@ -32,6 +33,16 @@ def cpu_config(cache_dir: Path, **kw: object) -> RunConfig:
     }
     base.update(kw)
     return RunConfig(**base)  # type: ignore[arg-type]
+
+
+def cpu_config_file(folder: Path, **kw: object) -> Path:
+    """`cpu_config`'s run settings (and `kw`) as a JSON config file in `folder`, for commands started by
+    the tests (`--config`)."""
+    cfg = cpu_config(folder / "unused", **kw)
+    keys = ("preset", "device", "backend", "static_checks", "baselines", "timing_budget_s", "timeout_s")
+    path = folder / "config.json"
+    path.write_text(json.dumps({k: getattr(cfg, k) for k in keys}))
+    return path
 
 
 def use_builds(cache_dir: Path, builds: Path) -> Path:

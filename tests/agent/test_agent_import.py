@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config, fixture_source, use_builds
+from evalfixtures import cpu_config_file, fixture_source, use_builds
 
 from kbench.agent.imports import read_messages, steps_of
 from kbench.errors import ConfigError
@@ -70,10 +70,7 @@ def test_an_outside_agents_answers_are_judged_with_their_transcripts(
     (answers / "level_2_problem_1_sample_1.md").write_text("I could not finish a kernel.")
     (answers / "level_2_problem_1_sample_2.py").write_text(fixture_source("cpp_wrong.py"))
     (answers / "level_2_problem_1_sample_2.json").write_text(json.dumps(ANTHROPIC))
-    cfg = cpu_config(tmp_path / "unused")
-    config = tmp_path / "config.json"
-    keys = ("preset", "device", "backend", "baselines", "timing_budget_s", "timeout_s")
-    config.write_text(json.dumps({k: getattr(cfg, k) for k in keys}))
+    config = cpu_config_file(tmp_path, static_checks=True)
     env = dict(os.environ) | {"KBENCH_CACHE_DIR": str(use_builds(tmp_path / "cache", shared_builds))}
     done = subprocess.run(
         [KBENCH, "import-agent", str(answers), "-m", "outside-agent", "--config", str(config), "--store",

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("mcp.server.mcpserver")
 
-from evalfixtures import cpu_config, fixture_source, use_builds  # noqa: E402
+from evalfixtures import cpu_config, cpu_config_file, fixture_source, use_builds  # noqa: E402
 from llmserver import load_server_module  # noqa: E402
 
 from kbench.config import FIXED_SEED_BASE  # noqa: E402
@@ -58,14 +58,6 @@ def script(release: threading.Event | None = None) -> Any:
     return respond
 
 
-def config(folder: Path) -> Path:
-    cfg = cpu_config(folder / "unused", static_checks=True)
-    keys = ("preset", "device", "backend", "static_checks", "baselines", "timing_budget_s", "timeout_s")
-    path = folder / "config.json"
-    path.write_text(json.dumps({k: getattr(cfg, k) for k in keys}))
-    return path
-
-
 def command(folder: Path, url: str, *more: str) -> list[str]:
     return [KBENCH, "run", "--base-url", url, "--store", str(folder / "k.db"), *more]
 
@@ -85,7 +77,15 @@ def steps_of(store: Path) -> list[Any]:
 def test_an_agent_run_killed_mid_session_resumes_and_is_judged(tmp_path: Path, shared_builds: Path) -> None:
     cache = use_builds(tmp_path / "cache", shared_builds)
     release = threading.Event()
-    start = ["--agent", "-m", "openai/agent-test", "--problems", "2/1", "--config", str(config(tmp_path))]
+    start = [
+        "--agent",
+        "-m",
+        "openai/agent-test",
+        "--problems",
+        "2/1",
+        "--config",
+        str(cpu_config_file(tmp_path, static_checks=True)),
+    ]
     with LLMServer(respond=script(release)) as first:
         proc = subprocess.Popen(
             command(tmp_path, first.openai_url, *start), env=env(cache), stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from evalfixtures import cpu_config
+from evalfixtures import cpu_config_file
 
 KBENCH = str(Path(sys.executable).with_name("kbench"))
 TOKEN = "test-token-0123456789abcdef"
@@ -21,11 +21,7 @@ TOKEN = "test-token-0123456789abcdef"
 
 def server_config(folder: Path) -> Path:
     """A CPU run config for the server (evalfixtures.cpu_config's settings, the static checks on)."""
-    cfg = cpu_config(folder / "unused", static_checks=True)
-    keys = ("preset", "device", "backend", "static_checks", "baselines", "timing_budget_s", "timeout_s")
-    path = folder / "config.json"
-    path.write_text(json.dumps({k: getattr(cfg, k) for k in keys}))
-    return path
+    return cpu_config_file(folder, static_checks=True)
 
 
 def server_env(cache_dir: Path) -> dict[str, str]:

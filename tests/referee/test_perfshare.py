@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -100,70 +101,74 @@ spin(stop)
 """
 
 
-def test_a_watch_follows_new_threads_and_drains_its_rings_per_batch() -> None:
+@pytest.fixture
+def spinner() -> Iterator[subprocess.Popen[str]]:
+    """A child spinning on one thread, up and running, that starts a second one when sent a line
+    (`second_thread`)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        child.stdout.readline()
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+def second_thread(child: subprocess.Popen[str]) -> None:
+    assert child.stdout is not None and child.stdin is not None
+    child.stdin.write("\n")
+    child.stdin.flush()
+    child.stdout.readline()  # the second thread runs now
+
+
+def watch_of(child: subprocess.Popen[str]) -> perfshare.Watch:
+    try:
+        return perfshare.Watch([child.pid], 100_000, lambda path: False, wanted=10, counted=0.5)
+    except perfshare.Unavailable as exc:
+        pytest.skip(f"perf events refused here: {exc}")
+
+
+def test_a_watch_follows_new_threads_and_drains_its_rings_per_batch(spinner: subprocess.Popen[str]) -> None:
     import time
 
-    child = subprocess.Popen(
-        [sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        child.stdout.readline()
-        try:
-            watch = perfshare.Watch([child.pid], 100_000, lambda path: False, wanted=10, counted=0.5)
-        except perfshare.Unavailable as exc:
-            pytest.skip(f"perf events refused here: {exc}")
-        first_tids = set(watch.sampler.tids)
-        child.stdin.write("\n")
-        child.stdin.flush()
-        child.stdout.readline()  # the second thread runs now
-        with watch:
-            time.sleep(0.2)
-        once = len(watch.samples)
-        assert watch.sampler.tids > first_tids  # the thread started since was followed
-        assert once > 0 and watch.sampler.instructions() == []  # drained: nothing read twice
-        with watch:
-            time.sleep(0.2)
-        assert len(watch.samples) > once
-        assert {pid for pid, _ in watch.samples} == {child.pid}
-        share, counted = watch.share()
-        assert watch.enough() == (counted >= 10) and counted <= len(watch.samples)
-        assert watch.wanted_s == pytest.approx(10 * 100_000 / 1e9 / 0.5 * 1.5)
-        watch.close()
-    finally:
-        child.kill()
-        child.wait()
+    watch = watch_of(spinner)
+    first_tids = set(watch.sampler.tids)
+    second_thread(spinner)
+    with watch:
+        time.sleep(0.2)
+    once = len(watch.samples)
+    assert watch.sampler.tids > first_tids  # the thread started since was followed
+    assert once > 0 and watch.sampler.instructions() == []  # drained: nothing read twice
+    with watch:
+        time.sleep(0.2)
+    assert len(watch.samples) > once
+    assert {pid for pid, _ in watch.samples} == {spinner.pid}
+    share, counted = watch.share()
+    assert watch.enough() == (counted >= 10) and counted <= len(watch.samples)
+    assert watch.wanted_s == pytest.approx(10 * 100_000 / 1e9 / 0.5 * 1.5)
+    watch.close()
 
 
-def test_a_thread_whose_event_is_refused_is_named_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thread_whose_event_is_refused_is_named_not_fatal(
+    spinner: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Mid-loop, a new thread whose event the kernel refuses (the fd limit, say) is kept apart and counted
     for the verdict's warning; the threads already followed go on being sampled."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        child.stdout.readline()
-        try:
-            watch = perfshare.Watch([child.pid], 100_000, lambda path: False, wanted=10, counted=0.5)
-        except perfshare.Unavailable as exc:
-            pytest.skip(f"perf events refused here: {exc}")
-        followed = set(watch.sampler.tids)
+    watch = watch_of(spinner)
+    followed = set(watch.sampler.tids)
 
-        def refuse(tid: int, period_ns: int) -> int:
-            raise perfshare.Unavailable("perf_event_open: Too many open files")
+    def refuse(tid: int, period_ns: int) -> int:
+        raise perfshare.Unavailable("perf_event_open: Too many open files")
 
-        monkeypatch.setattr(perfshare, "_open", refuse)
-        child.stdin.write("\n")
-        child.stdin.flush()
-        child.stdout.readline()  # a second thread now, which gets no event
-        for _ in range(2):
-            with watch:
-                pass
-        assert len(watch.unfollowed) == 1 and watch.sampler.tids == followed
-        with pytest.raises(perfshare.Unavailable):  # without a set to keep them, a refusal raises
-            watch.sampler.follow()
-        watch.close()
-    finally:
-        child.kill()
-        child.wait()
+    monkeypatch.setattr(perfshare, "_open", refuse)
+    second_thread(spinner)  # which gets no event
+    for _ in range(2):
+        with watch:
+            pass
+    assert len(watch.unfollowed) == 1 and watch.sampler.tids == followed
+    with pytest.raises(perfshare.Unavailable):  # without a set to keep them, a refusal raises
+        watch.sampler.follow()
+    watch.close()
