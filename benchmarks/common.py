@@ -127,6 +127,13 @@ def machine_line(cpu: Any, cpus: Any, gpu_count: Any, gpu: str | None) -> str:
     return f"{cpu} x {cpus}" + (f", {gpu_count}x {gpu}" if gpu else "")
 
 
+def write_report(path: Path, lines: list[str]) -> None:
+    """A measurement's Markdown report: written to `path` (its folder made) and printed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
 def utc_now() -> str:
     """Now, as a record dates a run."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, utc_now
+from common import ROOT, utc_now, write_report
 
 OPS = {"linear+relu 64x256": "lin", "softmax 256x1024": "soft", "add 64x256": "add"}
 PERIODS_US = (50, 200, 500, 1000)
@@ -121,9 +121,7 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|",
         *["| " + " | ".join(map(str, r)) + " |" for r in attacks], "",
     ]  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_report(args.out, lines)
     return 0
 
 

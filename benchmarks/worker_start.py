@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, utc_now
+from common import ROOT, utc_now, write_report
 
 from kbench.config import RunConfig
 from kbench.evaluate.flow import evaluate
@@ -99,9 +99,7 @@ def main() -> int:
         "| start | bare worker s | verdict s | reference + candidate worker wall s |", "|---|---|---|---|",
         *[f"| {m} | {b:.3f} | {t:.2f} | {w:.2f} |" for m, b, t, w in rows], "",
     ]  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_report(args.out, lines)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`kbench import-agent`: judge and file the final answers and transcripts of agent runs made elsewhere."""
+"""Agent runs on the command line: `kbench import-agent` (the final answers and transcripts of agent runs
+made elsewhere, judged and filed) and what `kbench run --agent` says of its budgets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,20 @@ import typer
 from kbench.cli.app import app, console
 from kbench.cli.devices import apply_device_defaults
 from kbench.cli.evaluate import prewarm_starter
-from kbench.config import resolve
+from kbench.config import RunConfig, resolve
+
+
+def agent_budget(cfg: RunConfig) -> str:
+    """An agent session's budgets, as `kbench run --agent`'s header names them."""
+
+    def limit(value: float | None, unit: str) -> str:
+        return f"no limit of {unit}" if value is None else f"{value:,g} {unit}"
+
+    return ", ".join([
+        limit(cfg.agent_max_calls, "tool calls"), limit(cfg.agent_max_evals, "check/evaluate calls"),
+        limit(cfg.agent_max_device_s, "s of evaluation"), limit(cfg.agent_max_tokens, "tokens"),
+        limit(cfg.agent_max_wall_s, "s of wall time"),
+    ])  # fmt: skip
 
 
 @app.command("import-agent")

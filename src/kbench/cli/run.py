@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from kbench import defaults
+from kbench.cli.agent import agent_budget
 from kbench.cli.app import app, console, err_console
 from kbench.cli.devices import apply_device_defaults, cpu_reason, gpu_present
 from kbench.cli.evaluate import prewarm_starter
@@ -175,7 +176,7 @@ def _header(plan: RunPlan) -> Header:
             lines.append(f"  candidates: {_shipped(plan)}: {total} verdict{'' if total == 1 else 's'}")
         elif cfg.agent:
             lines.append(f"  agent {cfg.model}: {n} problems x {cfg.samples} sessions = {total} verdicts")
-            lines.append(f"  budget per session: {_agent_budget(cfg)}")
+            lines.append(f"  budget per session: {agent_budget(cfg)}")
             lines.append(f"  sampling: {_sampling(cfg, plan.default_temperature)}")
         else:
             size = f"{n} problems x {cfg.samples} samples x {cfg.turns} turns = {total} verdicts"
@@ -193,17 +194,6 @@ def _header(plan: RunPlan) -> Header:
         return "\n".join(lines)
 
     return text
-
-
-def _agent_budget(cfg: RunConfig) -> str:
-    def limit(value: float | None, unit: str) -> str:
-        return f"no limit of {unit}" if value is None else f"{value:,g} {unit}"
-
-    return ", ".join([
-        limit(cfg.agent_max_calls, "tool calls"), limit(cfg.agent_max_evals, "check/evaluate calls"),
-        limit(cfg.agent_max_device_s, "s of evaluation"), limit(cfg.agent_max_tokens, "tokens"),
-        limit(cfg.agent_max_wall_s, "s of wall time"),
-    ])  # fmt: skip
 
 
 def _shipped(plan: RunPlan) -> str:
