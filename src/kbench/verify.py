@@ -108,8 +108,8 @@ def estimate_peak(problem: Problem, preset: str) -> tuple[int, str]:
         inputs = loaded.get_inputs()
         base = model_bytes(model) + tensor_bytes(inputs)
         try:
-            with torch.no_grad():
-                out = model(*inputs)
+            with torch.no_grad():  # a training problem's step turns gradients on for itself
+                out = loaded.judged(model)(*inputs)
         except (RuntimeError, NotImplementedError, TypeError, ValueError) as exc:
             return base, f"estimate (params+inputs; meta forward failed: {type(exc).__name__})"
     return base + tensor_bytes([out]), "estimate (params+inputs+outputs)"
@@ -137,6 +137,7 @@ def _run_reference(loaded: LoadedProblem, device: str) -> tuple[LintContext, flo
     if cuda:
         torch.cuda.empty_cache()
     model = build_model(loaded).to(device)
+    call = loaded.judged(model)  # a training problem's step: forward and backward
     inputs = seeded_inputs(loaded, SEEDS[0], device)
     if cuda:
         # What the problem itself needs: parameters, inputs and one plain forward (its output included),
@@ -145,15 +146,15 @@ def _run_reference(loaded: LoadedProblem, device: str) -> tuple[LintContext, flo
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         with torch.no_grad():
-            model(*inputs)
+            call(*inputs)
         torch.cuda.synchronize(device)
         peak, method = int(torch.cuda.max_memory_allocated(device)), "cuda-max-allocated"
     alt = seeded_inputs(loaded, SEEDS[1], device)
-    forward = _forward_fn(model, device)
+    forward = _forward_fn(call, device)
     outputs = forward(inputs)
     with torch.no_grad():
         budget = 2.0 if cuda else 0.3
-        eager_ms = time_eager(lambda: model(*inputs), device, budget_s=budget, max_repeats=50 if cuda else 10)
+        eager_ms = time_eager(lambda: call(*inputs), device, budget_s=budget, max_repeats=50 if cuda else 10)
     if not cuda:
         peak = model_bytes(model) + tensor_bytes(inputs) + tensor_bytes(outputs)
         method = "estimate (inputs+params+outputs)"

@@ -7,6 +7,7 @@ module-level constants. kbench metadata are optional module-level literals that 
     KBENCH_TAGS = ["gemm-epilogue", "activation"]                # fusion-pattern tags
     KBENCH_TOLERANCE = {"fp32": 1e-4, "bf16": 2e-2}              # per-dtype tolerance (problems/compare.py)
     KBENCH_HIDDEN = "the operator needs these exact sizes"       # why it has no hidden shapes (hidden.py)
+    KBENCH_TRAINING = {"upstream": 1, "grad_inputs": [0]}        # a training problem (training.py)
 
 The module-level values are the `full` preset; every named preset may override only names that are
 assigned at module level, so a typo is an error rather than a silent no-op.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbench.errors import ProblemError
+from kbench.problems import training as training_mod
 from kbench.types import DTYPES
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
@@ -33,6 +35,7 @@ class ParsedProblem:
     tags: tuple[str, ...] = ()
     tolerance: dict[str, float] = field(default_factory=dict)
     hidden_reason: str = ""  # KBENCH_HIDDEN: why the problem has no hidden shapes
+    training: training_mod.Training | None = None  # KBENCH_TRAINING: judged forward and backward
     docstring: str = ""
 
 
@@ -97,6 +100,8 @@ def _read_metadata(tree: ast.Module, out: ParsedProblem, where: str) -> None:
             if not isinstance(value, str) or not value.strip():
                 raise ProblemError(f"{where}: KBENCH_HIDDEN must be a non-empty string (the reason)")
             out.hidden_reason = value
+        elif target.id == training_mod.NAME:
+            out.training = training_mod.parse(value, where)
 
 
 def _check_presets(value: Any, assigned: set[str], where: str) -> dict[str, dict[str, Any]]:

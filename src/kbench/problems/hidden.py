@@ -91,7 +91,7 @@ def _meta_error(problem: Problem, overrides: dict[str, Any]) -> str:
     try:
         loaded = load(with_preset(problem, overrides), HIDDEN)
         with torch.device("meta"):
-            outputs = build_model(loaded)(*loaded.get_inputs())
+            outputs = loaded.judged(build_model(loaded))(*loaded.get_inputs())
     except NotImplementedError:
         return ""  # an operator without a meta kernel: the reference worker is the check
     except Exception as exc:  # any other failure means these sizes are not valid for the operator

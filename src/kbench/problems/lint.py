@@ -7,6 +7,7 @@ verify` turns those into warnings (failures under --strict). The rules, and the 
 - varies-with-seed: an output that is the same for any input can be hard-coded.
 - uses-every-input / uses-every-parameter: a kernel may skip work the output does not depend on.
 - deterministic: a nondeterministic reference makes correctness checks flaky.
+- gradients: a training problem whose gradient is zero everywhere accepts a backward that does nothing.
 - known-tags, presets, size rules: the suite stays filterable, CPU-testable and runnable on 24 GB cards.
 """
 
@@ -176,6 +177,24 @@ def _deterministic(ctx: LintContext) -> list[str]:
     ]
 
 
+@lint_rule("gradients")
+def _gradients(ctx: LintContext) -> list[str]:
+    training = ctx.loaded.training
+    if training is None:
+        return []
+    from kbench.problems.training import output_names, trainable
+
+    forward_count = len(ctx.outputs) - len(training.grad_inputs) - len(trainable(ctx.model))
+    names = output_names(training, ctx.model, forward_count)[forward_count:]
+    if not names:
+        return ["a training problem with no gradient compared (no grad_inputs, no trainable parameters)"]
+    return [
+        f"the {name} is zero everywhere: a backward that does nothing would pass"
+        for name, t in zip(names, ctx.outputs[forward_count:], strict=True)
+        if t.is_floating_point() and t.numel() and not bool(t.ne(0).any())
+    ]
+
+
 def _rounding_diff(a: Any, b: Any) -> float:
     """max |a - b| / max |b| (0 for equal tensors; inf where NaNs or ints differ)."""
     import torch
@@ -213,7 +232,7 @@ def _presets(ctx: LintContext) -> list[str]:
         try:  # build model and inputs on the meta device: shapes are checked, nothing is allocated
             loaded = load(problem, preset)
             with torch.device("meta"):
-                build_model(loaded)(*loaded.get_inputs())
+                loaded.judged(build_model(loaded))(*loaded.get_inputs())
         except Exception as exc:  # any failure of the preset is the finding
             reasons.append(f"preset '{preset}' does not build and run: {type(exc).__name__}: {exc}")
     return reasons

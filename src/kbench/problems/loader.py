@@ -19,6 +19,7 @@ from typing import Any
 
 from kbench.errors import ProblemError
 from kbench.problems.format import FULL, parse_problem
+from kbench.problems.training import Training, judged
 from kbench.types import Problem
 
 _counter = 0
@@ -30,6 +31,12 @@ class LoadedProblem:
     preset: str
     module: types.ModuleType
     sizes: dict[str, Any]
+    training: Training | None = None
+
+    def judged(self, model: Any) -> Any:
+        """What is called to judge this problem on `model` (built and cast): the model itself, or a
+        training problem's step (forward and backward, problems/training.py)."""
+        return judged(self.training, model)
 
     @property
     def Model(self) -> type:  # noqa: N802 - KernelBench's name
@@ -126,7 +133,7 @@ def load(problem: Problem, preset: str = FULL) -> LoadedProblem:
         for k, v in vars(module).items()  # execution order
         if k in parsed.assigned and not k.startswith("KBENCH_") and _is_size(v)
     }
-    return LoadedProblem(problem=problem, preset=preset, module=module, sizes=sizes)
+    return LoadedProblem(problem=problem, preset=preset, module=module, sizes=sizes, training=parsed.training)
 
 
 def _is_size(value: Any) -> bool:

@@ -25,6 +25,13 @@ TAGS: dict[str, str] = {
     "loss": "loss functions",
     "gather": "embedding lookups, index_select, gather/scatter",
     "elementwise": "single elementwise operator",
+    # training (level 5): a forward and its backward, judged as one step
+    "training": "forward and backward: outputs and gradients compared, the step timed",
+    "optimizer": "an optimizer's update step (AdamW, SGD with momentum...)",
+    "rope": "rotary position embeddings",
+    "glu": "gated linear units (SwiGLU, GeGLU)",
+    "dropout": "dropout with its mask given as an input",
+    "cross-entropy": "cross-entropy over a vocabulary, its logits or their gradient never held whole",
     # architectures (level 3)
     "architecture": "a whole network or block",
     "cnn": "convolutional network",

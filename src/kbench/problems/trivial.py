@@ -24,6 +24,14 @@ and the first seed) and one per lower precision. The answers (`ANSWERS`, a regis
   its range): what a candidate could learn of the output offline.
 - constant: the calibration output's mean everywhere (integers: its median): a near-constant output.
 
+A training problem is judged by its step (problems/training.py: the forward's outputs, then the gradients),
+so every answer above covers its gradients too; two more answer for the backward alone, the forward's
+outputs right:
+
+- zero-gradients: every gradient zero (a backward skipped, or inputs detached).
+- forward-as-gradient: each gradient the forward's first output, reshaped as first-input reshapes (a
+  backward that hands the forward's result on).
+
 Besides the verdicts, each answer reports the tolerance it would need (`Comparison.needed_tol`), and
 with `fp64` the reference's own distance from a float64 computation: the room a tolerance has between
 honest rounding and the nearest trivial answer.
@@ -36,13 +44,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, ProblemError
+from kbench.problems.format import parse_problem
 from kbench.problems.compare import compare, needed_tol
 from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
-from kbench.problems.loader import LoadedProblem, build_model, load
+from kbench.problems.loader import LoadedProblem, build_model, load, where
+from kbench.problems.training import trainable
 from kbench.types import Problem
 
 LOW_PRECISION = ("fp16", "bf16")
+BACKWARD = ("zero-gradients", "forward-as-gradient")  # training problems only
 CALIBRATION_SEED = 0  # not an evaluator seed (those start at config.FIXED_SEED_BASE = 1000)
 RANDOM_SEED = 7  # the `random` answer's noise: fixed, so a sweep's report is reproducible
 
@@ -69,6 +80,7 @@ class SeedCase:
     outputs: list[Any]
     stale: list[Any]  # the calibration seed's outputs
     calibration: list[OutputStats]
+    gradients: int = 0  # of `outputs`, the last ones that are a training step's gradients
 
 
 Answer = Callable[[SeedCase], list[Any]]
@@ -83,8 +95,10 @@ def answer(name: str) -> Callable[[Answer], Answer]:
     return deco
 
 
-def applicable(name: str, dtype: str) -> bool:
-    """Whether answer `name` is a trivial answer when evaluating in `dtype`."""
+def applicable(name: str, dtype: str, training: bool = False) -> bool:
+    """Whether answer `name` is a trivial answer when evaluating in `dtype` (a training problem or not)."""
+    if name in BACKWARD:
+        return training
     return name not in LOW_PRECISION or dtype == "fp32"
 
 
@@ -97,16 +111,39 @@ def _zeros(case: SeedCase) -> list[Any]:
 
 @answer("first-input")
 def _first_input(case: SeedCase) -> list[Any]:
-    x = case.first_input
+    return _shaped_like(case.first_input, case.outputs)
+
+
+def _shaped_like(x: Any, refs: list[Any]) -> list[Any]:
+    """`x` as each of `refs`: reshaped when it has as many elements, else its first elements."""
     if x is None:
-        return [r.new_zeros(0) for r in case.outputs]  # no tensor input: a shape mismatch, as a candidate's
+        return [r.new_zeros(0) for r in refs]  # no tensor input: a shape mismatch, as a candidate's
     out = []
-    for r in case.outputs:
+    for r in refs:
         if x.numel() >= r.numel():
             out.append(x.reshape(-1)[: r.numel()].reshape(r.shape).to(r.dtype))
         else:
             out.append(x.to(r.dtype))  # fewer elements than the output: fails on its shape
     return out
+
+
+def _forward_part(case: SeedCase) -> tuple[list[Any], list[Any]]:
+    cut = len(case.outputs) - case.gradients
+    return case.outputs[:cut], case.outputs[cut:]
+
+
+@answer("zero-gradients")
+def _zero_gradients(case: SeedCase) -> list[Any]:
+    import torch
+
+    forward, grads = _forward_part(case)
+    return forward + [torch.zeros_like(g) for g in grads]
+
+
+@answer("forward-as-gradient")
+def _forward_as_gradient(case: SeedCase) -> list[Any]:
+    forward, grads = _forward_part(case)
+    return forward + _shaped_like(forward[0] if forward else None, grads)
 
 
 def low_precision_outputs(
@@ -115,7 +152,7 @@ def low_precision_outputs(
     """The reference computed in `dtype`: built as the reference worker builds it, then cast."""
     import torch
 
-    model = build_model(loaded, init_seed).to(device).to(TORCH_DTYPES[dtype])
+    model = loaded.judged(build_model(loaded, init_seed).to(device).to(TORCH_DTYPES[dtype]))
     inputs = make_inputs(loaded.get_inputs, seed, device, dtype)
     with torch.no_grad():
         return flatten_outputs(model(*inputs))
@@ -294,7 +331,7 @@ def _fp64_error(
     """needed_tol of the reference's outputs against the same computation in float64 (None: no float64)."""
     import torch
 
-    model = build_model(loaded, init_seed).to(device).to(torch.float64)
+    model = loaded.judged(build_model(loaded, init_seed).to(device).to(torch.float64))
     inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in
               make_inputs(loaded.get_inputs, seed, device, "fp32")]  # fmt: skip
     try:
@@ -326,14 +363,18 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
     t0 = time.perf_counter()
     tol = problem.tol(s.dtype)
     base = dict(problem_key=problem.key, name=problem.name, preset=s.preset, dtype=s.dtype, device=s.device)
-    tally = _Tally(alive={n: 0.0 for n in s.answers or ANSWERS if applicable(n, s.dtype)})
+    training = _training(problem)
+    alive = [n for n in s.answers or ANSWERS if applicable(n, s.dtype, training is not None)]
+    tally = _Tally(alive=dict.fromkeys(alive, 0.0))
     device, fp64_error = torch.device(s.device), None
     ieee_numerics()
     try:
         loaded = load(problem, s.preset)
-        model = build_model(loaded, s.init_seed).to(device)
+        built = build_model(loaded, s.init_seed).to(device)
         if s.dtype != "fp32":
-            model = model.to(TORCH_DTYPES[s.dtype])
+            built = built.to(TORCH_DTYPES[s.dtype])
+        model = loaded.judged(built)
+        gradients = len(training.grad_inputs) + len(trainable(built)) if training is not None else 0
         stale = _forward(loaded, model, CALIBRATION_SEED, s.dtype, device)[1]
         calibration = [output_stats(r) for r in stale]
         for i, seed in enumerate(s.seeds or evaluator_seeds()):
@@ -342,7 +383,7 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
             first, outputs = _forward(loaded, model, seed, s.dtype, device)
             if i == 0 and s.fp64:
                 fp64_error = _fp64_error(loaded, seed, device, s.init_seed, outputs)
-            case = SeedCase(loaded, seed, device, s.init_seed, first, outputs, stale, calibration)
+            case = SeedCase(loaded, seed, device, s.init_seed, first, outputs, stale, calibration, gradients)
             _run_seed(case, tol, tally)
     except Exception as exc:  # the reference's own failure is the result, never a crash of the sweep
         return TrivialResult(**base, tol=tol, error=f"{type(exc).__name__}: {exc}"[:500])  # type: ignore[arg-type]
@@ -356,6 +397,15 @@ def sweep_problem(problem: Problem, settings: SweepSettings = SweepSettings()) -
         reference_error=fp64_error,
         seconds=time.perf_counter() - t0,
     )
+
+
+def _training(problem: Problem) -> Any:
+    """The problem's KBENCH_TRAINING (None: inference, or a file that does not parse, which `load`
+    reports as the sweep's error)."""
+    try:
+        return parse_problem(problem.code, where(problem)).training
+    except ProblemError:
+        return None
 
 
 def evaluator_seeds() -> tuple[int, ...]:

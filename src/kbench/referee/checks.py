@@ -70,8 +70,10 @@ class Checker:
 
             ieee_numerics()
             torch.set_grad_enabled(False)
-            model = build_model(load(self.problem, self.preset), self.init_seed).to(torch.device(self.device))
-            self.model = model.to(TORCH_DTYPES[self.dtype]) if self.dtype != "fp32" else model
+            loaded = load(self.problem, self.preset)
+            model = build_model(loaded, self.init_seed).to(torch.device(self.device))
+            model = model.to(TORCH_DTYPES[self.dtype]) if self.dtype != "fp32" else model
+            self.model = loaded.judged(model)  # a training problem's step: its gradients checked too
         return self.model
 
     def prepare(self) -> None:

@@ -113,7 +113,7 @@ class CandidateRole(Role):
                 model = model.to(TORCH_DTYPES[self.spec.dtype])
         except (Exception, SystemExit) as exc:
             return failure(exc, Status.BUILD_ERROR if self.recorder.build_failed else Status.LOAD_ERROR)
-        self.model_obj = model
+        self.model_obj = loaded.judged(model)  # a training problem's step around ModelNew
         return None
 
     def load(self) -> Any:

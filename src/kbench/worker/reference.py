@@ -35,6 +35,7 @@ class ReferenceRole(Role):
             torch.cuda.synchronize(spec.device)
             self.phases["cuda_start"] = round(time.perf_counter() - t0, 3)
         self.eager: Any = None
+        self.training: Any = None
         self.placed = False
         self.compiled: dict[str, Any] = {}
         channel.send(Ready(phases=self.phases))
@@ -47,7 +48,7 @@ class ReferenceRole(Role):
         loaded = load(self.spec.problem, self.spec.preset)
         model = build_model(loaded, self.spec.init_seed)
         self.phases["construct"] = round(time.perf_counter() - t0, 3)
-        self.eager = model
+        self.eager, self.training = model, loaded.training
         return Loaded(phases=self.phases)
 
     def place(self) -> Any:
@@ -65,15 +66,20 @@ class ReferenceRole(Role):
         return Loaded()
 
     def model(self, mode: str) -> Any:
+        """The call `mode` times: eager, or a torch.compile mode; a training problem's step around it
+        (problems/training.py), so a compiled step's backward is compiled too."""
+        from kbench.problems.training import judged
+
         self.place()
         if mode in ("", "eager"):
-            return self.eager
+            return judged(self.training, self.eager)
         if mode not in self.compiled:
             import torch
 
             from kbench.baselines.modes import get_mode
 
-            self.compiled[mode] = torch.compile(self.eager, mode=get_mode(mode).compile_mode)
+            compiled = torch.compile(self.eager, mode=get_mode(mode).compile_mode)
+            self.compiled[mode] = judged(self.training, compiled)
         return self.compiled[mode]
 
 
