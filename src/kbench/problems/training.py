@@ -102,7 +102,9 @@ class Step:
         for i in self.training.grad_inputs:
             x = args[i] if i < len(args) else None
             if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-                raise RuntimeError(f"input {i} of a training step must be a floating tensor to have a gradient")
+                raise RuntimeError(
+                    f"input {i} of a training step must be a floating tensor to have a gradient"
+                )
             args[i] = x.detach().requires_grad_()
         return args
 
@@ -113,6 +115,10 @@ class Step:
         args = self._leaves(args)
         params = trainable(self.model)
         wrt = [args[i] for i in self.training.grad_inputs] + [p for _, p in params]
+        if not wrt:
+            raise RuntimeError(
+                "a training step with no gradient to compare (no grad_inputs, no trainable parameters)"
+            )
         with torch.enable_grad():
             out = _flat(self.model(*args))
             tensors = [o for o in out if isinstance(o, torch.Tensor)]

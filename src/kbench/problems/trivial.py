@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from kbench.errors import ConfigError, ProblemError
-from kbench.problems.format import parse_problem
 from kbench.problems.compare import compare, needed_tol
+from kbench.problems.format import parse_problem
 from kbench.problems.inputs import TORCH_DTYPES, flatten_outputs, ieee_numerics, make_inputs
 from kbench.problems.loader import LoadedProblem, build_model, load, where
 from kbench.problems.training import trainable
