@@ -19,10 +19,11 @@ import pytest
 import torch
 
 from kbench.problems import build_model, load
+from kbench.problems.inputs import flatten_outputs
 from kbench.problems.sources import make_problem
-from kbench.prompts.builder import EXAMPLES
+from kbench.prompts.builder import EXAMPLES, TRAINING_EXAMPLES
 
-STEMS = [stem for stem, _ in EXAMPLES]
+STEMS = [stem for stem, _ in EXAMPLES + TRAINING_EXAMPLES]
 
 
 def _text(*parts: str) -> str:
@@ -50,10 +51,13 @@ def _check_against_reference(stem: str, backend: str, device: str = "cpu") -> No
     new = solution.ModelNew(*init).to(device)
     torch.manual_seed(0)
     inputs = [x.to(device) for x in loaded.get_inputs()]
-    with torch.no_grad():
-        expected, got = ref(*inputs), new(*inputs)
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    with torch.no_grad():  # a training example's step: its outputs, then its gradients
+        expected, got = loaded.judged(ref)(*inputs), loaded.judged(new)(*inputs)
+    expected, got = flatten_outputs(expected), flatten_outputs(got)
+    assert len(got) == len(expected) == (3 if loaded.training else 1)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +151,7 @@ def test_cuda_example_source_is_well_formed(stem: str) -> None:
     assert "__global__ void" in cuda and "<<<" in cuda
     assert cuda.count("{") == cuda.count("}") and cuda.count("(") == cuda.count(")")
     for fn in functions:
-        assert re.search(rf"torch::Tensor {fn}\(", cuda), f"{fn} is listed in functions= but not defined"
+        assert re.search(rf"(torch::Tensor|std::vector<torch::Tensor>) {fn}\(", cuda), f"{fn} is not defined"
 
 
 @pytest.mark.slow

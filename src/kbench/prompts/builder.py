@@ -13,6 +13,8 @@ from string import Template
 from kbench.backends import get_backend
 from kbench.config import RunConfig, gpu_default_backend
 from kbench.errors import ConfigError
+from kbench.problems.format import parse_problem
+from kbench.problems.training import Training
 from kbench.types import Problem, Prompt
 
 # (file stem, title) of the examples in order; one-shot uses the first, few-shot all of them.
@@ -20,6 +22,10 @@ EXAMPLES = (
     ("add", "elementwise addition"),
     ("gelu", "GELU (tanh form), six elementwise operators fused into one kernel"),
     ("gemm_leaky_relu", "GEMM with a bias + LeakyReLU epilogue"),
+)
+# A training problem's examples start with a forward-and-backward one (one-shot shows it alone).
+TRAINING_EXAMPLES = (
+    ("train_tanh_scale", "a trained per-channel scale of tanh: forward and backward as custom kernels"),
 )
 SHOTS = {"zero": 0, "one": 1, "few": len(EXAMPLES)}
 DTYPE_TEXT = {
@@ -116,9 +122,11 @@ def with_preset(problem: Problem, preset: str) -> str:
     return "".join(lines)
 
 
-def example_section(backend: str, shots: str) -> str:
+def example_section(backend: str, shots: str, training: bool = False) -> str:
     parts = []
-    for number, (stem, title) in enumerate(EXAMPLES[: SHOTS[shots]], 1):
+    examples = TRAINING_EXAMPLES + EXAMPLES if training else EXAMPLES
+    count = len(examples) if shots == "few" else SHOTS[shots]
+    for number, (stem, title) in enumerate(examples[:count], 1):
         parts.append(
             template(
                 "example.md",
@@ -132,6 +140,26 @@ def example_section(backend: str, shots: str) -> str:
             )
         )
     return "".join(f"\n{p}\n" for p in parts)
+
+
+def training_section(training: Training | None) -> str:
+    """What a training problem's step is (its KBENCH_TRAINING, which the problem shown leaves out)."""
+    if training is None:
+        return ""
+    count = training.upstream
+    inputs = (
+        "the inputs `get_inputs()` returns"
+        if count == 0
+        else f"the inputs `get_inputs()` returns except the last {count}"
+    )
+    upstream = (
+        "from its scalar output (the loss)"
+        if count == 0
+        else f"the last {count} input(s) as the upstream gradient(s) of its output(s), one each, shaped like it"
+    )
+    positions = ", ".join(str(i) for i in training.grad_inputs)
+    grads = f"the forward's inputs {positions} (by position)" if positions else "no input"
+    return "\n" + template("training.md", inputs=inputs, upstream=upstream, grad_inputs=grads) + "\n"
 
 
 def hardware_section(gpu: str | None) -> str:
@@ -171,6 +199,7 @@ def build_prompt(problem: Problem, options: PromptOptions | None = None) -> Prom
     options = options or PromptOptions()
     _check(options)
     name = backend_title(options.backend)
+    training = parse_problem(problem.code, problem.path or problem.key).training
     text = template(
         "task.md",
         backend=read_resource(
@@ -180,8 +209,8 @@ def build_prompt(problem: Problem, options: PromptOptions | None = None) -> Prom
             package=get_backend(options.backend).prompt_package,
         ),
         fusion=read_resource("templates", "fusion.md"),
-        examples=example_section(options.backend, options.shots),
-        hardware=hardware_section(options.hardware),
+        examples=example_section(options.backend, options.shots, training is not None),
+        hardware=hardware_section(options.hardware) + training_section(training),
         backend_name=name,
         dtype_text=DTYPE_TEXT[options.dtype],
         problem=strip_kbench_metadata(with_preset(problem, options.preset)),
