@@ -16,7 +16,6 @@ from kbench.errors import ConfigError
 
 CPU_PRESET = "small"
 GPU_PRESET = "full"
-SOLUTIONS_LEVEL = 2  # the level the shipped solutions cover
 SHIPPED_SETS = (
     "shipped",
     "reference",
@@ -74,7 +73,8 @@ def check_shipped_set(solutions: str) -> None:
 
 def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
     """The config, backends and notice of a run of the shipped solutions: this machine's backends, the
-    `full` preset on a GPU and `small` on the CPU, level 2 unless problems are chosen."""
+    `full` preset on a GPU and `small` on the CPU, every problem that has one unless problems are chosen
+    (level 2's fusion patterns, and on the CPU level 5's training steps too)."""
     gpu = gpu_present(cfg.device)
     explicit = cfg.model_fields_set
     backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
@@ -94,6 +94,4 @@ def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
             f"the `small` preset on the CPU; on a GPU machine the same command evaluates the {titles} "
             "solutions"
         )
-    if not (cfg.level or cfg.problems or cfg.tags):
-        update["level"] = SOLUTIONS_LEVEL
     return cfg.model_copy(update=update), backends, notice

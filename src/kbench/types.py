@@ -232,6 +232,9 @@ class Verdict:
     # the candidate worker's OS confinement: "landlock abi N", or "none: WHY" when it ran unconfined; ""
     # when no candidate worker ran (static reject, failed build)
     confinement: str = ""
+    # a training problem's forward pass timed alone (the step's time is `timing`, `baselines`): "candidate"
+    # and each baseline mode -> stats; a backward's time is its step's less its forward's (`pass_ms`)
+    forward: tuple[tuple[str, TimingStats], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -245,3 +248,25 @@ class Verdict:
         if not self.ok or base is None or self.timing is None or self.timing.median_ms <= 0:
             return None
         return base.median_ms / self.timing.median_ms
+
+    def pass_ms(self, which: str, pass_: str) -> float | None:
+        """A training step's median time of one pass: `which` is "candidate" or a baseline mode, `pass_`
+        "step", "forward" or "backward" (the step's less the forward's; None where that is not positive)."""
+        step = self.timing if which == "candidate" else self.baseline(which)
+        forward = dict(self.forward).get(which)
+        if pass_ == "step":
+            return step.median_ms if step is not None else None
+        if forward is None:
+            return None
+        if pass_ == "forward":
+            return forward.median_ms
+        if step is None or step.median_ms <= forward.median_ms:
+            return None
+        return step.median_ms - forward.median_ms
+
+    def pass_speedup(self, pass_: str, mode: str = "eager") -> float | None:
+        """A training step's speedup over `mode` for one pass ("step", "forward", "backward")."""
+        mine, base = self.pass_ms("candidate", pass_), self.pass_ms(mode, pass_)
+        if not self.ok or mine is None or base is None or mine <= 0:
+            return None
+        return base / mine

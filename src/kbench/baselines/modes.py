@@ -45,6 +45,24 @@ MODES = {
 }
 TIMED_MODES = tuple(name for name, m in MODES.items() if m.timed)
 
+# A training problem's forward pass timed alone: its mode, the step's with this suffix ("eager:forward";
+# the candidate's is "candidate:forward"). The backward's time is the step's less the forward's.
+FORWARD = ":forward"
+
+
+# The candidate's step with what its own kernels produce made NaN during the backward alone (the backward
+# ablation, referee/candidate.py): gradients that still match came from other code than its kernels.
+ABLATED_BACKWARD = "candidate:backward-ablated"
+
+
+def forward_of(mode: str) -> str:
+    return mode + FORWARD
+
+
+def split_forward(name: str) -> tuple[str, bool]:
+    """(the step's mode, whether `name` times the forward alone)."""
+    return (name[: -len(FORWARD)], True) if name.endswith(FORWARD) else (name, False)
+
 
 def check_modes(modes: Sequence[str], timed: bool = False) -> list[str]:
     """`modes` if all are registered (and, with `timed`, timed by kbench); else a ConfigError listing the

@@ -22,6 +22,7 @@ from kbench.cli.devices import apply_device_defaults
 from kbench.cli.generate import BACKENDS
 from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
+from kbench.report import passes
 from kbench.types import Problem, Verdict
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ def print_verdict(v: Verdict) -> None:
     for mode, stats in v.baselines:
         speed = speedup_text(v, mode)
         table.add_row(mode, _fmt_ms(stats) + (f"   speedup {speed.strip()}" if speed else ""))
+    for line in passes.pass_lines(v):  # a training step's passes
+        name, _, rest = line.partition(" ")
+        table.add_row(name, rest)
     if v.kernel_share is not None:
         table.add_row("own-kernel share", f"{100 * v.kernel_share:.1f}% of device time")
     if v.build is not None:

@@ -196,7 +196,7 @@ class OneVerdict:
                 run_candidate, ev.problem, ev.candidate, ev.cfg, ev.plan, self.workdir, self.cancel,
                 self.receiver, settle=self.receiver is not None,
             )  # fmt: skip
-        ev.reused = reused_baselines(self.baselines, ev.cfg, ev.plan)
+        ev.reused = reused_baselines(self.baselines, ev.cfg, ev.plan, ev.problem)
 
     def _offer(self, found: dict[int, list[Layout | None]]) -> None:
         """The early job's buffers, offered from the reference's signed layouts the moment its GPU work is

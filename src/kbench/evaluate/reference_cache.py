@@ -39,8 +39,9 @@ FLOOR_FILE = ".floor"
 MIN_SIZE = 1 << 20  # an entry's size for its credit: outputs of a few bytes still hold a run
 NUMERICS = "ieee-fp32-v2"  # ieee_numerics' settings and where make_inputs generates; in the cache key
 # how baselines are timed (referee/timing.py: batches of fresh-input calls on the referee's clock); in the
-# cache key, so timings taken otherwise are never mixed with a candidate timed this way
-TIMING_PROTOCOL = "referee-batches-v1"
+# cache key, so timings taken otherwise are never mixed with a candidate timed this way; v2: a training
+# step's forward pass is timed alone beside each mode's step
+TIMING_PROTOCOL = "referee-batches-v2"
 
 
 class DeviceCopies(dict[tuple[int, str], list[Any]]):

@@ -15,6 +15,7 @@ from kbench.evaluate.plan import Plan, evaluation_device, make_plan
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.evaluate.reference_pool import ReferencePool, pool_key
 from kbench.evaluate.reference_run import get_reference
+from kbench.problems.format import parse_problem
 from kbench.problems.loader import preset_overrides
 from kbench.store.reuse import reusable
 from kbench.types import Problem, TimingStats
@@ -48,7 +49,7 @@ def prefetch_reference(
     device = evaluation_device(cfg.device, cfg.backend)
     plan = make_plan(cfg, device)
     preset_overrides(problem, cfg.preset)
-    reused = reused_baselines(baselines, cfg, plan)
+    reused = reused_baselines(baselines, cfg, plan, problem)
     cfg.cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=job_prefix(), dir=scratch_root(cfg)) as tmp:
         _, ref = pooled_reference(problem, cfg, plan, reused, references, Path(tmp))
@@ -56,10 +57,11 @@ def prefetch_reference(
 
 
 def reused_baselines(
-    baselines: Mapping[str, TimingStats] | None, cfg: RunConfig, plan: Plan
+    baselines: Mapping[str, TimingStats] | None, cfg: RunConfig, plan: Plan, problem: Problem
 ) -> dict[str, TimingStats]:
-    """The stored baselines that match the plan's device and timing settings (not timed again)."""
-    if not cfg.measure:
+    """The stored baselines that match the plan's device and timing settings (not timed again). A
+    training problem's are timed in every run: the store keeps steps' times, not their forward passes'."""
+    if not cfg.measure or parse_problem(problem.code, problem.path or problem.key).training is not None:
         return {}
     return reusable(baselines or {}, cfg.baselines, asdict(plan.settings), plan.device)
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from kbench.baselines.modes import TIMED_MODES
+from kbench.baselines.modes import TIMED_MODES, forward_of
 from kbench.config import RunConfig
 from kbench.evaluate.judge import WorkerOutcome
 from kbench.evaluate.phases import Account
@@ -84,6 +85,7 @@ def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | No
     timing = result.timing if result is not None else None
     timed = measured(ref.timings, asdict(plan.settings), ref.cache_hit, ref.shared) if ref else {}
     baselines = timed | ev.reused
+    forward = _forward_passes(result.timings if result is not None else {}, baselines)
     return Verdict(
         status=outcome.status,
         problem_key=problem.key,
@@ -107,4 +109,14 @@ def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | No
         generalizes=outcome.generalizes,
         hidden=outcome.hidden,
         confinement=result.confinement if result is not None else "",
+        forward=forward if outcome.status is Status.OK else (),
     )
+
+
+def _forward_passes(
+    candidate: Mapping[str, TimingStats], baselines: Mapping[str, TimingStats]
+) -> tuple[tuple[str, TimingStats], ...]:
+    """A training step's forward-alone times: the candidate's, then each baseline mode's."""
+    found = dict(candidate) | dict(baselines)
+    names = ["candidate", *TIMED_MODES]
+    return tuple((name, found[forward_of(name)]) for name in names if forward_of(name) in found)

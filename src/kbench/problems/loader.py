@@ -38,6 +38,18 @@ class LoadedProblem:
         training problem's step (forward and backward, problems/training.py)."""
         return judged(self.training, model)
 
+    def gradient_count(self) -> int:
+        """How many of a step's outputs are gradients (its last ones): 0 for an inference problem. The
+        model is built on the meta device: its parameters are counted, never allocated."""
+        if self.training is None:
+            return 0
+        import torch
+
+        from kbench.problems.training import trainable
+
+        with torch.device("meta"):
+            return len(self.training.grad_inputs) + len(trainable(build_model(self)))
+
     @property
     def Model(self) -> type:  # noqa: N802 - KernelBench's name
         return self.module.Model  # type: ignore[no-any-return]

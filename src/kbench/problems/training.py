@@ -76,8 +76,13 @@ def output_names(training: Training, model: Any, forward_outputs: int) -> list[s
 class Step:
     """A training problem's judged call: forward, then backward; outputs then gradients."""
 
-    def __init__(self, model: Any, training: Training) -> None:
+    def __init__(self, model: Any, training: Training, around_backward: Any = None) -> None:
         self.model, self.training = model, training
+        self.around_backward = around_backward  # called with True before the backward, False after
+
+    def with_backward_hook(self, hook: Any) -> Step:
+        """This step, `hook(True)` called before each backward and `hook(False)` after it."""
+        return Step(self.model, self.training, hook)
 
     def split(self, inputs: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
         """The forward's inputs and the upstream gradients."""
@@ -122,16 +127,19 @@ class Step:
         with torch.enable_grad():
             out = _flat(self.model(*args))
             tensors = [o for o in out if isinstance(o, torch.Tensor)]
-            if self.training.upstream == 0:
-                if len(tensors) != 1 or tensors[0].numel() != 1:
-                    raise RuntimeError("a training step without upstream gradients needs a scalar loss")
-                grads = torch.autograd.grad(tensors[0], wrt, allow_unused=True)
-            else:
-                if len(tensors) != len(upstream):
-                    raise RuntimeError(
-                        f"the forward returned {len(tensors)} tensor(s) for {len(upstream)} upstream gradient(s)"
-                    )
-                grads = torch.autograd.grad(tensors, wrt, grad_outputs=upstream, allow_unused=True)
+            if self.training.upstream == 0 and (len(tensors) != 1 or tensors[0].numel() != 1):
+                raise RuntimeError("a training step without upstream gradients needs a scalar loss")
+            if self.training.upstream and len(tensors) != len(upstream):
+                raise RuntimeError(
+                    f"the forward returned {len(tensors)} tensor(s) for {len(upstream)} upstream gradient(s)"
+                )
+            if self.around_backward is not None:
+                self.around_backward(True)
+            try:
+                grads = torch.autograd.grad(tensors, wrt, grad_outputs=upstream or None, allow_unused=True)
+            finally:
+                if self.around_backward is not None:
+                    self.around_backward(False)
         names = [f"input {i}" for i in self.training.grad_inputs] + [f"parameter {n}" for n, _ in params]
         for name, g in zip(names, grads, strict=True):
             if g is None:

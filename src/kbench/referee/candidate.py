@@ -101,6 +101,7 @@ class CandidateJob:
         self.correctness()
         self.kernel_use()
         self.ablation()
+        self.backward_ablation()
         self.compile_check()
         if spec.measure:
             if spec.settle:
@@ -205,19 +206,26 @@ class CandidateJob:
                 "no-custom-kernel",
             )
 
-    def ablation(self) -> None:
+    def ablation(self, backward: bool = False) -> None:
         """`cheat no-custom-kernel` when one call, made while everything the candidate's own kernels produce
         is made NaN (KernelRecorder.call), still matches the reference on its inputs: kernels that run
         beside PyTorch operators doing the work, their results unused. Fresh inputs, and the reference's
-        model in this process (referee/checks.py), judge it."""
+        model in this process (referee/checks.py), judge it. `backward`: a training step's, its kernels'
+        results made NaN during the backward alone."""
+        from kbench.baselines.modes import ABLATED_BACKWARD
         from kbench.sandbox.commands import Copied, Copy, Ran, Run
 
         job, feed = self.job, self._feed()
-        with job.timed("ablation"):
+        with job.timed("ablation_backward" if backward else "ablation"):
             checker = self._checker()
             filled = feed.fill(0, secrets.randbelow(2**62))
             feed.ready()
-            metas = job.session.ask(Run.of([filled.call()], ablate=True), Ran).per_call()[0]
+            ask = (
+                Run.of([filled.call()], mode=ABLATED_BACKWARD)
+                if backward
+                else Run.of([filled.call()], ablate=True)
+            )
+            metas = job.session.ask(ask, Ran).per_call()[0]
             plain(metas, "the ablation call")
             slot = feed.output_slots(metas, 1)[0]
             job.session.ask(Copy(outputs=[slot.ident]), Copied)
@@ -225,12 +233,27 @@ class CandidateJob:
                 checker.check(-1, filled.pristine, filled.literals, slot.tensors, count=False)
             except Flagged:
                 return  # its kernels' results matter: without them the outputs are wrong
+        if backward:
+            raise Stop(
+                Status.CHEAT,
+                "with everything the candidate's own kernels produced during the backward made NaN, its "
+                "gradients still matched the reference's: the backward is PyTorch's, not its kernels'",
+                "no-custom-kernel",
+            )
         raise Stop(
             Status.CHEAT,
             "with everything the candidate's own kernels produced made NaN, its outputs still matched the "
             "reference: they run, and PyTorch does the work",
             "no-custom-kernel",
         )
+
+    def backward_ablation(self) -> None:
+        """A training step's ablation of its backward alone (`ablation(backward=True)`)."""
+        from kbench.problems.format import parse_problem
+
+        assert self.spec.problem is not None
+        if parse_problem(self.spec.problem.code, self.spec.problem.key).training is not None:
+            self.ablation(backward=True)
 
     def _checker(self) -> Checker:
         if self.checker is None:
@@ -280,6 +303,35 @@ class CandidateJob:
             if watch is not None:
                 watch.close()
         self.guard("timing")
+        self.forward_timing()
+
+    def forward_timing(self) -> None:
+        """A training step's forward alone, timed as the reference's is (baselines.modes.FORWARD), its
+        calls checked as the step's are; the backward's time is the step's less this one."""
+        from kbench.baselines.modes import forward_of
+        from kbench.problems import load
+
+        spec = self.spec
+        assert spec.problem is not None
+        problem = load(spec.problem, spec.preset)
+        if problem.training is None:
+            return
+        checker = Checker(spec.problem, spec.preset, spec.dtype, spec.device, spec.init_seed, forward=True)
+        checker.prepare()
+        forward = self.layout[: len(self.layout) - problem.gradient_count()]
+        with self.job.timed("timing_forward"):
+            loop = time_runner(
+                self.job.session,
+                self._feed(),
+                forward,
+                spec.timing,
+                mode=forward_of("candidate"),
+                checker=checker,
+            )
+        if loop.flagged is not None:
+            self.job.result.flagged.append((loop.flagged.rule, loop.flagged.message))
+            return
+        self.job.result.timings[forward_of("candidate")] = loop.stats
 
     def _cores(self, cpu_s: float, stats: Any) -> None:
         """On the CPU: the runner's processes used at most their cores' share of the loop's wall time."""

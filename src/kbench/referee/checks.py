@@ -54,9 +54,11 @@ class Flagged(Exception):
 class Checker:
     """The reference's model in the referee's process, and the comparison of a call's outputs with it."""
 
-    def __init__(self, problem: Any, preset: str, dtype: str, device: str, init_seed: int) -> None:
+    def __init__(
+        self, problem: Any, preset: str, dtype: str, device: str, init_seed: int, forward: bool = False
+    ) -> None:
         self.problem, self.preset, self.dtype, self.device = problem, preset, dtype, device
-        self.init_seed = init_seed
+        self.init_seed, self.forward = init_seed, forward  # forward: a training step's forward alone
         self.tol = problem.tol(dtype)
         self.model: Any = None
         self.checked = 0
@@ -73,7 +75,8 @@ class Checker:
             loaded = load(self.problem, self.preset)
             model = build_model(loaded, self.init_seed).to(torch.device(self.device))
             model = model.to(TORCH_DTYPES[self.dtype]) if self.dtype != "fp32" else model
-            self.model = loaded.judged(model)  # a training problem's step: its gradients checked too
+            step = loaded.judged(model)  # a training problem's step: its gradients checked too
+            self.model = step.forward_only if self.forward else step
         return self.model
 
     def prepare(self) -> None:

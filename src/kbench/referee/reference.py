@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench.baselines.modes import forward_of
 from kbench.referee.calibrate import calibrate
 from kbench.referee.checksums import checksum
 from kbench.referee.cpushare import sham
@@ -89,7 +90,8 @@ class ReferenceJob:
         job.phase("reference")
         with job.timed("device"):  # on a GPU, the runner's CUDA start unless it came before the lease
             job.session.ask(Place(), Loaded)
-        self.feed = Feed(load(spec.problem, spec.preset).get_inputs, spec.device, spec.dtype, self.bind)
+        problem = load(spec.problem, spec.preset)
+        self.feed = Feed(problem.get_inputs, spec.device, spec.dtype, self.bind)
         keep = Keeper(spec.device)
         outputs: dict[str, list[Any]] = {}
         layout: list[Any] = []
@@ -102,6 +104,7 @@ class ReferenceJob:
         if spec.measure:
             with job.timed("calibrate"):
                 job.session.calibration = calibrate(job.session, self.feed, spec.timing.flush_l2)
+            forward = layout[: len(layout) - problem.gradient_count()]  # a training step's first outputs
             for mode in spec.baselines:
                 t0 = time.perf_counter()
                 period = spec.timing.sample_period_ns
@@ -113,6 +116,10 @@ class ReferenceJob:
                 finally:
                     if watch is not None:
                         watch.close()
+                if problem.training is not None:  # its forward alone, as the candidate's is timed
+                    job.result.timings[forward_of(mode)] = time_runner(
+                        job.session, self.feed, forward, spec.timing, mode=forward_of(mode)
+                    ).stats
                 job.result.phases[f"time_{mode}"] = round(time.perf_counter() - t0, 3)
         write_layouts(job.jobdir, outputs, job.key)
         delivered = self.deliver(outputs) if spec.receive else {}

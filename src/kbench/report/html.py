@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from html import escape
 
 from kbench import metrics as m
-from kbench.report import at_k, levels, svg, transcripts
+from kbench.report import at_k, levels, passes, svg, transcripts
 from kbench.report.data import MODES, MessageKey, Options, Row, Series, fmt_fast, fmt_speedup
 from kbench.report.state import warnings
 from kbench.report.summary import TURN_HEADER, ks_of, rules, sections, turn_rows
@@ -251,6 +251,7 @@ def _details(
     facts += _stats("candidate", v.timing)
     for mode, stats in v.baselines:
         facts += _stats(f"baseline {mode}", stats)
+    facts += [escape(line) for line in passes.pass_lines(v)]
     if v.correctness is not None:
         c = v.correctness
         facts.append(
@@ -346,6 +347,9 @@ def render(
         parts.append(
             f"<h2 id='turns'>Per turn</h2><p class='note'>{escape(first)} rules</p>" + _turns(series, options)
         )
+    trained = passes.passes_table([(s.label, [r.stored.verdict for r in s.rows]) for s in series])
+    if trained:
+        parts.append(trained)
     agents = [(s.label, s.transcript, s.solved) for s in series if s.transcript]
     if agents:
         parts.append(transcripts.agents_table(agents))

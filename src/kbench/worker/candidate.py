@@ -136,7 +136,13 @@ class CandidateRole(Role):
         )
 
     def model(self, mode: str) -> Any:
-        return self.model_obj
+        """ModelNew, or a training problem's step around it; the step's forward alone for a mode that
+        names it (baselines.modes.FORWARD)."""
+        from kbench.baselines.modes import ABLATED_BACKWARD, split_forward
+
+        if mode == ABLATED_BACKWARD:  # what its kernels produce made NaN during the backward alone
+            return self.model_obj.with_backward_hook(self.ablating)
+        return self.model_obj.forward_only if split_forward(mode)[1] else self.model_obj
 
     def ablating(self, on: bool) -> None:
         self.recorder.ablate = on
@@ -147,7 +153,7 @@ class CandidateRole(Role):
         names = set(self.spec.kernel_names) | self.recorder.defined
         try:
             if self.device.type == "cuda":
-                use = gpu_kernels(lambda: self.model_obj(*inputs), names)
+                use = gpu_kernels(lambda: self.model_obj(*inputs), names)  # a training step: both passes
             else:
                 use = cpu_calls(lambda: self.model_obj(*inputs), self.recorder)
         except (Exception, SystemExit) as exc:

@@ -68,19 +68,23 @@ class ReferenceRole(Role):
     def model(self, mode: str) -> Any:
         """The call `mode` times: eager, or a torch.compile mode; a training problem's step around it
         (problems/training.py), so a compiled step's backward is compiled too."""
+        from kbench.baselines.modes import split_forward
         from kbench.problems.training import judged
 
         self.place()
+        mode, forward = split_forward(mode)  # a training step's forward alone ("eager:forward")
         if mode in ("", "eager"):
-            return judged(self.training, self.eager)
-        if mode not in self.compiled:
-            import torch
+            call = judged(self.training, self.eager)
+        else:
+            if mode not in self.compiled:
+                import torch
 
-            from kbench.baselines.modes import get_mode
+                from kbench.baselines.modes import get_mode
 
-            compiled = torch.compile(self.eager, mode=get_mode(mode).compile_mode)
-            self.compiled[mode] = judged(self.training, compiled)
-        return self.compiled[mode]
+                compiled = torch.compile(self.eager, mode=get_mode(mode).compile_mode)
+                self.compiled[mode] = judged(self.training, compiled)
+            call = self.compiled[mode]
+        return call.forward_only if forward else call
 
 
 if __name__ == "__main__":
