@@ -146,3 +146,16 @@ def test_a_first_count_imports_no_dynamo_and_counts_as_before() -> None:
     assert (running, seeded) == (0, 0) and seedable > 100
     assert len(runs["plain"]["counts"]) >= 230
     assert runs["plain"]["counts"] == runs["dynamo"]["counts"]
+
+
+def test_a_training_problem_counts_its_step_and_its_forward_alone() -> None:
+    """A linear layer's step: 2MNK FLOPs forward, twice that backward (dx and dW); the forward's bytes are
+    its own inputs and output, the step's add the upstream gradient and every gradient."""
+    problem = get_problem("5/5")
+    loaded = load(problem, "small")
+    m, k, n = loaded.sizes["num_tokens"], loaded.sizes["in_features"], loaded.sizes["out_features"]
+    forward = problem_flops(problem, "small", forward_only=True)
+    step = problem_flops(problem, "small")
+    assert forward.matmul_flops == 2 * m * n * k
+    assert step.matmul_flops == 3 * forward.matmul_flops
+    assert step.bytes > forward.bytes and step.output_bytes > forward.output_bytes

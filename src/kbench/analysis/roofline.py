@@ -171,15 +171,18 @@ def _seed_disable_cache() -> list[Any]:
     return seeded
 
 
-def count_flops(model: Any, inputs: list[Any]) -> FlopCount:
-    """FLOPs and minimum bytes of one forward of `model` on `inputs` (any device, meta included)."""
+def count_flops(model: Any, inputs: list[Any], holder: Any = None) -> FlopCount:
+    """FLOPs and minimum bytes of one call of `model` on `inputs` (any device, meta included): a forward,
+    or a training step's forward and backward (its outputs then include the gradients); `holder`: the
+    module whose parameters and buffers the call reads (`model` itself when None)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     other = _counting_mode()
     with torch.no_grad(), _without_dynamo_import(), FlopCounterMode(display=False) as counter, other:
         out = model(*inputs)
-    state = list(model.parameters()) + list(model.buffers())
+    holder = model if holder is None else holder
+    state = list(holder.parameters()) + list(holder.buffers())
     nbytes = sum(t.numel() * t.element_size() for t in [*state, *flat_tensors(inputs), *flat_tensors(out)])
     by_op = {str(k).split(".")[-1]: int(v) for k, v in counter.get_flop_counts().get("Global", {}).items()}
     matmul = int(counter.get_total_flops()) + other.extra_matmul
@@ -198,8 +201,12 @@ def _cast(value: Any, dtype: Any) -> Any:
     return value
 
 
-def problem_flops(problem: Problem, preset: str, dtype: str = "fp32") -> FlopCount:
-    """Count a problem's FLOPs and bytes under a preset and dtype, on the meta device (no memory used)."""
+def problem_flops(
+    problem: Problem, preset: str, dtype: str = "fp32", forward_only: bool = False
+) -> FlopCount:
+    """Count a problem's FLOPs and bytes under a preset and dtype, on the meta device (no memory used): of
+    the call it is judged by (a training problem's step: forward and backward), or with `forward_only` of
+    a training step's forward alone."""
     import torch
 
     torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
@@ -208,7 +215,9 @@ def problem_flops(problem: Problem, preset: str, dtype: str = "fp32") -> FlopCou
         model = build_model(loaded).to(torch_dtype)
         torch.manual_seed(0)
         inputs = [_cast(x, torch_dtype) for x in loaded.get_inputs()]
-        return count_flops(model, inputs)
+        if forward_only and loaded.training is not None:  # the forward's inputs, not the upstream gradients
+            return count_flops(model, inputs[: len(inputs) - loaded.training.upstream])
+        return count_flops(loaded.judged(model), inputs, holder=model)
 
 
 def sol_from_counts(counts: FlopCount, gpu: GPUSpec, dtype: str = "fp32", tf32: bool = False) -> SOL:
@@ -236,7 +245,7 @@ def _cached_counts(problem: Problem, preset: str, dtype: str) -> FlopCount:
     return problem_flops(problem, preset, dtype)
 
 
-COUNT_REVISION = 1  # of problem_flops' counting: counts kept on disk under another revision are not used
+COUNT_REVISION = 2  # of problem_flops' counting: counts kept on disk under another revision are not used
 
 
 def counts_path(problem: Problem, preset: str, dtype: str, folder: Path) -> Path:

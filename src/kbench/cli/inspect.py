@@ -60,6 +60,12 @@ def _show(report, why: str) -> None:  # type: ignore[no-untyped-def]
         f"roofline on {sol.gpu} ({sol.dtype}): {sol.flops / 1e9:.3f} GFLOP, {_fmt_bytes(sol.bytes)} min moved, "
         f"intensity {sol.intensity:.1f} FLOP/B, SOL {sol.sol_ms:.4f} ms ({sol.bound}-bound)"
     )
+    if report.forward_sol is not None:  # a training problem: `sol` is its step's
+        fwd = report.forward_sol
+        console.print(
+            f"  training step: forward SOL {fwd.sol_ms:.4f} ms ({fwd.bound}-bound), backward at least "
+            f"{max(sol.sol_ms - fwd.sol_ms, 0.0):.4f} ms (the step's less the forward's)"
+        )
     if why:
         console.print(f"  {why}", highlight=False)
     groups = Table(title=f"fusion groups ({len(report.graph.fusion_groups)}) {report.graph.error}")

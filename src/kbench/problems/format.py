@@ -16,6 +16,7 @@ assigned at module level, so a typo is an error rather than a silent no-op.
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,16 @@ from kbench.problems import training as training_mod
 from kbench.types import DTYPES
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
+# CPython 3.11's parser keeps its AST recursion depth per interpreter, not per thread: two threads parsing
+# at once (a host counting several problems' FLOPs) can fail with "AST constructor recursion depth
+# mismatch". Every parse of a problem's text takes this lock.
+PARSE_LOCK = threading.Lock()
+
+
+def parse_tree(code: str, where: str) -> ast.Module:
+    """`ast.parse` of a problem's text, one thread at a time (PARSE_LOCK)."""
+    with PARSE_LOCK:
+        return ast.parse(code, filename=where)
 FULL = "full"
 
 
@@ -49,7 +60,7 @@ def _literal(node: ast.expr, where: str, name: str) -> Any:
 def parse_problem(code: str, where: str) -> ParsedProblem:
     """Validate the structure of a problem file and read its metadata. `where` names the file in errors."""
     try:
-        tree = ast.parse(code, filename=where)
+        tree = parse_tree(code, where)
     except SyntaxError as exc:
         raise ProblemError(f"{where}: syntax error at line {exc.lineno}: {exc.msg}") from None
     out = ParsedProblem(docstring=ast.get_docstring(tree) or "")

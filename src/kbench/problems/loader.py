@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.errors import ProblemError
-from kbench.problems.format import FULL, parse_problem
+from kbench.problems.format import FULL, PARSE_LOCK, parse_problem, parse_tree
 from kbench.problems.training import Training, judged
 from kbench.types import Problem
 
@@ -125,14 +125,16 @@ def load(problem: Problem, preset: str = FULL) -> LoadedProblem:
     global _counter
     overrides = preset_overrides(problem, preset)
     filename = where(problem)
-    tree = _rewrite(ast.parse(problem.code, filename=filename), overrides)
+    tree = _rewrite(parse_tree(problem.code, filename), overrides)
     _counter += 1
     module = types.ModuleType(f"kbench_problem_{_counter}")
     module.__file__ = filename
     linecache.cache[filename] = (len(problem.code), None, problem.code.splitlines(True), filename)
     sys.modules[module.__name__] = module  # dataclasses and pickling look modules up by name
     try:
-        exec(compile(tree, filename, "exec"), module.__dict__)
+        with PARSE_LOCK:  # compiling a tree converts it back, as parsing does (format.PARSE_LOCK)
+            code = compile(tree, filename, "exec")
+        exec(code, module.__dict__)
     except Exception as exc:
         sys.modules.pop(module.__name__, None)
         raise ProblemError(f"{filename}: failed to execute: {type(exc).__name__}: {exc}") from exc

@@ -14,8 +14,8 @@ A training problem is a KernelBench-format file with one more module-level liter
 
 Every process that judges a problem calls what `judged(loaded, model)` returns: the model itself for an
 inference problem, a `Step` for a training one. A step runs the forward with gradients on and the
-backward from the upstream gradients (`torch.autograd.grad`: no `.grad` is written, nothing carries over
-from one call to the next) and returns the forward's outputs, then the inputs' gradients, then the
+backward from the upstream gradients (`torch.autograd.backward` into the inputs' fresh leaves and the
+parameters, whose `.grad` is put back as it was: nothing carries over from one call to the next) and returns the forward's outputs, then the inputs' gradients, then the
 parameters'. So the outputs compared on the fixed and secret seeds, the timed calls checked after they
 ran, the kernel-use profile and the timing loop all see forward and backward together, in the same
 processes as before; the reference's torch.compile baselines compile the model, so their backward is
@@ -133,13 +133,19 @@ class Step:
                 raise RuntimeError(
                     f"the forward returned {len(tensors)} tensor(s) for {len(upstream)} upstream gradient(s)"
                 )
+            kept = [p.grad for _, p in params]  # the model's own .grad, as it was before the step
+            for _, p in params:
+                p.grad = None
             if self.around_backward is not None:
                 self.around_backward(True)
             try:
-                grads = torch.autograd.grad(tensors, wrt, grad_outputs=upstream or None, allow_unused=True)
+                torch.autograd.backward(tensors, grad_tensors=upstream or None, inputs=wrt)
+                grads = [t.grad for t in wrt]
             finally:
                 if self.around_backward is not None:
                     self.around_backward(False)
+                for (_, p), g in zip(params, kept, strict=True):
+                    p.grad = g
         names = [f"input {i}" for i in self.training.grad_inputs] + [f"parameter {n}" for n, _ in params]
         for name, g in zip(names, grads, strict=True):
             if g is None:
