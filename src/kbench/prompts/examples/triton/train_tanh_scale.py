@@ -21,7 +21,9 @@ def forward_kernel(x_ptr, s_ptr, y_ptr, t_ptr, rows, d, BLOCK_R: tl.constexpr, B
 
 
 @triton.jit
-def backward_kernel(dy_ptr, t_ptr, s_ptr, dx_ptr, part_ptr, rows, d, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+def backward_kernel(
+    dy_ptr, t_ptr, s_ptr, dx_ptr, part_ptr, rows, d, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr
+):
     # dx = dy * scale * (1 - t^2) for this tile; the tile's column sums of dy * t go to its row of partials
     r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
     c = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)[None, :]
