@@ -44,10 +44,42 @@ _ALLOWED_KEYS = {
 }  # fmt: skip
 
 
+# A candidate's compiler and linker flags reach a shell unquoted (torch writes them into ninja's command
+# lines): one flag `;` then a command ran in the builder, which may write the precompiled headers other
+# builds share. A flag is one word of these characters, and none may name a file the compiler would read
+# or write besides its own (its output, a dependency file, an included header, a response file, dumps).
+_FLAG = re.compile(r"[A-Za-z0-9_+=.,:/%@-]+")
+_FLAG_LISTS = (
+    "extra_cflags",
+    "extra_cuda_cflags",
+    "extra_sycl_cflags",
+    "extra_ldflags",
+    "extra_include_paths",
+)
+_FILE_FLAGS = re.compile(
+    r"^-(o|MF|MT|MQ|include|imacros|save-temps|fdump|specs|wrapper|x\b|B)|^@|^--(output|include)"
+)
+
+
+def _flags(arguments: dict[str, Any]) -> None:
+    for key in _FLAG_LISTS:
+        value = arguments.get(key) or []
+        for flag in [value] if isinstance(value, str) else value:
+            if not isinstance(flag, str) or not _FLAG.fullmatch(flag):
+                raise ValueError(
+                    f"load_inline's {key}: {flag!r} is not one plain flag (no spaces or shell characters)"
+                )
+            if key != "extra_include_paths" and _FILE_FLAGS.match(flag):
+                raise ValueError(
+                    f"load_inline's {key}: {flag!r} names a file for the compiler, which a build may not"
+                )
+
+
 def _checked(arguments: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(arguments) - _ALLOWED_KEYS)
     if unknown:
         raise ValueError(f"unsupported load_inline arguments: {', '.join(unknown)}")
+    _flags(arguments)
     if not isinstance(arguments.get("name"), str) or not arguments["name"].isidentifier():
         raise ValueError("load_inline's name must be a Python identifier")
     return buildcache.as_data(arguments)
