@@ -35,6 +35,8 @@ def parse_tree(code: str, where: str) -> ast.Module:
     """`ast.parse` of a problem's text, one thread at a time (PARSE_LOCK)."""
     with PARSE_LOCK:
         return ast.parse(code, filename=where)
+
+
 FULL = "full"
 
 
