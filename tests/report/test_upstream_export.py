@@ -269,3 +269,22 @@ def test_the_last_turn_can_stand_for_a_sample(run: tuple[Store, str], tmp_path: 
     assert list(chosen) == [RELU] and list(chosen[RELU]) == [0]
     bad = CliRunner().invoke(app, ["export", run_id, "--store", str(store.path), "--format", "kernelbench"])
     assert "name their folder with --out" in str(bad.exception)
+
+
+def test_baselines_list_problems_by_number_as_eval_results_do() -> None:
+    """upstream's analysis pairs a level's baselines with its eval results by position: problems 1, 2 and
+    10 are listed 1, 2, 10 in both (not 1, 10, 2 as their keys sort as text)."""
+    from types import SimpleNamespace
+
+    from kbench.report.upstream import baseline_files
+    from kbench.store.records import ProblemMeta
+
+    stats = TimingStats(
+        median_ms=1.0, mean_ms=1.0, std_ms=0.0, iqr_ms=0.0, min_ms=1.0, n=3, rse=0.0, device="cuda"
+    )
+    verdict = SimpleNamespace(baseline=lambda mode: stats if mode == "eager" else None)
+    keys = ["kbench:2/1", "kbench:2/10", "kbench:2/2"]
+    chosen: Any = {k: {0: SimpleNamespace(verdict=verdict)} for k in keys}
+    meta = {k: ProblemMeta(k, "kbench", 2, int(k.split("/")[1]), f"P{k.split('/')[1]}") for k in keys}
+    files = baseline_files(chosen, meta, "H100")
+    assert list(files["baseline_time_torch.json"]["level2"]) == ["1_P1.py", "2_P2.py", "10_P10.py"]

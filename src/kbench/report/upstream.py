@@ -15,9 +15,9 @@
 and baseline_time_torch.json / baseline_time_torch_compile_inductor_default.json: the reference timings
 the verdicts were measured against, in upstream's baseline shape (baselines/storage.py). Times are in ms.
 `runtime` and a baseline's `mean` are means, as upstream's are; kbench's own speedups divide medians,
-which the files carry as `median`. upstream's analysis matches baselines to problems by their file
-names in its own dataset, so its numbers mean something for runs over upstream's problems (a
-KernelBench folder or `hf`), not kbench's own suite.
+which the files carry as `median`. upstream's analysis pairs a level's baselines with its eval results by
+position (names only pick a subset), so both list problems in the same order, by number; its numbers mean
+something for runs over upstream's problems (a KernelBench folder or `hf`), not kbench's own suite.
 
 Which turn stands for a sample: turn 0 by default (upstream asks once per sample), or each sample's last.
 """
@@ -144,7 +144,8 @@ def baseline_files(
 ) -> dict[str, dict[str, Any]]:
     """{upstream file name: {"level{L}": {"{P}_{Name}.py": stats}}} from the verdicts' own baselines."""
     out: dict[str, dict[str, Any]] = {}
-    for key, samples in sorted(chosen.items()):
+    number = {k: (p.level, p.number) for k, p in meta.items()}  # eval_results' order: problem numbers
+    for key, samples in sorted(chosen.items(), key=lambda item: number.get(item[0], (0, 0))):
         p = meta.get(key)
         for mode, spec in BASELINE_MODES.items():
             found = next((b for s in samples.values() if (b := s.verdict.baseline(mode)) is not None), None)
