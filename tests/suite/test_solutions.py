@@ -1,5 +1,6 @@
-"""The shipped level-2 solutions: Triton ones run correctly under TRITON_INTERPRET=1 and cpp ones on CPU, both
-against their problem's `small` preset; CUDA ones define a matching ModelNew and their kernel part compiles
+"""The shipped solutions (level 2, and level 5's training steps): Triton ones run correctly under
+TRITON_INTERPRET=1 and cpp ones on CPU, both against their problem's `small` preset (a training problem's
+step: outputs and every gradient); CUDA ones define a matching ModelNew and their kernel part compiles
 for sm_90 with nvcc (without torch headers). GPU correctness and speed: benchmarks/solutions.py.
 
 Solution files are read as text (ast) wherever possible: importing a CUDA solution would build it.
@@ -23,26 +24,36 @@ from types import ModuleType
 import pytest
 import torch
 
+from kbench.problems.inputs import flatten_outputs
 from kbench.problems.loader import load
 from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 100, "triton": 113, "cpp": 6}
+MIN_COUNTS = {"cuda": 100, "triton": 113, "cpp": 16}
+MIN_TRAINING = {"cpp": 10}  # level 5's solutions, of the counts above
 
 
 def _paths(backend: str) -> list[Path]:
-    return sorted((SOLUTIONS / backend / "level2").glob("*.py"), key=lambda p: int(p.name.split("_")[0]))
+    return sorted(
+        (SOLUTIONS / backend).glob("level*/*.py"),
+        key=lambda p: (int(p.parent.name.removeprefix("level")), int(p.name.split("_")[0])),
+    )
+
+
+def _key(path: Path) -> str:
+    """A solution's problem: `LEVEL/ID_Name`."""
+    return f"{path.parent.name.removeprefix('level')}/{path.stem}"
 
 
 @pytest.fixture(scope="module")
 def problems() -> dict[str, Problem]:
-    return {f"{p.number}_{p.name}": p for p in load_source("kbench") if p.level == 2}
+    return {f"{p.level}/{p.number}_{p.name}": p for p in load_source("kbench")}
 
 
 def _import(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        f"kbench_test_solution_{path.parent.parent.name}_{path.stem}", path
+        f"kbench_test_solution_{path.parent.parent.name}_{path.parent.name}_{path.stem}", path
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -56,25 +67,30 @@ def _check_against_reference(problem: Problem, model_new: type, seed: int = 3) -
     torch.manual_seed(42)
     init = loaded.get_init_inputs()
     torch.manual_seed(42)
-    ref_model = loaded.Model(*init)
+    ref_model = loaded.judged(loaded.Model(*init))  # a training problem's step: forward and backward
     torch.manual_seed(42)
-    new_model = model_new(*init)
+    new_model = loaded.judged(model_new(*init))
     torch.manual_seed(seed)
     inputs = loaded.get_inputs()
     with torch.no_grad():
-        expected = ref_model(*inputs)
-        got = new_model(*inputs)
+        expected = flatten_outputs(ref_model(*inputs))
+        got = flatten_outputs(new_model(*inputs))
     tol = problem.tol("fp32")
-    assert isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert isinstance(g, torch.Tensor) and g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e, atol=tol, rtol=tol)
 
 
 def test_solution_counts_and_names(problems: dict[str, Problem]) -> None:
     for backend, minimum in MIN_COUNTS.items():
         paths = _paths(backend)
         assert len(paths) >= minimum, f"{backend}: {len(paths)} solutions"
-        unknown = [p.stem for p in paths if p.stem not in problems]
-        assert not unknown, f"{backend} solutions with no problem of the same ID_Name: {unknown}"
+        unknown = [_key(p) for p in paths if _key(p) not in problems]
+        assert not unknown, f"{backend} solutions with no problem of the same level and ID_Name: {unknown}"
+    for backend, minimum in MIN_TRAINING.items():
+        trained = [p for p in _paths(backend) if problems[_key(p)].level == 5]
+        assert len(trained) >= minimum, f"{backend}: {len(trained)} training solutions"
 
 
 def _init_args(code: str, cls: str) -> list[str]:
@@ -90,7 +106,7 @@ def _init_args(code: str, cls: str) -> list[str]:
 def test_model_new_signature_matches_problem(backend: str, problems: dict[str, Problem]) -> None:
     for path in _paths(backend):
         code = path.read_text()
-        assert _init_args(code, "ModelNew") == _init_args(problems[path.stem].code, "Model"), path.name
+        assert _init_args(code, "ModelNew") == _init_args(problems[_key(path)].code, "Model"), path.name
         assert "except" not in code, f"{path.name}: no fallback paths in a reference solution"
 
 
@@ -140,14 +156,14 @@ def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
 def _check_triton_all() -> dict[str, str]:
     """Run in a fresh interpreter: TRITON_INTERPRET must be set before triton is first imported (triton's
     own @jit helpers such as tl.sigmoid are bound to the compiler or the interpreter at import)."""
-    problems = {f"{p.number}_{p.name}": p for p in load_source("kbench") if p.level == 2}
+    problems = {f"{p.level}/{p.number}_{p.name}": p for p in load_source("kbench")}
     results = {}
     for path in _paths("triton"):
         try:
-            _check_against_reference(problems[path.stem], _import(path).ModelNew)
-            results[path.stem] = "ok"
+            _check_against_reference(problems[_key(path)], _import(path).ModelNew)
+            results[_key(path)] = "ok"
         except Exception as exc:  # reported per solution by the parent test
-            results[path.stem] = f"{type(exc).__name__}: {exc}"[:3000]
+            results[_key(path)] = f"{type(exc).__name__}: {exc}"[:3000]
     return results
 
 
@@ -166,7 +182,7 @@ def triton_results() -> dict[str, str]:
 @pytest.mark.xdist_group("triton-solutions")  # one worker: the module's one interpreter run serves them all
 @pytest.mark.parametrize("path", _paths("triton"), ids=lambda p: p.stem)
 def test_triton_solution_matches_reference(path: Path, triton_results: dict[str, str]) -> None:
-    assert triton_results.get(path.stem) == "ok", triton_results.get(path.stem)
+    assert triton_results.get(_key(path)) == "ok", triton_results.get(_key(path))
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +234,7 @@ def test_cpp_solution_matches_reference(
     if sys.platform == "win32" or shutil.which("ninja") is None:
         pytest.skip("cpp solutions need a C++ toolchain and ninja")
     module = _import(path)
-    _check_against_reference(problems[path.stem], module.ModelNew)
+    _check_against_reference(problems[_key(path)], module.ModelNew)
 
 
 @pytest.mark.slow

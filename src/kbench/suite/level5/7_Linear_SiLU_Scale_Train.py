@@ -1,0 +1,38 @@
+"""Linear layer, SiLU, then a learned per-feature scale, forward and backward: y = silu(x @ W^T + b) * s.
+
+A training step, GEMM plus epilogue backward: from an upstream gradient dy (the last input), the gradient
+of the scale (dy * silu(z) summed over the tokens), dz = dy * s * silu'(z), then the gradients of x
+(dz @ W), of the weight (dz^T @ x) and of the bias (dz summed over the tokens).
+
+dy is drawn at a mean loss's scale (times num_tokens^-1/2), so the gradients summed over the tokens
+are O(1): at O(sqrt(num_tokens)) their fp32 rounding near zero would approach the tolerance."""
+
+import torch
+import torch.nn as nn
+
+num_tokens = 4096
+in_features = 2048
+out_features = 4096
+
+KBENCH_PRESETS = {"small": {"num_tokens": 128, "in_features": 96, "out_features": 160}}
+KBENCH_TAGS = ["training", "gemm-epilogue", "activation"]
+KBENCH_TRAINING = {"upstream": 1, "grad_inputs": [0]}
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.scale = nn.Parameter(1.0 + 0.1 * torch.randn(out_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(self.linear(x)) * self.scale
+
+
+def get_inputs():
+    dy = torch.randn(num_tokens, out_features) * num_tokens**-0.5  # a mean loss's scale: dW, db are O(1)
+    return [torch.randn(num_tokens, in_features), dy]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
