@@ -95,11 +95,15 @@ def test_an_attacker_changes_nothing_of_a_victims_verdict(
     assert after.status is Status.OK and after.build is not None and after.build.cache_hit
     assert before.timing is not None and after.timing is not None
     # Same binary, same loop: a planted header or binary would show as a several-fold change (the fastest
-    # call: a median on a loaded 2-core machine moves by more than that on its own).
-    assert 0.33 < after.timing.min_ms / before.timing.min_ms < 3.0
+    # call: a median on a loaded 2-core machine moves by more than that on its own). Under heavy load the
+    # batch overhead the referee deducts can exceed a tiny call's time, leaving a fastest call of 0 ms:
+    # then the medians, within a wider band.
+    if before.timing.min_ms > 0 and after.timing.min_ms > 0:
+        assert 0.33 < after.timing.min_ms / before.timing.min_ms < 3.0
+    else:
+        assert 0.1 < after.timing.median_ms / max(before.timing.median_ms, 1e-9) < 10.0
 
 
-@pytest.mark.slow
 def _own_copy_of_the_honest_build(cache: Path, shared_builds: Path) -> None:
     """`cache`'s build folder with a copy of the session's build of the honest fixture (found built, so the
     test compiles once, not twice) and the session's precompiled headers (linked: the rebuild uses them)."""
