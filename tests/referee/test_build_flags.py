@@ -25,6 +25,11 @@ BASE = {"name": "ext", "cpp_sources": "int f() { return 1; }", "functions": ["f"
         ("extra_ldflags", ["@/tmp/response"]),
         ("extra_cflags", ["-save-temps=obj"]),
         ("extra_cflags", [3]),
+        ("extra_cflags", ["-fplugin=/tmp/evil.so"]),
+        ("extra_cflags", ["-fprofile-generate=/tmp/p"]),
+        ("extra_ldflags", ["-Wl,-Map=/tmp/map"]),
+        ("extra_ldflags", ["-Wl,-Map=out.map"]),
+        ("extra_cflags", ["-DX=/tmp/y"]),
     ],
 )
 def test_a_flag_that_is_not_one_plain_word_is_refused(key: str, flags: list[object]) -> None:

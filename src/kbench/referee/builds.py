@@ -46,8 +46,9 @@ _ALLOWED_KEYS = {
 
 # A candidate's compiler and linker flags reach a shell unquoted (torch writes them into ninja's command
 # lines): one flag `;` then a command ran in the builder, which may write the precompiled headers other
-# builds share. A flag is one word of these characters, and none may name a file the compiler would read
-# or write besides its own (its output, a dependency file, an included header, a response file, dumps).
+# builds share. A flag is one word of these characters, and none may name a file the compiler or linker
+# would read or write besides its own (an output, a dependency file, an included header, a response file,
+# a plugin, dumps, profiles, a link map); only the flags of _PATH_FLAGS may name a folder.
 _FLAG = re.compile(r"[A-Za-z0-9_+=.,:/%@-]+")
 _FLAG_LISTS = (
     "extra_cflags",
@@ -57,8 +58,11 @@ _FLAG_LISTS = (
     "extra_include_paths",
 )
 _FILE_FLAGS = re.compile(
-    r"^-(o|MF|MT|MQ|include|imacros|save-temps|fdump|specs|wrapper|x\b|B)|^@|^--(output|include)"
+    r"^-(o|MF|MT|MQ|include|imacros|save-temps|fdump|specs|wrapper|x\b|B|fplugin|fprofile|aux-info|fstack-usage"
+    r"|fcallgraph-info|fsave-optimization-record|fopt-info)|^@|^--(output|include)"
+    r"|^-Wl,.*(-Map|--Map|-T\b|--script|-o\b|--output|@|--dependency-file)"
 )
+_PATH_FLAGS = ("-I", "-L", "-isystem", "-Wl,-rpath,", "-Wl,-rpath=")  # the flags that may name a folder
 
 
 def _flags(arguments: dict[str, Any]) -> None:
@@ -69,7 +73,9 @@ def _flags(arguments: dict[str, Any]) -> None:
                 raise ValueError(
                     f"load_inline's {key}: {flag!r} is not one plain flag (no spaces or shell characters)"
                 )
-            if key != "extra_include_paths" and _FILE_FLAGS.match(flag):
+            if key != "extra_include_paths" and (
+                _FILE_FLAGS.match(flag) or ("/" in flag and not flag.startswith(_PATH_FLAGS))
+            ):
                 raise ValueError(
                     f"load_inline's {key}: {flag!r} names a file for the compiler, which a build may not"
                 )
