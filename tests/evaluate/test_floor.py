@@ -87,6 +87,8 @@ def test_sol_ms_reads_the_count_kept_beside(tmp_path: Path, monkeypatch: pytest.
     )
     assert got == pytest.approx(direct.floor_ms) and got > 0
     assert floor.sol_ms(problem, cfg, "cpu") is None
+    sol = floor.speed_of_light(problem, cfg, "cuda:0")  # what a verdict keeps as its sol_ms
+    assert sol is not None and sol.sol_ms == pytest.approx(direct.sol_ms) and sol.sol_ms >= got
 
 
 def test_the_count_keeps_triton_out_and_counts_the_same(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from kbench.sandbox.host import stopping
 from kbench.types import Problem
 
 if TYPE_CHECKING:
-    from kbench.analysis.roofline import FlopCount
+    from kbench.analysis.roofline import SOL, FlopCount
 
 COUNT_MODULE = "kbench.worker.counts"
 COUNT_WAIT_S = 120.0  # the count of a large model on a loaded host; past it the host counts itself
@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
     """The time no honest kernel for the problem can beat on this GPU (`SOL.floor_ms`, at TF32 rates: the
     most permissive), or None off a known GPU."""
+    sol = speed_of_light(problem, cfg, device)
+    return sol.floor_ms if sol is not None else None
+
+
+def speed_of_light(problem: Problem, cfg: RunConfig, device: str) -> SOL | None:
+    """The problem's roofline on this GPU at TF32 rates (its `sol_ms`, the verdict's speed of light, and
+    its `floor_ms`, the time no honest kernel beats), or None off a known GPU."""
     if not device.startswith("cuda"):
         return None
     from kbench.analysis.gpus import match_device_name
@@ -50,7 +57,7 @@ def sol_ms(problem: Problem, cfg: RunConfig, device: str) -> float | None:
         if stopping():
             return None  # stopped on a signal (which ended the count's process): no verdict is coming
         counts = disk_counts(problem, cfg.preset, cfg.dtype, folder)  # the host counts itself
-    return sol_from_counts(counts, gpu, cfg.dtype, tf32=True).floor_ms
+    return sol_from_counts(counts, gpu, cfg.dtype, tf32=True)
 
 
 def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) -> FlopCount | None:

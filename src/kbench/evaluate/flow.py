@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbench.backends import get_backend, tritonkey
 from kbench.baselines.modes import compiles
@@ -26,7 +27,7 @@ from kbench.config import RunConfig, job_prefix, scratch_root
 from kbench.errors import WorkerError
 from kbench.evaluate.candidate_run import run_candidate
 from kbench.evaluate.device_outputs import Receiver, premirror
-from kbench.evaluate.floor import sol_ms
+from kbench.evaluate.floor import speed_of_light
 from kbench.evaluate.judge import (
     WorkerOutcome,
     check_outputs,
@@ -52,6 +53,9 @@ from kbench.types import (
     TimingStats,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from kbench.analysis.roofline import SOL
 
 
 def _static(candidate: Candidate, cfg: RunConfig) -> CheckReport:
@@ -118,7 +122,7 @@ class OneVerdict:
             None  # the reference's, when its run serves this evaluation alone
         )
         self.workdir = Path()
-        self.floor: Future[float | None] | None = None
+        self.floor: Future[SOL | None] | None = None
         self.building: Future[BuildResult | None] | None = None
         self.early: Future[WorkerOutcome] | None = None  # the candidate's job, started beside the reference
         self.cancel = threading.Event()
@@ -179,7 +183,9 @@ class OneVerdict:
         """What runs beside the reference: the speed-of-light floor (a meta-device trace, seconds on a first
         count), this process's CUDA start, the build, and on a GPU the candidate's job."""
         ev, pool = self.ev, self.pool
-        self.floor = pool.submit(sol_ms, ev.problem, ev.cfg, ev.plan.device) if ev.cfg.measure else None
+        self.floor = (
+            pool.submit(speed_of_light, ev.problem, ev.cfg, ev.plan.device) if ev.cfg.measure else None
+        )
         if self.receiver is not None:
             pool.submit(self.receiver.prepare)
         if ev.built is None and get_backend(ev.candidate.backend).prebuilds:
@@ -307,7 +313,7 @@ class OneVerdict:
                 sol = (
                     self.floor.result()
                     if self.floor is not None
-                    else sol_ms(ev.problem, ev.cfg, ev.plan.device)
+                    else speed_of_light(ev.problem, ev.cfg, ev.plan.device)
                 )
             except (
                 Exception
@@ -315,7 +321,8 @@ class OneVerdict:
                 sol = None
                 checked.warnings.append(f"speed-of-light floor unavailable ({type(exc).__name__}: {exc})")
             ev.acct.nested["judge:sol"] = time.perf_counter() - t0
-            checked = check_timing(checked, sol)
+            ev.sol_ms = sol.sol_ms if sol is not None else None
+            checked = check_timing(checked, sol.floor_ms if sol is not None else None)
         return checked
 
     def check_disk(self, judged: WorkerOutcome) -> None:

@@ -57,6 +57,7 @@ class Evaluation:
     checks: CheckReport = field(default_factory=CheckReport)
     reused: dict[str, TimingStats] = field(default_factory=dict)
     built: BuildResult | None = None
+    sol_ms: float | None = None  # the problem's speed of light on this GPU (floor.speed_of_light)
 
 
 def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | None) -> Verdict:
@@ -110,6 +111,7 @@ def make_verdict(ev: Evaluation, outcome: WorkerOutcome, ref: ReferenceData | No
         hidden=outcome.hidden,
         confinement=result.confinement if result is not None else "",
         forward=forward if outcome.status is Status.OK else (),
+        sol_ms=ev.sol_ms if outcome.status is Status.OK else None,
     )
 
 
