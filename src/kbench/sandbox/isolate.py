@@ -187,6 +187,70 @@ def _copy_tree(source: str, target: str) -> None:
             shutil.copyfile(entry.path, os.path.join(target, entry.name))
 
 
+CGROUP_PREFIX = "kbench-"  # a runner's pids cgroup: kbench-<its pid>, removed with its job (`drop_cgroup`)
+
+
+def _pids_root() -> Path | None:
+    """The folder of this process's cgroup under a writable pids controller (cgroup v1's `pids`
+    hierarchy, or v2's unified one where it offers `pids`), None where there is none."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        groups = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = {parts[1]: parts[2] for line in groups if len(parts := line.split(":", 2)) == 3}
+    for line in mounts:
+        fields = line.split()
+        if " - " not in line:
+            continue
+        kind, options = line.split(" - ", 1)[1].split()[0], line.split(" - ", 1)[1].split()[-1]
+        point = Path(fields[4])
+        if kind == "cgroup" and "pids" in options.split(","):
+            base = point / v1.get("pids", "/").lstrip("/")
+        elif kind == "cgroup2" and "pids" in _read(point / "cgroup.controllers").split():
+            base = point / v1.get("", "/").lstrip("/")
+        else:
+            continue
+        if os.access(base, os.W_OK):
+            return base
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def cgroup_pids(limit: int) -> str:
+    """This process, and every process it starts, in a cgroup of its own whose pids.max is `limit`: the
+    cap on processes that binds root (whom RLIMIT_NPROC does not). Made before the user namespace (inside
+    it the host's cgroups are not writable). The cgroup's folder, '' where no pids controller is
+    writable here."""
+    base = _pids_root()
+    if base is None:
+        return ""
+    folder = base / f"{CGROUP_PREFIX}{os.getpid()}"
+    try:
+        folder.mkdir(exist_ok=True)
+        (folder / "pids.max").write_text(str(limit))
+        (folder / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        return ""
+    return str(folder)
+
+
+def drop_cgroup(pid: int) -> None:
+    """Remove the pids cgroup of the runner `pid` once its processes are gone (nothing where it had none)."""
+    base = _pids_root()
+    if base is not None:
+        try:
+            (base / f"{CGROUP_PREFIX}{pid}").rmdir()
+        except OSError:
+            pass
+
+
 def limit_self(walls: Walls) -> None:
     """Open files, file size and core dumps for this process and what it starts; processes per user where
     the kernel counts them (not for root, whom RLIMIT_NPROC does not bind: `cgroup_pids` then)."""
