@@ -1,8 +1,9 @@
 """`kbench run --agent` end to end on the CPU: a local OpenAI-compatible server replays a tool-calling
 model (a malformed call, an unknown tool, evaluate, submit), kbench's own MCP tools answer it, and the
 submit is judged by the trusted evaluator into the run. The process is killed mid-session and resumed;
-nothing is asked twice and the transcript is whole. A candidate tuned to the public seeds fails its final
-verdict. The loop's logic on its own: test_agent_session.py."""
+nothing is asked twice and the transcript is whole. A session that spends its tool-call budget gets its
+last answer and ends unsolved. A candidate tuned to the public seeds fails its final verdict. The loop's
+logic on its own: test_agent_session.py."""
 
 from __future__ import annotations
 
@@ -143,6 +144,47 @@ def test_an_agent_run_killed_mid_session_resumes_and_is_judged(tmp_path: Path, s
         assert not any(str(seed) in t["text"] for seed in secret)
         assert not re.search(r"expected -?\d", t["text"]) and not any(p in t["text"] for p in paths), t
     assert "transcript" in (tmp_path / f"{run_id}.html").read_text()
+
+
+LAST_WORDS = "Out of budget before a candidate was ready."
+
+
+def spends_its_calls(req: Any) -> Any:
+    """The model reads the problem until told its budget is spent, then tries one more evaluate."""
+    if "budget is spent" in req.last_user:
+        return Reply(LAST_WORDS, [("evaluate", json.dumps({"problem": "2/1", "source": HONEST}))])
+    return Reply("Reading the problem.", [("show_problem", json.dumps({"problem": "2/1"}))])
+
+
+def test_a_session_that_spends_its_tool_calls_gets_a_last_answer_and_ends_unsolved(tmp_path: Path) -> None:
+    config = str(cpu_config_file(tmp_path, static_checks=True))
+    with LLMServer(respond=spends_its_calls) as server:
+        done = subprocess.run(
+            command(tmp_path, server.openai_url, "--agent", "-m", "openai/agent-test", "--problems", "2/1",
+                    "--config", config, "--agent-calls", "2"),
+            env=env(tmp_path / "cache"), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        asked = [req.last_user for req in server.stats.seen]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "agent sessions 1, submitted 0, solved 0" in done.stdout
+    assert len(asked) == 3 and "budget is spent (2 of 2 tool calls)" in asked[-1]  # the last answer, once
+
+    with Store(tmp_path / "k.db") as s:
+        (run,) = s.runs()
+        ((key, verdict),) = s.verdicts(run.run_id)
+        steps = s.transcript(run.run_id)
+    reason = "budget spent (2 of 2 tool calls) without a submission"
+    assert [t.role for t in steps] == ["user", "assistant", "tool", "assistant", "tool", "user", "assistant",
+                                       "tool", "end"]  # fmt: skip
+    grace, last, refused, end = (t.message for t in steps[5:])
+    assert (grace["kind"], grace["why"]) == ("grace", "2 of 2 tool calls")
+    assert last["text"] == LAST_WORDS and [c["name"] for c in last["calls"]] == ["evaluate"]
+    assert refused["tool"] == "evaluate" and refused["is_error"] and "only submit" in refused["text"]
+    assert refused["counts"]["calls"] == 2 and refused["counts"]["evals"] == 0  # refused before the desk
+    assert end == {"reason": reason, "submitted": False, "answer": None}
+    assert (key.problem_key, key.model) == ("kbench:2/1", "openai/agent-test")
+    assert verdict.status.value == "no_code" and verdict.message == f"the agent submitted nothing: {reason}"
+    assert reason in (tmp_path / f"{run.run_id}.html").read_text()
 
 
 def test_agent_mode_refuses_a_model_without_tools_and_turns(tmp_path: Path) -> None:

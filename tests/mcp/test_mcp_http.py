@@ -1,7 +1,8 @@
-"""`kbench mcp --http` with the SDK's streamable HTTP client: the bearer token, evaluate on an honest and a
-wrong C++ candidate, check, submit into the store, and that no answer of the whole session shows the
-secret seed, a reference value or a host path. One server for the module (its Evaluators stay warm); the
-tests run in order on one worker, the last one reads what the others were answered."""
+"""`kbench mcp --http` with the SDK's streamable HTTP client: the bearer token, each tool's refusals,
+evaluate on an honest and a wrong C++ candidate, check, profile, submit into the store, and that no answer
+of the whole session shows the secret seed, a reference value or a host path. One server for the module
+(its Evaluators stay warm); the tests run in order on one worker, the last one reads what the others were
+answered."""
 
 from __future__ import annotations
 
@@ -82,6 +83,31 @@ def test_problem_tools_over_http(server: dict[str, Any]) -> None:
     assert unknown.is_error and "list_problems" in text_of(unknown)
 
 
+def test_each_tool_refuses_with_one_line(server: dict[str, Any]) -> None:
+    """Refusals are MCP tool errors naming what to do, and judge nothing. The submit is of 2/2: 2/1's is
+    test_submit_is_final_and_stored's, after which a submit of 2/1 answers that verdict again."""
+    from kbench.store import Store
+
+    source = fixture_source("cpp_honest.py")
+    refused = call(
+        server["url"],
+        ("evaluate", {"problem": PROBLEM, "source": source, "backend": "fortran"}),
+        ("profile", {"problem": PROBLEM, "source": source, "backend": "fortran"}),
+        ("check", {"problem": PROBLEM, "source": source, "backend": "fortran"}),
+        ("submit", {"problem": "2/2", "source": source, "backend": "fortran"}),
+        ("inspect", {"problem": "2/9999"}),
+        ("show_problem", {"problem": "9/1"}),
+        ("profile", {"problem": "no_such_problem", "source": source}),
+        ("submit", {"problem": "2/9999", "source": source}),
+    )
+    texts = [text_of(r) for r in refused]
+    assert all(r.is_error and not r.structured_content for r in refused), texts
+    assert all("unknown backend 'fortran'; choose one of: cpp, cuda, triton" in t for t in texts[:4]), texts
+    assert all("list_problems" in t for t in texts[4:]), texts
+    with Store(server["store"]) as store:
+        assert all(store.verdicts(r.run_id) == [] for r in store.runs())  # nothing was judged
+
+
 @pytest.mark.slow
 def test_evaluate_honest_and_wrong(server: dict[str, Any]) -> None:
     honest, wrong, check = call(
@@ -98,6 +124,34 @@ def test_evaluate_honest_and_wrong(server: dict[str, Any]) -> None:
     assert bad["correctness"]["max_abs_err"] > 0 and "differ" in bad["correctness"]["report"]
     built = check.structured_content
     assert built["ok"] and built["build"]["ok"], built
+
+
+@pytest.mark.slow
+def test_profile_shows_own_kernels_the_roofline_and_the_references_operators(server: dict[str, Any]) -> None:
+    """On the CPU: the candidate's kernel and its sampled share of CPU time, its time against eager, the
+    roofline of the GPU the kernels are for with no fraction of it (a CPU time is not comparable), and
+    the reference's aten operators profiled on the CPU. Not recorded (test_submit_is_final_and_stored
+    finds only its own verdict in the store)."""
+    (profiled,) = call(
+        server["url"], ("profile", {"problem": PROBLEM, "source": fixture_source("cpp_honest.py")})
+    )
+    view = profiled.structured_content
+    assert not profiled.is_error and view["status"] == "ok" and view["device"] == "cpu", view
+    assert view["own_kernels"] == {
+        "ran": ["gemm_relu"],
+        "time_share": view["own_kernels"]["time_share"],
+        "share_of": "CPU time, sampled",
+    }
+    assert 0 < view["own_kernels"]["time_share"] <= 1
+    assert view["candidate_ms"] > 0 and view["baselines_ms"]["eager"] > 0 and "eager" in view["speedups"]
+    assert view["roofline"]["sol_ms"] > 0 and view["roofline"]["gpu"].startswith("H100")
+    assert (
+        "ran on the CPU" in view["roofline"]["note"] and "sol_fraction" not in view and "sol_ms" not in view
+    )
+    table = view["reference_profile"]
+    assert table["device"] == "cpu" and table["rows_are"].startswith("aten operators")
+    assert "aten::addmm" in [row["name"] for row in table["rows"]]
+    assert 0.99 <= sum(row["share"] for row in table["rows"]) <= 1.01 and table["launches"] >= 1
 
 
 @pytest.mark.slow

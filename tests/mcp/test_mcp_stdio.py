@@ -1,5 +1,6 @@
 """`kbench mcp` over stdio, with the SDK's stdio client: the tools it lists, the problem tools, budgets,
-and the missing extra. Nothing here runs a candidate."""
+the missing extra, and a whole session that ends in a submit stored with its verdict (the one test here
+that runs a candidate)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 
 pytest.importorskip("mcp.server.mcpserver")
 
+from evalfixtures import fixture_source, use_builds  # noqa: E402
 from mcpclient import KBENCH, server_config, server_env, text_of, with_stdio  # noqa: E402
 
-TOOLS = {"list_problems", "show_problem", "check", "evaluate", "submit", "inspect"}
+TOOLS = {"list_problems", "show_problem", "check", "evaluate", "profile", "submit", "inspect"}
 
 
 def test_problem_tools_and_budgets(tmp_path: Path) -> None:
@@ -30,6 +32,7 @@ def test_problem_tools_and_budgets(tmp_path: Path) -> None:
         seen["inspect"] = await session.call_tool("inspect", {"problem": "2/1"})
         seen["check"] = await session.call_tool("check", {"problem": "2/1", "source": "def (:"})
         seen["evals_out"] = await session.call_tool("evaluate", {"problem": "2/1", "source": "x = 1"})
+        seen["profile_out"] = await session.call_tool("profile", {"problem": "2/1", "source": "x = 1"})
         seen["sixth"] = await session.call_tool(
             "list_problems", {"level": 3}
         )  # a refused call is not counted
@@ -52,8 +55,49 @@ def test_problem_tools_and_budgets(tmp_path: Path) -> None:
     check = seen["check"].structured_content
     assert check["ok"] is False and check["findings"][0]["severity"] == "reject"
     assert seen["evals_out"].is_error and "evaluation budget" in text_of(seen["evals_out"])
+    assert seen["profile_out"].is_error and "evaluation budget" in text_of(seen["profile_out"])
     assert not seen["sixth"].is_error
     assert seen["calls_out"].is_error and "tool-call budget" in text_of(seen["calls_out"])
+
+
+@pytest.mark.slow
+def test_a_session_ends_in_a_submit_stored_with_its_verdict(tmp_path: Path, shared_builds: Path) -> None:
+    """Read, check, profile, submit, and a second submit that judges nothing: the store holds one
+    verdict, filed under the server's --model, and each evaluation counted against --max-evals."""
+    from kbench.store import Store
+
+    store = tmp_path / "k.db"
+    args = ["--config", str(server_config(tmp_path)), "--store", str(store), "--max-evals", "2"]
+    args += ["--model", "stdio-agent"]
+    honest = fixture_source("cpp_honest.py")
+    seen: dict[str, Any] = {}
+
+    async def body(session: Any) -> None:
+        seen["show"] = await session.call_tool("show_problem", {"problem": "2/1"})
+        seen["check"] = await session.call_tool("check", {"problem": "2/1", "source": honest})
+        seen["profile"] = await session.call_tool("profile", {"problem": "2/1", "source": honest})
+        seen["submit"] = await session.call_tool("submit", {"problem": "2/1", "source": honest})
+        seen["again"] = await session.call_tool(
+            "submit", {"problem": "2/1", "source": "class ModelNew: pass"}
+        )
+
+    anyio.run(with_stdio, args, server_env(use_builds(tmp_path / "cache", shared_builds)), body)
+
+    assert not any(r.is_error for r in seen.values()), {k: text_of(r) for k, r in seen.items()}
+    check, profile = seen["check"].structured_content, seen["profile"].structured_content
+    assert check["ok"] and check["evals_left"] == 1
+    assert profile["status"] == "ok" and profile["own_kernels"]["ran"] == ["gemm_relu"], profile
+    assert profile["reference_profile"]["rows"] and profile["evals_left"] == 0
+    verdict, again = seen["submit"].structured_content, seen["again"].structured_content
+    assert verdict["status"] == "ok" and verdict["correctness"]["passed"] and verdict["run"], verdict
+    assert again == verdict | {"note": again["note"]} and "already submitted" in again["note"]
+    with Store(store) as s:
+        (run,) = s.runs()
+        stored = s.verdicts(run.run_id)
+    assert run.run_id == verdict["run"]
+    assert [(k.problem_key, k.model, v.status.value) for k, v in stored] == [
+        ("kbench:2/1", "stdio-agent", "ok")
+    ]
 
 
 def test_missing_extra_names_the_pip_command(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ session's problem and sample. A turn asks the model for an answer; each of its t
 order (a call to an unknown tool or with arguments that are not a JSON object gets an error result, and
 the session goes on); the session ends when a submit is answered, when the model stops calling tools
 (after `max_nudges` reminders), or when a budget is spent: then the model is told so and gets one last
-answer in which only submit is answered. Budgets: tool calls, check/evaluate calls and their seconds (the
-desk refuses past them), tokens and wall time (checked before each answer).
+answer in which only submit is answered. Budgets: tool calls, check/evaluate/profile calls and their
+seconds (the desk refuses past them), tokens and wall time (checked before each answer).
 
 Every step is written to the store as it happens (`TranscriptStep`): the task, each answer with its
 tokens, each tool result with its seconds and the desk's counts after it, and the ending. A session
@@ -31,7 +31,7 @@ from kbench.store import RequestRecord, Store, TranscriptStep
 from kbench.types import Problem
 
 SUBMIT = "submit"
-EVALUATIONS = frozenset({"check", "evaluate"})
+EVALUATIONS = frozenset({"check", "evaluate", "profile"})
 NUDGE = (
     "You answered without calling a tool. Work with the tools: check and evaluate your candidate, then "
     "give your final answer with submit (a whole Python file defining class ModelNew)."

@@ -28,8 +28,9 @@ SYSTEM = (
     "replacement of its Model as `class ModelNew(nn.Module)` (same constructor and forward signature) whose "
     "forward runs kernels of your own. Work with the tools: show_problem and inspect to read the problem, "
     "check to compile a candidate, evaluate to test its correctness and speed (a practice verdict, not "
-    "recorded), and submit for your final answer, once. The final verdict uses inputs you never see, "
-    "checks that your kernels do the work, and times you against PyTorch eager and torch.compile."
+    "recorded), profile to see where its time goes, and submit for your final answer, once. The final "
+    "verdict uses inputs you never see, checks that your kernels do the work, and times you against "
+    "PyTorch eager and torch.compile."
 )
 
 

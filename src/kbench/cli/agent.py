@@ -20,7 +20,7 @@ def agent_budget(cfg: RunConfig) -> str:
         return f"no limit of {unit}" if value is None else f"{value:,g} {unit}"
 
     return ", ".join([
-        limit(cfg.agent_max_calls, "tool calls"), limit(cfg.agent_max_evals, "check/evaluate calls"),
+        limit(cfg.agent_max_calls, "tool calls"), limit(cfg.agent_max_evals, "check/evaluate/profile calls"),
         limit(cfg.agent_max_device_s, "s of evaluation"), limit(cfg.agent_max_tokens, "tokens"),
         limit(cfg.agent_max_wall_s, "s of wall time"),
     ])  # fmt: skip

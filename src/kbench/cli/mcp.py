@@ -34,9 +34,13 @@ def mcp_cmd(
     token: str | None = typer.Option(None, "--token", help=f"with --http: the bearer token (or {TOKEN_ENV})"),
     no_token: bool = typer.Option(False, "--no-token", help="with --http: serve without a token"),
     max_calls: int | None = typer.Option(None, "--max-calls", help="tool calls the session may make"),
-    max_evals: int | None = typer.Option(None, "--max-evals", help="check + evaluate calls it may make"),
+    max_evals: int | None = typer.Option(
+        None, "--max-evals", help="check, evaluate and profile calls it may make"
+    ),
     max_eval_seconds: float | None = typer.Option(
-        None, "--max-eval-seconds", help="seconds of check + evaluate it may spend (GPU seconds on a GPU)"
+        None,
+        "--max-eval-seconds",
+        help="seconds of check, evaluate and profile it may spend (GPU seconds on a GPU)",
     ),
     config: Path | None = typer.Option(None, "--config", help="TOML/JSON run config"),
     source: str | None = typer.Option(None, "--source", "-s", help="the problems served (default: kbench)"),

@@ -344,7 +344,7 @@ def run_cmd(
     ),
     agent_calls: int | None = typer.Option(None, "--agent-calls", help="tool calls per session (default 40)"),
     agent_evals: int | None = typer.Option(
-        None, "--agent-evals", help="check/evaluate calls per session (default 20)"
+        None, "--agent-evals", help="check/evaluate/profile calls per session (default 20)"
     ),
     agent_tokens: int | None = typer.Option(
         None, "--agent-tokens", help="input + output tokens per session (default 400,000)"
@@ -353,7 +353,9 @@ def run_cmd(
         None, "--agent-wall", help="seconds of answers and tool calls per session (default 3600)"
     ),
     agent_eval_seconds: float | None = typer.Option(
-        None, "--agent-eval-seconds", help="seconds of check/evaluate per session (GPU seconds; no limit)"
+        None,
+        "--agent-eval-seconds",
+        help="seconds of check/evaluate/profile per session (GPU seconds; no limit)",
     ),
 ) -> None:
     """Generate (or take the shipped solutions), evaluate, store and report — the whole pipeline."""

@@ -9,8 +9,10 @@ build folders). Error sizes, mismatch counts and the first line of a mismatch re
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from kbench.metrics import sol_fraction
 from kbench.types import BuildResult, CheckReport, Problem, Verdict
 
 # an absolute path of two or more parts (/tmp/kbench-build-x/candidate.py): shown as its last part
@@ -53,8 +55,10 @@ def _speedups(v: Verdict) -> dict[str, float]:
     return {mode: round(s, 4) for mode, _ in v.baselines if (s := v.speedup(mode)) is not None}
 
 
-def verdict_view(v: Verdict) -> dict[str, Any]:
-    """A verdict as a tool answers it: status, rule, message, error sizes and timings, nothing else."""
+def verdict_view(v: Verdict, sol_ms: float | None = None) -> dict[str, Any]:
+    """A verdict as a tool answers it: status, rule, message, error sizes and timings, nothing else; with
+    the problem's speed-of-light on the verdict's GPU (`sol_ms`, or the verdict's own) where it is known,
+    and the fraction of it the candidate reached where it was timed."""
     view: dict[str, Any] = {
         "problem": v.problem_key,
         "status": v.status.value,
@@ -84,8 +88,23 @@ def verdict_view(v: Verdict) -> dict[str, Any]:
         view["timing_meaningful"] = v.timing.meaningful
         view["baselines_ms"] = {mode: round(t.median_ms, 6) for mode, t in v.baselines}
         view["speedups"] = _speedups(v)
+    sol = v.sol_ms if v.sol_ms is not None else sol_ms
+    if sol is not None:
+        view["sol_ms"] = sol
+        fraction = sol_fraction(replace(v, sol_ms=sol))
+        if fraction is not None:
+            view["sol_fraction"] = float(f"{fraction:.4g}")  # a small preset's reaches 1e-4 on a GPU
     if v.generalizes is not None:
         view["generalizes"] = v.generalizes
     if v.warnings:
         view["warnings"] = [scrub(w) for w in v.warnings]
     return view
+
+
+def own_kernels(v: Verdict) -> dict[str, Any]:
+    """The candidate's own kernels that ran in its forward and their share of its time (a profile's view
+    of the referee's kernel-use check): on a GPU of device time, on the CPU of sampled CPU time."""
+    ran = list(v.build.kernels) if v.build is not None else []
+    where = "device time" if v.device.startswith("cuda") else "CPU time, sampled"
+    share = None if v.kernel_share is None else round(v.kernel_share, 4)
+    return {"ran": ran, "time_share": share, "share_of": where}

@@ -20,8 +20,8 @@ INSTRUCTIONS = (
     "kbench judges GPU/CPU kernels written for PyTorch problems. A problem is a `Model` (its reference "
     "code); a candidate is a Python file defining `class ModelNew(nn.Module)` with the same constructor, "
     "whose forward runs kernels of its own (C++ or CUDA through torch.utils.cpp_extension.load_inline, "
-    "or Triton). Read a problem with show_problem, try candidates with check and evaluate, and give your "
-    "final answer with submit (once per problem)."
+    "or Triton). Read a problem with show_problem and inspect, try candidates with check, evaluate and "
+    "profile, and give your final answer with submit (once per problem)."
 )
 
 Problem = Annotated[str, Field(description="a problem address: LEVEL/ID (2/1), SOURCE:LEVEL/ID or a name")]
@@ -73,9 +73,18 @@ def build_server(bench: Workbench) -> Any:
     @server.tool()
     async def evaluate(problem: Problem, source: Source, backend: Backend = None) -> dict[str, Any]:
         """Run a candidate: correctness against the reference over several seeds (error sizes and
-        mismatch counts; neither seeds nor reference values are shown) and its time against PyTorch
-        eager. A practice verdict: not recorded, not the final one. Counts against the evaluation budget."""
+        mismatch counts; neither seeds nor reference values are shown), its time against PyTorch eager
+        and, on a GPU, the fraction of the problem's speed-of-light it reached. A practice verdict: not
+        recorded, not the final one. Counts against the evaluation budget."""
         return await answer(lambda: bench.evaluate(problem, source, backend))
+
+    @server.tool()
+    async def profile(problem: Problem, source: Source, backend: Backend = None) -> dict[str, Any]:
+        """evaluate's practice verdict with a profile: which of the candidate's own kernels ran and
+        their share of its time, its time against eager and torch.compile, the problem's speed-of-light
+        and the fraction of it reached (on a GPU), and the reference's eager forward kernel by kernel
+        (on a CPU: its aten operators). Not recorded. Counts against the evaluation budget."""
+        return await answer(lambda: bench.profile(problem, source, backend))
 
     @server.tool()
     async def submit(problem: Problem, source: Source, backend: Backend = None) -> dict[str, Any]:
@@ -87,7 +96,8 @@ def build_server(bench: Workbench) -> Any:
     @server.tool()
     async def inspect(problem: Problem) -> dict[str, Any]:
         """The problem's fusion opportunities: groups of operators a fused kernel could merge and the
-        bytes that saves, and its roofline speed-of-light. No GPU profile (run `kbench inspect` on one)."""
+        bytes that saves, and its roofline speed-of-light. No profile: the profile tool has the
+        reference's eager kernels."""
         return await answer(lambda: bench.inspect(problem))
 
     return server

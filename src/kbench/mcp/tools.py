@@ -1,5 +1,5 @@
-"""The work behind each MCP tool, on two Evaluators of one server: `practice` (evaluate: not recorded, no
-hidden shapes) and `final` (submit: recorded in the server's run, the whole protocol).
+"""The work behind each MCP tool, on two Evaluators of one server: `practice` (evaluate and profile: not
+recorded, no hidden shapes) and `final` (submit: recorded in the server's run, the whole protocol).
 
 A tool's failure (unknown problem, budget spent, a backend this machine cannot run) raises `ToolRefusal`
 with one line for the agent; the server turns it into an MCP tool error. Budgets and the one submit per
@@ -15,14 +15,17 @@ import copy
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from kbench.api import Evaluator, EvaluatorOptions, Submission
 from kbench.config import RunConfig
 from kbench.errors import KbenchError
-from kbench.mcp.public import build_view, findings, problem_row, scrub, verdict_view
-from kbench.types import Candidate, Problem
+from kbench.mcp.public import build_view, findings, own_kernels, problem_row, scrub, verdict_view
+from kbench.mcp.reference import Profiles, fusion, sol_ms
+from kbench.types import Candidate, Problem, Verdict
 
 
 class ToolRefusal(Exception):
@@ -31,8 +34,8 @@ class ToolRefusal(Exception):
 
 @dataclass(frozen=True)
 class Budget:
-    """Tool calls, check + evaluate calls, and seconds spent in them (GPU seconds on a GPU machine), a
-    desk answers before refusing (None: no limit)."""
+    """Tool calls, evaluation calls (check, evaluate, profile) and seconds spent in them (GPU seconds on a
+    GPU machine), a desk answers before refusing (None: no limit)."""
 
     max_calls: int | None = None
     max_evals: int | None = None
@@ -56,13 +59,13 @@ class _Counter:
                 raise ToolRefusal(f"the tool-call budget of this session is spent ({b.max_calls} calls)")
             if evaluation and b.max_evals is not None and self.evals >= b.max_evals:
                 raise ToolRefusal(
-                    f"the evaluation budget of this session is spent ({b.max_evals} check/evaluate calls); "
-                    "submit a final answer, or stop"
+                    f"the evaluation budget of this session is spent ({b.max_evals} check/evaluate/profile "
+                    "calls); submit a final answer, or stop"
                 )
             if evaluation and b.max_device_s is not None and self.device_s >= b.max_device_s:
                 raise ToolRefusal(
                     f"the evaluation time of this session is spent ({self.device_s:.0f} of "
-                    f"{b.max_device_s:g} s in check/evaluate); submit a final answer, or stop"
+                    f"{b.max_device_s:g} s in check/evaluate/profile); submit a final answer, or stop"
                 )
             self.calls += 1
             self.evals += evaluation
@@ -70,6 +73,15 @@ class _Counter:
     def spent(self, seconds: float) -> None:
         with self._lock:
             self.device_s += seconds
+
+    @contextmanager
+    def charging(self) -> Iterator[None]:
+        """Count the block's seconds as evaluation time, whether it answers or fails: they were spent."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.spent(time.monotonic() - start)
 
     def left(self) -> dict[str, int | float | None]:
         b = self.budget
@@ -101,6 +113,7 @@ class Workbench:
         practice_cfg = cfg.model_copy(update={"hidden_shapes": False, "run_id": None})
         self.practice = Evaluator(practice_cfg, EvaluatorOptions(record=False, sources_only=True))
         self.final = Evaluator(cfg, EvaluatorOptions(sources_only=True))
+        self.profiles = Profiles()  # shared by every seat: one profiler per process
 
     @property
     def counter(self) -> _Counter:
@@ -184,11 +197,8 @@ class Workbench:
             return answer | {"ok": False, "message": "rejected by the static checks: nothing was built"}
         candidate = Candidate(p.key, backend, source)
         device = evaluation_device(self.cfg.device, backend)
-        start = time.monotonic()
-        try:
+        with self.counter.charging():
             build = await asyncio.to_thread(prebuild, candidate, self.cfg, device)
-        finally:
-            self.counter.spent(time.monotonic() - start)
         answer["build"] = build_view(build)
         answer["ok"] = build.ok
         answer["message"] = "built" if build.ok else "the build failed"
@@ -202,12 +212,27 @@ class Workbench:
         reference pool), so nothing evaluate shows, even by its status, is about the submit's seed."""
         self.counter.spend(evaluation=True)
         p = self.problem(address)
-        start = time.monotonic()
-        try:
-            verdict = await self._judge(self.practice, Submission(p, source, self._backend(backend)))
-        finally:
-            self.counter.spent(time.monotonic() - start)
-        return verdict_view(verdict) | self.counter.left()
+        submission = Submission(p, source, self._backend(backend))
+        with self.counter.charging():
+            verdict = await self._judge(self.practice, submission)
+        return verdict_view(verdict, await self._sol(p, verdict)) | self.counter.left()
+
+    async def profile(self, address: str, source: str, backend: str | None) -> dict[str, Any]:
+        """evaluate's practice verdict (the same Evaluator, the same view), with what a profile shows: the
+        candidate's own kernels that ran and their share of its time, the problem's roofline and the
+        fraction of its speed-of-light reached, and the reference's eager forward kernel by kernel. The
+        reference's profile is the problem's (public code), made on the device the verdict ran on; it is
+        counted in the evaluation time with the candidate's run (on a GPU it is GPU time)."""
+        self.counter.spend(evaluation=True)
+        p = self.problem(address)
+        submission = Submission(p, source, self._backend(backend))
+        with self.counter.charging():
+            verdict = await self._judge(self.practice, submission)
+            analysis = await asyncio.to_thread(
+                self.profiles.reference, p, verdict.preset, verdict.dtype, verdict.device
+            )
+        view = verdict_view(verdict, await self._sol(p, verdict))
+        return view | {"own_kernels": own_kernels(verdict)} | analysis | self.counter.left()
 
     async def submit(self, address: str, source: str, backend: str | None) -> dict[str, Any]:
         self.counter.spend(evaluation=False, final=True)
@@ -218,7 +243,7 @@ class Workbench:
             first = await asyncio.shield(task)
             return first | {"note": "this problem was already submitted in this session: its first verdict"}
         submission = Submission(p, source, self._backend(backend), sample=self.desk.sample, model=self.model)
-        task = asyncio.ensure_future(self._final(submission))
+        task = asyncio.ensure_future(self._final(p, submission))
         submitted[p.key] = task
         try:
             return await asyncio.shield(task)
@@ -229,7 +254,7 @@ class Workbench:
     async def inspect(self, address: str) -> dict[str, Any]:
         self.counter.spend(evaluation=False)
         p = self.problem(address)
-        return await asyncio.to_thread(_fusion, p, self.cfg)
+        return await asyncio.to_thread(fusion, p, self.cfg)
 
     # internals ---------------------------------------------------------------------------------------
 
@@ -243,12 +268,15 @@ class Workbench:
             raise ToolRefusal(scrub(str(exc))) from None
         return name
 
-    async def _final(self, submission: Submission) -> dict[str, Any]:
+    async def _final(self, p: Problem, submission: Submission) -> dict[str, Any]:
         verdict = await self._judge(self.final, submission)
-        return verdict_view(verdict) | {"run": self.run_id}
+        return verdict_view(verdict, await self._sol(p, verdict)) | {"run": self.run_id}
+
+    async def _sol(self, p: Problem, verdict: Verdict) -> float | None:
+        return await asyncio.to_thread(sol_ms, p, verdict.preset, verdict.dtype, verdict.device, self.cfg)
 
     @staticmethod
-    async def _judge(evaluator: Evaluator, submission: Submission) -> Any:
+    async def _judge(evaluator: Evaluator, submission: Submission) -> Verdict:
         try:
             ticket = await asyncio.to_thread(evaluator.submit, submission)
             return await asyncio.wrap_future(ticket.future)
@@ -260,31 +288,3 @@ def _to_tools(text: str) -> str:
     """A message that points at `kbench list` or `GET problems`, pointing at the list_problems tool."""
     text = re.sub(r"`kbench list --level (\d+)`", r"list_problems(level=\1)", text)
     return re.sub(r"`kbench list[^`]*`|GET problems", "list_problems", text)
-
-
-def _fusion(p: Problem, cfg: RunConfig) -> dict[str, Any]:
-    """The fusion groups of the problem's graph and its speed-of-light, on the CPU: no profile, no
-    torch.compile (~15 s cold), no GPU. SOL is the detected GPU's, else an H100's."""
-    from kbench.analysis.gpus import detect_gpu, get_gpu
-    from kbench.analysis.inspect import inspect_problem
-
-    gpu = detect_gpu() or get_gpu("H100")
-    report = inspect_problem(
-        p, gpu, preset=cfg.preset, device="cpu", dtype=cfg.dtype, compile=False, profile=False
-    )
-    sol = report.sol
-    return {
-        "problem": p.key,
-        "preset": cfg.preset,
-        "fusion_groups": [g.to_dict() for g in report.graph.fusion_groups],
-        "trace_error": scrub(report.graph.error),
-        "roofline": {
-            "gpu": sol.gpu,
-            "gflop": sol.flops / 1e9,
-            "min_bytes": sol.bytes,
-            "flop_per_byte": sol.intensity,
-            "bound": sol.bound,
-            "sol_ms": sol.sol_ms,
-        },
-        "not_shown": "eager kernel profile and torch.compile fusions: `kbench inspect` on a GPU machine",
-    }
