@@ -1,0 +1,185 @@
+"""The training level's shipped solutions under the evaluator, by pass: forward, backward and the step.
+
+    python benchmarks/training_gpu.py --out OUT [--backends triton,cuda] [--max-seconds 480]
+
+Every shipped level-5 solution of the backends asked for, and the prompts' forward-and-backward example,
+evaluated as any candidate is (kbench.evaluate.flow.evaluate through the local executor: sandboxed, the
+step's outputs and every gradient compared on fixed and secret seeds, the timed calls checked, the
+backward ablation), at the `full` preset against eager and torch.compile (its backward compiled too).
+Writes OUT/training.jsonl (a row per verdict, as it arrives) and OUT/training.md: status, the step's time,
+each pass's speedup over eager and torch.compile, the fraction of the step's speed of light, and geometric
+means over the ok verdicts. Problems whose evaluation would start past --max-seconds are left out and the
+table says how many. `--device cpu --backends cpp --preset small` runs the same pipeline on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kbench import metrics as m
+from kbench.config import RunConfig
+from kbench.evaluate.flow import evaluate
+from kbench.evaluate.prebuild import prebuild
+from kbench.evaluate.reference_pool import ReferencePool
+from kbench.executors import Job
+from kbench.executors.local import LocalExecutor
+from kbench.hardware import environment
+from kbench.problems.sources import load_source, make_problem
+from kbench.prompts.builder import TRAINING_EXAMPLES
+from kbench.report.passes import PASSES, pass_geomeans
+from kbench.solutions import shipped_candidate
+from kbench.types import BuildResult, Candidate, Verdict
+
+MODES = ("eager", "compile")
+
+
+def jobs(backends: list[str], cfg: RunConfig) -> list[Job]:
+    out = []
+    for stem, _ in TRAINING_EXAMPLES:  # the prompts' worked example, an honest control too
+        ref = (resources.files("kbench.prompts") / "examples" / "reference" / f"{stem}.py").read_text()
+        problem = make_problem("examples", 5, 1, stem, ref, None)
+        for backend in backends:
+            path = resources.files("kbench.prompts") / "examples" / backend / f"{stem}.py"
+            if path.is_file():
+                cand = Candidate(problem.key, backend, path.read_text(), origin=f"example/{backend}/{stem}")
+                out.append(
+                    Job(
+                        problem,
+                        cand,
+                        tag=(f"example/{backend}/{stem}", cfg.model_copy(update={"backend": backend})),
+                    )
+                )
+    for p in load_source("kbench"):
+        if p.level != 5:
+            continue
+        for backend in backends:
+            c = shipped_candidate(p, backend)
+            if c is not None:
+                out.append(
+                    Job(
+                        p,
+                        c,
+                        tag=(f"{backend}/{p.number}_{p.name}", cfg.model_copy(update={"backend": backend})),
+                    )
+                )
+    return out
+
+
+def row_of(name: str, v: Verdict) -> dict[str, Any]:
+    step = v.pass_ms("candidate", "step")
+    return {
+        "name": name,
+        "problem": v.problem_key,
+        "backend": v.backend,
+        "status": f"{v.status.value} {v.rule}".strip(),
+        "message": v.message[:300],
+        "step_ms": step,
+        "passes": {p: {mode: v.pass_speedup(p, mode) for mode in MODES} for p in PASSES},
+        "pass_ms": {p: v.pass_ms("candidate", p) for p in PASSES},
+        "sol_ms": v.sol_ms,
+        "sol_fraction": m.sol_fraction(v),
+        "warnings": list(v.warnings),
+        "seconds": round(v.seconds, 1),
+    }
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def markdown(
+    rows: list[dict[str, Any]], verdicts: list[Verdict], todo: int, wall: float, command: str
+) -> str:
+    env = environment()
+    lines = [
+        "# Training level: shipped solutions by pass",
+        "",
+        f"{env.get('gpu') or 'CPU'}, torch {env.get('torch')}, triton {env.get('triton')}, Python "
+        f"{env.get('python')}, {dt.date.today().isoformat()}. {len(rows)} of {todo} verdicts in {wall:.0f} s "
+        f"(`{command}`).",
+        "",
+        "| solution | status | step ms | forward vs eager | backward vs eager | step vs eager | step vs compile | SOL fraction |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        p = r["passes"]
+        step = f"{r['step_ms']:.4g}" if r["step_ms"] is not None else "-"
+        sol = f"{r['sol_fraction']:.3f}" if r["sol_fraction"] is not None else "-"
+        lines.append(
+            f"| {r['name']} | {r['status']} | {step} | {_x(p['forward']['eager'])} | {_x(p['backward']['eager'])} "
+            f"| {_x(p['step']['eager'])} | {_x(p['step']['compile'])} | {sol} |"
+        )
+    found = pass_geomeans([v for v in verdicts if v.problem_key.startswith("kbench:")])
+    lines += ["", "Geometric means over the ok suite verdicts (n: how many):", ""]
+    for (pass_, mode), g in sorted(found.items()):
+        lines.append(f"- {pass_} vs {mode}: {_x(g.value)} (n={g.n})")
+    ok = sum(r["status"] == "ok" for r in rows)
+    lines += ["", f"{ok} of {len(rows)} ok."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--backends", default="triton,cuda")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--preset", default="full")
+    ap.add_argument("--slots", type=int, default=3)
+    ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--max-seconds", type=float, default=480.0)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    cfg = RunConfig(
+        cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-training-")),
+        device=args.device,
+        preset=args.preset,
+        baselines=list(MODES),
+    )
+    todo = jobs([b for b in args.backends.split(",") if b], cfg)
+    deadline = time.monotonic() + args.max_seconds
+    pool = ReferencePool()
+    rows: list[dict[str, Any]] = []
+    verdicts: list[Verdict] = []
+    log = (args.out / "training.jsonl").open("w")
+
+    def build(job: Job) -> BuildResult | None:
+        if time.monotonic() > deadline:
+            return None
+        return prebuild(job.candidate, job.tag[1], args.device, batch=len(todo))
+
+    def run(job: Job, device: str, built: BuildResult | None) -> Verdict | None:
+        if time.monotonic() > deadline:
+            return None
+        return evaluate(
+            job.problem, job.candidate, job.tag[1].model_copy(update={"device": device}), references=pool
+        )
+
+    def on_result(job: Job, v: Verdict | None) -> None:
+        if v is None:
+            return
+        row = row_of(job.tag[0], v)
+        rows.append(row)
+        verdicts.append(v)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+        print(f"{row['status']:>10} {row['name']} step {row['step_ms']} ({v.seconds:.0f} s)", flush=True)
+
+    t0 = time.monotonic()
+    LocalExecutor(device=args.device, slots=args.slots).run(todo, build, run, on_result)  # type: ignore[arg-type]
+    command = "python benchmarks/training_gpu.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "cache_dir")
+    )
+    text = markdown(rows, verdicts, len(todo), time.monotonic() - t0, command)
+    (args.out / "training.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
