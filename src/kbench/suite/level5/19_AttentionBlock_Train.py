@@ -17,6 +17,10 @@ num_heads = 16
 KBENCH_PRESETS = {"small": {"batch_size": 2, "seq_len": 64, "dim": 96, "num_heads": 4}}
 KBENCH_TAGS = ["training", "attention", "gemm-epilogue"]
 KBENCH_TRAINING = {"upstream": 1, "grad_inputs": [0]}
+# The fp32 reference is up to 3e-5 from float64 on the full preset (H100; attention over up to 1024
+# near-uniform keys cancels), so an honest kernel as far off on the other side needs ~6e-5: 2e-4 keeps
+# room for that while the fp16/bf16 references (5e-3 and up) still fail.
+KBENCH_TOLERANCE = {"fp32": 2e-4}
 
 
 class Model(nn.Module):
