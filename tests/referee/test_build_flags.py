@@ -30,6 +30,8 @@ BASE = {"name": "ext", "cpp_sources": "int f() { return 1; }", "functions": ["f"
         ("extra_ldflags", ["-Wl,-Map=/tmp/map"]),
         ("extra_ldflags", ["-Wl,-Map=out.map"]),
         ("extra_cflags", ["-DX=/tmp/y"]),
+        ("extra_cflags", ["-dumpdir", ".."]),
+        ("extra_cflags", ["--save-temps"]),
     ],
 )
 def test_a_flag_that_is_not_one_plain_word_is_refused(key: str, flags: list[object]) -> None:

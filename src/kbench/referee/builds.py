@@ -59,7 +59,8 @@ _FLAG_LISTS = (
 )
 _FILE_FLAGS = re.compile(
     r"^-(o|MF|MT|MQ|include|imacros|save-temps|fdump|specs|wrapper|x\b|B|fplugin|fprofile|aux-info|fstack-usage"
-    r"|fcallgraph-info|fsave-optimization-record|fopt-info)|^@|^--(output|include)"
+    r"|fcallgraph-info|fsave-optimization-record|fopt-info|dump|gsplit-dwarf)|^@|^--(output|include|save-temps|dump)"
+    r"|^\.\.?$"
     r"|^-Wl,.*(-Map|--Map|-T\b|--script|-o\b|--output|@|--dependency-file)"
 )
 _PATH_FLAGS = ("-I", "-L", "-isystem", "-Wl,-rpath,", "-Wl,-rpath=")  # the flags that may name a folder
