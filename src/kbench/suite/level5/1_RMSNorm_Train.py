@@ -5,7 +5,7 @@ A training step: the gradients of x and of weight from an upstream gradient dy (
 import torch
 import torch.nn as nn
 
-num_tokens = 4096
+num_tokens = 8192
 dim = 4096
 eps = 1e-6
 
