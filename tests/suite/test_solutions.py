@@ -30,8 +30,8 @@ from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 100, "triton": 113, "cpp": 16}
-MIN_TRAINING = {"cpp": 10}  # level 5's solutions, of the counts above
+MIN_COUNTS = {"cuda": 100, "triton": 145, "cpp": 16}
+MIN_TRAINING = {"cpp": 10, "triton": 32}  # level 5's solutions, of the counts above
 
 
 def _paths(backend: str) -> list[Path]:
