@@ -170,8 +170,6 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
     parts = []
     if setup.walls is not None:
         walls = isolate.Walls(**setup.walls)
-        capped = isolate.cgroup_pids(walls.procs) if os.getuid() == 0 else ""  # before the user namespace
-        lap("cgroup")
         try:
             done = isolate.enter(walls)
         except (isolate.Refused, OSError) as exc:
@@ -186,8 +184,6 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
         if "mount" in done and setup.tmp and isolate.mount_tmp(Path(setup.tmp), walls.tmp_mib):
             done.append("tmpfs")
             lap("tmpfs")
-        if capped:
-            done.append("pids-cgroup")
         if done:
             parts.append("namespaces " + "+".join(done))
         isolate.limit_self(walls)
@@ -326,7 +322,6 @@ class RunnerProcess:
                 procs.kill(pid)
             time.sleep(0.005)
         self.wait(5.0)
-        isolate.drop_cgroup(self.pid)  # its pids cgroup, where it had one (root), now empty
         self.channel.close()
         sys.stdout.flush()
         sys.stderr.flush()
