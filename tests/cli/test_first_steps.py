@@ -89,6 +89,7 @@ def test_list_by_shipped_solution_and_show_without_code() -> None:
         "kbench:2/25",
         "kbench:2/28",
         "kbench:2/36",
+        *(f"kbench:5/{n}" for n in (1, 2, 8, 11, 13, 14, 20, 22, 23, 26, 28)),
     ]
     shown = runner.invoke(app, ["show", "2/2", "--preset", "small", "--no-code", "--no-shapes"])
     assert shown.exit_code == 0 and "Gemm_GELUTanh" in shown.output and "class Model" not in shown.output

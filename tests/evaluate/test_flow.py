@@ -113,7 +113,10 @@ def test_stale_timed_outputs_are_caught_by_the_checked_calls(cache_dir: Path) ->
 
 
 def test_beyond_speed_of_light(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kbench.evaluate.flow.sol_ms", lambda *a: 1e6)
+    from types import SimpleNamespace
+
+    sol = SimpleNamespace(sol_ms=2e6, floor_ms=1e6)  # a roofline no kernel's time is above
+    monkeypatch.setattr("kbench.evaluate.flow.speed_of_light", lambda *a: sol)
     v = run("cpp_honest.py", cache_dir)
     assert (v.status, v.rule) == (Status.CHEAT, "beyond-speed-of-light")
 

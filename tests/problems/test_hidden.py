@@ -109,7 +109,7 @@ def test_every_problem_runs_at_hidden_sizes_or_says_why(p: Problem) -> None:
     loaded = load(with_preset(p, dict(hidden.overrides)), HIDDEN)
     torch.manual_seed(0)
     with torch.no_grad():
-        ref = flat_tensors(build_model(shown)(*shown.get_inputs()))
-        out = flat_tensors(build_model(loaded)(*loaded.get_inputs()))
+        ref = flat_tensors(shown.judged(build_model(shown))(*shown.get_inputs()))  # a training step too
+        out = flat_tensors(loaded.judged(build_model(loaded))(*loaded.get_inputs()))
     assert [t.shape for t in out] != [t.shape for t in ref] or dict(hidden.sizes)
     assert all(bool(torch.isfinite(t).all()) for t in out if t.is_floating_point())

@@ -229,7 +229,7 @@ def test_cli_show_missing_problem_exit_code(tmp_path: Path) -> None:
             "2/999",
             "no problem 2/999 in source 'kbench'; level 2 has 2/1 to 2/113: `kbench list --level 2` lists them",
         ),
-        ("7/1", "no problem 7/1 in source 'kbench'; its levels are 1, 2, 3: `kbench list` lists them"),
+        ("7/1", "no problem 7/1 in source 'kbench'; its levels are 1, 2, 3, 5: `kbench list` lists them"),
         ("Gemm_Relus", "nearest: Gemm_ReLU (2/1), "),
         (
             "zzzz_nothing_like_it",
