@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from kbench.cli import app
 from kbench.errors import ConfigError
 from kbench.problems import select
-from kbench.problems.trivial import ANSWERS, BACKWARD, SweepSettings, sweep, sweep_problem
+from kbench.problems.answers import ANSWERS, BACKWARD
+from kbench.problems.trivial import SweepSettings, sweep, sweep_problem
 from kbench.types import Problem
 
 MARGIN = 2.0  # every answer must need at least this times the tolerance on the small presets
