@@ -270,8 +270,8 @@ def _check_entry(entry: dict[str, Any], s: StoredVerdict, protocol: str, hardwar
     v, c, t = s.verdict, s.verdict.correctness, s.verdict.timing
     meta: dict[str, Any] = {"hardware": hardware, "device": v.device, "kbench_status": v.status.value}
     meta["kbench_protocol"] = protocol
-    if c is not None:  # the count of seeds passed is not stored: "?" on a failure
-        meta["correctness_trials"] = f"({len(c.seeds) if c.passed else '?'} / {len(c.seeds)})"
+    if c is not None:
+        meta["correctness_trials"] = f"({len(c.seeds) if c.passed else c.seeds_passed} / {len(c.seeds)})"
     if v.status is Status.MISMATCH and c is not None:
         meta |= {"correctness_issue": "Output mismatch", "max_difference": [f"{c.max_abs_err:.6f}"]}
         meta["avg_difference"] = [f"{c.mean_abs_err:.6f}"]

@@ -201,6 +201,7 @@ class Correctness:
     mean_abs_err: float = 0.0
     max_rel_err: float = 0.0
     report: str = ""  # mismatch report: first differing indices and values
+    seeds_passed: int | None = None  # of `seeds`, those every output passed on (None: a record without it)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,8 @@ def test_summarize_keeps_first_failure() -> None:
     bad = compare(torch.ones(2), torch.zeros(2), 1e-4)
     s = summarize_correctness([(1, ok), (2, bad), (3, ok)])
     assert not s.passed and s.seeds == (1, 2, 3) and s.report.startswith("seed 2:")
+    assert s.seeds_passed == 2  # a seed passes only when every output of it does
+    assert summarize_correctness([(1, ok), (1, bad), (2, ok)]).seeds_passed == 1
 
 
 def test_a_failure_on_a_secret_seed_names_neither_seed_nor_values() -> None:

@@ -58,7 +58,7 @@ VERDICTS = [
         RELU,
         1,
         0,
-        _v(RELU, Status.MISMATCH, correctness=Correctness(False, (0,), 0.5, 0.01, 2.0, "seed 0: x")),
+        _v(RELU, Status.MISMATCH, correctness=Correctness(False, (0, 1), 0.5, 0.01, 2.0, "seed 0: x", seeds_passed=1)),
     ),
     (GELU, 0, 0, _v(GELU, Status.BUILD_ERROR, build=BuildResult(False, "cuda", log="k.cu(3): error: x"))),
     (GELU, 1, 0, _v(GELU, Status.OK, _t(0.19, 0.2), 0.1, correctness=GOOD)),
@@ -146,6 +146,7 @@ def test_eval_results_field_by_field(run: tuple[Store, str], tmp_path: Path) -> 
     assert (
         relu1["metadata"]["max_difference"] == ["0.500000"]
         and relu1["metadata"]["kbench_status"] == "mismatch"
+        and relu1["metadata"]["correctness_trials"] == "(1 / 2)"
     )
     gelu0 = results["26"][0]
     assert (gelu0["compiled"], gelu0["correctness"], gelu0["runtime"]) == (False, False, -1.0)

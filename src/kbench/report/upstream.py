@@ -70,7 +70,7 @@ def _metadata(v: Verdict, hardware: str, protocol: str) -> dict[str, Any]:
     meta |= {"kbench_protocol": protocol} | ({"kbench_rule": v.rule} if v.rule else {})
     c = v.correctness
     if c is not None and c.seeds:
-        passed = len(c.seeds) if c.passed else "?"
+        passed = len(c.seeds) if c.passed else ("?" if c.seeds_passed is None else c.seeds_passed)
         meta["correctness_trials"] = f"({passed} / {len(c.seeds)})"
     if v.status is Status.MISMATCH and c is not None:
         meta |= {"correctness_issue": "Output mismatch", "max_difference": [f"{c.max_abs_err:.6f}"]}
