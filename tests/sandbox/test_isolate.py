@@ -59,6 +59,17 @@ def test_worker_env_scrubs_this_process(monkeypatch: pytest.MonkeyPatch) -> None
     assert env["OMP_NUM_THREADS"] == "1" and OWNER_ENV in env and env["PATH"] == os.environ["PATH"]
 
 
+def test_numpys_blas_gets_one_thread_unless_the_host_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.sandbox.procs import BLAS_THREADS_ENV, worker_env
+    from kbench.sandbox.starter import STARTUP_VARS
+
+    monkeypatch.delenv(BLAS_THREADS_ENV, raising=False)
+    assert worker_env({})[BLAS_THREADS_ENV] == "1"
+    monkeypatch.setenv(BLAS_THREADS_ENV, "3")
+    assert worker_env({})[BLAS_THREADS_ENV] == "3"
+    assert BLAS_THREADS_ENV in STARTUP_VARS  # a starter made with another value is another starter
+
+
 def _in_child(walls: isolate.Walls, probe: Any, init: bool = False) -> dict[str, Any]:
     """Run `probe()` in a forked child behind `walls` (as the runner's set-up enters them) and return what
     it reported (JSON through a pipe)."""

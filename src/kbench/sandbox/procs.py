@@ -100,17 +100,25 @@ def age(pid: int | None = None) -> float:
         return 0.0
 
 
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
 def worker_env(extra: dict[str, str] | None = None, bytecode_writes: bool = False) -> dict[str, str]:
     """The environment of a worker: of this process's, only what running Python, torch, CUDA and the
     compilers needs (sandbox/isolate.py `scrubbed_env`: no API key, token or credential reaches a worker
     or the warm starter, whose memory every forked worker shares), the job's additions, and this process
     as its owner (`OWNER_ENV`, inherited by everything the worker starts, read by `kbench doctor`). It
     reads kbench's bytecode folder where there is one, and writes bytecode nowhere unless
-    `bytecode_writes` (a trusted process that imports no candidate: kbench/sandbox/bytecode.py)."""
+    `bytecode_writes` (a trusted process that imports no candidate: kbench/sandbox/bytecode.py).
+
+    numpy's BLAS gets one thread unless the host says otherwise: its pool is sized when numpy is imported
+    (in the warm starter, before any job's thread count is known), and a pool of every core's threads on
+    a worker's share of them slowed the Triton interpreter's matrix products (numpy) past the job's
+    time limit on a two-core machine. torch's own threads are the job's (`JobSpec.threads`)."""
     from kbench.sandbox import bytecode
     from kbench.sandbox.isolate import scrubbed_env
 
-    env = scrubbed_env(os.environ, extra)
+    env = {BLAS_THREADS_ENV: "1"} | scrubbed_env(os.environ, extra)
     env.update(bytecode.env(writes=bytecode_writes))
     env[OWNER_ENV] = str(self_ref())
     return env

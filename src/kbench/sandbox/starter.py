@@ -37,6 +37,7 @@ STARTUP_VARS = (
     "PYTHONNOUSERSITE",
     "TRITON_INTERPRET",  # read when triton is imported, and the starter may preload triton
     "PYTHONPYCACHEPREFIX",  # where imports find bytecode (kbench/sandbox/bytecode.py)
+    "OPENBLAS_NUM_THREADS",  # numpy's BLAS pool, sized when the starter imports numpy (procs.worker_env)
 )
 # A fork's wait split for a verdict's phases (ForkedProcess.start_phases, evaluate/phases.py)
 START_PHASES = ("starter", "starter_start", "starter_torch", "starter_kbench")
