@@ -31,7 +31,6 @@ from kbench.store import RequestRecord, Store, TranscriptStep
 from kbench.types import Problem
 
 SUBMIT = "submit"
-EVALUATIONS = frozenset({"check", "evaluate", "profile"})
 NUDGE = (
     "You answered without calling a tool. Work with the tools: check and evaluate your candidate, then "
     "give your final answer with submit (a whole Python file defining class ModelNew)."

@@ -67,7 +67,8 @@ def trainable(model: Any) -> list[tuple[str, Any]]:
 
 
 def output_names(training: Training, model: Any, forward_outputs: int) -> list[str]:
-    """What each of a step's outputs is, for messages: `output 0`, `grad of input 0`, `grad of weight`."""
+    """What each of a step's outputs is, for messages: `output 0`, `gradient of input 0`,
+    `gradient of parameter weight`."""
     names = [f"output {i}" for i in range(forward_outputs)]
     names += [f"gradient of input {i}" for i in training.grad_inputs]
     return names + [f"gradient of parameter {name}" for name, _ in trainable(model)]
