@@ -58,7 +58,11 @@ VERDICTS = [
         RELU,
         1,
         0,
-        _v(RELU, Status.MISMATCH, correctness=Correctness(False, (0, 1), 0.5, 0.01, 2.0, "seed 0: x", seeds_passed=1)),
+        _v(
+            RELU,
+            Status.MISMATCH,
+            correctness=Correctness(False, (0, 1), 0.5, 0.01, 2.0, "seed 0: x", seeds_passed=1),
+        ),
     ),
     (GELU, 0, 0, _v(GELU, Status.BUILD_ERROR, build=BuildResult(False, "cuda", log="k.cu(3): error: x"))),
     (GELU, 1, 0, _v(GELU, Status.OK, _t(0.19, 0.2), 0.1, correctness=GOOD)),
