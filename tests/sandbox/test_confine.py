@@ -140,6 +140,61 @@ def test_signals_reach_only_the_workers_own_processes(job: Path) -> None:
     assert confined([job], kill_own_child) == 0  # a worker still ends what it started (compile checks)
 
 
+def test_a_runner_sharing_the_hosts_pids_reads_no_other_process(job: Path) -> None:
+    """A GPU runner keeps the host's PID namespace (CUDA's interprocess handles do not cross one), so its
+    /proc lists every process of the machine: confined with `without_processes`, it reads the system's
+    entries and its own folder, and neither the list of processes nor another one's command line (where
+    a user's token may sit); a program it starts still runs."""
+    import json
+    import subprocess
+    import sys
+
+    needs_abi(confine.MIN_ABI)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token=sk-cmdline"])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        out: dict[str, object] = {}
+        try:
+            os.close(read)
+            reads = confine.without_processes(confine.standard_reads([job]))
+            out["confined"] = confine.confine([job], reads=reads)
+            for name, path in (
+                ("other", f"/proc/{sleeper.pid}/cmdline"),
+                ("own", "/proc/self/status"),
+                ("cpuinfo", "/proc/cpuinfo"),
+            ):
+                try:
+                    out[name] = len(Path(path).read_bytes()) > 0
+                except OSError as exc:
+                    out[name] = exc.strerror
+            try:
+                out["listing"] = len(os.listdir("/proc"))
+            except OSError as exc:
+                out["listing"] = exc.strerror
+            run = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+            out["child"] = run.stdout.strip()
+        except Exception as exc:  # reported, not raised: the parent asserts
+            out["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(write, json.dumps(out).encode())
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            got = json.loads(pipe.read() or "{}")
+        os.waitpid(pid, 0)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert str(got.get("confined", "")).endswith("+reads"), got
+    assert got["other"] == "Permission denied" and got["listing"] == "Permission denied", got
+    assert got["own"] is True and got["cpuinfo"] is True and got["child"] == "42", got
+    whole = confine.standard_reads([job])
+    assert Path("/proc") in whole and Path("/proc") not in confine.without_processes(whole)
+    assert not any(p.parent == Path("/proc") and p.name.isdigit() for p in confine.without_processes(whole))
+
+
 def test_without_landlock_it_runs_unconfined_and_says_why(monkeypatch: pytest.MonkeyPatch, job: Path) -> None:
     monkeypatch.setattr(confine, "abi", lambda: (0, "this kernel has no Landlock system calls"))
     assert confine.confine([job]) == "none: this kernel has no Landlock system calls"

@@ -168,6 +168,7 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
 
     tempfile.tempdir = None  # the referee's answer is cached; the runner's own TMPDIR from now on
     parts = []
+    done: list[str] = []
     if setup.walls is not None:
         walls = isolate.Walls(**setup.walls)
         try:
@@ -204,6 +205,8 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
     lap("cores")
     if setup.confine:
         reads = [Path(p) for p in setup.reads] if setup.reads is not None else None
+        if reads is not None and "proc" not in done:  # the host's processes show in this /proc
+            reads = confine.without_processes(reads)
         parts.insert(0, confine.confine([Path(p) for p in setup.writes], reads=reads))
         lap("landlock")
     return ", ".join(parts) if parts else "none: the trusted reference"

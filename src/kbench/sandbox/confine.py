@@ -268,6 +268,27 @@ def _threads() -> int:
 _SYSTEM_READS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys")
 
 
+def without_processes(reads: Iterable[Path], proc: Path = Path("/proc")) -> list[Path]:
+    """`reads` with `proc` replaced by what of it names no process: for a runner that shares its PID
+    namespace with the host's processes (a GPU runner, or one whose kernel refused the namespace), whose
+    /proc shows them all. Kept: the system's entries (cpuinfo, meminfo, sys, driver, ...); dropped: every
+    process's folder and the links into one (`self`, `mounts`, `net`), since an open follows the link to
+    the opener's folder, which `confine` grants the runner itself. So a candidate reads neither the
+    environment nor the command line of the user's other processes; what it starts cannot read its own
+    folder either (Python's `subprocess` then closes descriptors without listing them)."""
+    out: list[Path] = []
+    for path in reads:
+        if Path(path) != proc:
+            out.append(Path(path))
+            continue
+        try:
+            entries = sorted(proc.iterdir())
+        except OSError:
+            continue
+        out.extend(e for e in entries if not e.name.isdigit() and not e.is_symlink())
+    return out
+
+
 def standard_reads(extra: Iterable[Path] = ()) -> list[Path]:
     """What any worker must read to run Python, torch, CUDA, Triton and the compilers, and nothing of the
     user's own files: the system's folders, the interpreter's prefixes and import path (an editable
