@@ -93,15 +93,59 @@ def test_an_attacker_changes_nothing_of_a_victims_verdict(
     assert {p: d for p, d in _files(cache).items() if p in cached} == cached
     after = _evaluate(fixture_source("cpp_honest.py"), cache)
     assert after.status is Status.OK and after.build is not None and after.build.cache_hit
+    _same_speed(before, after)
+
+
+def _same_speed(before: Verdict, after: Verdict) -> None:
+    """Same binary, same loop: a planted header or binary would show as a several-fold change (the fastest
+    call: a median on a loaded 2-core machine moves by more than that on its own). Under heavy load the
+    batch overhead the referee deducts can exceed a tiny call's time, leaving a fastest call of 0 ms:
+    then the medians, within a wider band."""
     assert before.timing is not None and after.timing is not None
-    # Same binary, same loop: a planted header or binary would show as a several-fold change (the fastest
-    # call: a median on a loaded 2-core machine moves by more than that on its own). Under heavy load the
-    # batch overhead the referee deducts can exceed a tiny call's time, leaving a fastest call of 0 ms:
-    # then the medians, within a wider band.
     if before.timing.min_ms > 0 and after.timing.min_ms > 0:
         assert 0.33 < after.timing.min_ms / before.timing.min_ms < 3.0
     else:
         assert 0.1 < after.timing.median_ms / max(before.timing.median_ms, 1e-9) < 10.0
+
+
+def test_a_shell_in_build_flags_changes_nothing_of_a_victims_build(
+    tmp_path: Path, shared_builds: Path
+) -> None:
+    """torch writes load_inline's flags into ninja's command lines unquoted: an attacker whose link flags
+    hold `; command` would run that command in the builder, beside the precompiled headers every build
+    with its flags shares. Refused before anything runs: the shared builds stay byte for byte what they
+    were, and the victim's verdict and speed with them."""
+    from evalfixtures import use_builds
+
+    cache = use_builds(tmp_path / "cache", shared_builds)
+    marker = tmp_path / "flag-attack-ran"
+    before = _evaluate(fixture_source("cpp_honest.py"), cache)
+    assert before.status is Status.OK and before.build is not None and before.build.cache_hit, before.message
+    shared = _files(shared_builds)
+    injected = [
+        ";",
+        "touch",
+        str(marker),
+        ";",
+        "cp",
+        "/dev/null",
+        "../.pch/torch/extension.h.gch",
+        ";",
+        "true",
+    ]
+    attacker = (
+        fixture_source("cpp_honest.py")
+        .replace('name="kbench_fixture_gemm_relu"', 'name="kbench_fixture_flag_attack"')
+        .replace('extra_ldflags=["-fopenmp"]', f"extra_ldflags={injected!r}")
+    )
+    assert attacker.count("flag_attack") == 1 and str(marker) in attacker
+    attack = _evaluate(attacker, cache)
+    assert attack.status is Status.BUILD_ERROR and "not one plain flag" in attack.message, attack.message
+    assert not marker.exists()
+    assert {p: d for p, d in _files(shared_builds).items() if p in shared} == shared
+    after = _evaluate(fixture_source("cpp_honest.py"), cache)
+    assert after.status is Status.OK and after.build is not None and after.build.cache_hit, after.message
+    _same_speed(before, after)
 
 
 def _own_copy_of_the_honest_build(cache: Path, shared_builds: Path) -> None:
