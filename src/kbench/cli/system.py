@@ -3,6 +3,7 @@ kbench's processes and GPU leases on this machine."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -66,20 +67,24 @@ def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
 @app.command("doctor")
 def doctor_cmd(
     kill: bool = typer.Option(
-        False, "--kill", help="end stale processes, reclaim stale GPU leases, remove bad cache entries"
+        False,
+        "--kill",
+        help="end stale processes, reclaim stale GPU leases, remove bad cache entries and stale cgroups",
     ),
     cache_dir: Path = typer.Option(
         None, "--cache-dir", help="the cache to check (default: the configured one)", show_default=False
     ),
     fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
 ) -> None:
-    """List kbench's processes, GPU leases and bad build-cache entries; with --kill, end the stale ones.
+    """List kbench's processes, GPU leases, bad build-cache entries and stale pids cgroups; with --kill,
+    end the stale ones.
 
-    Stale: started by a kbench process that is gone. Bad: a cached build, precompiled header or shim
+    Stale: started by a kbench process that is gone (a cgroup: empty, its runner gone). Bad: a cached build, precompiled header or shim
     whose files no longer match their recorded digests, or a staging folder of a builder that is gone.
     Exit code 1 when stale or bad ones remain."""
     from kbench import doctor
     from kbench.config import RunConfig
+    from kbench.sandbox import isolate
 
     cache = cache_dir or RunConfig().cache_dir
     ended, broken = doctor.end_stale() if kill else ([], [])
@@ -87,8 +92,12 @@ def doctor_cmd(
     if kill:
         removed = doctor.cache_entries(cache)[1]
         doctor.remove(removed)
+        for folder in isolate.stale_cgroups():
+            with contextlib.suppress(OSError):  # a runner of the same pid may have come since
+                folder.rmdir()
     found, leases = doctor.processes(), doctor.leases()
     good, bad = doctor.cache_entries(cache)
+    groups = isolate.stale_cgroups()
     if fmt is Format.json:
         print_json(
             {
@@ -98,12 +107,17 @@ def doctor_cmd(
                 "ended": [p.pid for p in ended],
                 "reclaimed": [s.name for s in broken],
                 "removed": [str(e.path) for e in removed],
+                "stale_cgroups": [str(g) for g in groups],
             }
         )
     else:
         _print_doctor(found, leases, ended, broken)
         _print_cache(cache, good, bad, removed)
-    if any(p.stale for p in found) or any(s.stale for s in leases) or bad:
+        if groups:
+            console.print(
+                f"{len(groups)} stale pids cgroups of runners (--kill removes them): {groups[0]} ..."
+            )
+    if any(p.stale for p in found) or any(s.stale for s in leases) or bad or groups:
         raise typer.Exit(1)
 
 

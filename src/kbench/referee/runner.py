@@ -171,6 +171,8 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
     done: list[str] = []
     if setup.walls is not None:
         walls = isolate.Walls(**setup.walls)
+        capped = isolate.cgroup_pids(isolate.tasks(walls)) if os.getuid() == 0 else ""  # before the user ns
+        lap("cgroup")
         try:
             done = isolate.enter(walls)
         except (isolate.Refused, OSError) as exc:
@@ -185,6 +187,8 @@ def _wall_in(setup: object, seconds: dict[str, float]) -> str:
         if "mount" in done and setup.tmp and isolate.mount_tmp(Path(setup.tmp), walls.tmp_mib):
             done.append("tmpfs")
             lap("tmpfs")
+        if capped:
+            done.append("pids-cgroup")
         if done:
             parts.append("namespaces " + "+".join(done))
         isolate.limit_self(walls)
@@ -325,6 +329,7 @@ class RunnerProcess:
                 procs.kill(pid)
             time.sleep(0.005)
         self.wait(5.0)
+        isolate.drop_cgroup(self.pid)  # its pids cgroup, where it had one (root), now empty
         self.channel.close()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -54,7 +54,7 @@ class Walls:
     tmp_mib: int = 2048  # the memory file system on the runner's working folder: all it may write (mount)
     files: int = 4096  # open files (RLIMIT_NOFILE)
     file_mib: int = 1024  # largest file it may write (RLIMIT_FSIZE); logs are capped separately
-    procs: int = 256  # processes of the job where a cgroup or RLIMIT_NPROC can count them
+    procs: int = 256  # the job's processes and threads (`tasks`), where a cgroup or RLIMIT_NPROC counts them
 
 
 def for_device(device: str, confined: bool) -> Walls | None:
@@ -187,6 +187,91 @@ def _copy_tree(source: str, target: str) -> None:
             shutil.copyfile(entry.path, os.path.join(target, entry.name))
 
 
+CGROUP_PREFIX = "kbench-"  # a runner's pids cgroup: kbench-<its pid>, removed with its job (`drop_cgroup`)
+
+
+def _pids_root() -> Path | None:
+    """The folder of this process's cgroup under a writable pids controller (cgroup v1's `pids`
+    hierarchy, or v2's unified one where it offers `pids`), None where there is none."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        groups = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = {parts[1]: parts[2] for line in groups if len(parts := line.split(":", 2)) == 3}
+    for line in mounts:
+        fields = line.split()
+        if " - " not in line:
+            continue
+        kind, options = line.split(" - ", 1)[1].split()[0], line.split(" - ", 1)[1].split()[-1]
+        point = Path(fields[4])
+        if kind == "cgroup" and "pids" in options.split(","):
+            base = point / v1.get("pids", "/").lstrip("/")
+        elif kind == "cgroup2" and "pids" in _read(point / "cgroup.controllers").split():
+            base = point / v1.get("", "/").lstrip("/")
+        else:
+            continue
+        if os.access(base, os.W_OK):
+            return base
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def cgroup_pids(limit: int) -> str:
+    """This process, and every process it starts, in a cgroup of its own whose pids.max is `limit`: the
+    cap on processes that binds root (whom RLIMIT_NPROC does not). Made before the user namespace (inside
+    it the host's cgroups are not writable). The cgroup's folder, '' where no pids controller is
+    writable here."""
+    base = _pids_root()
+    if base is None:
+        return ""
+    folder = base / f"{CGROUP_PREFIX}{os.getpid()}"
+    try:
+        folder.mkdir(exist_ok=True)
+        (folder / "pids.max").write_text(str(limit))
+        (folder / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        return ""
+    return str(folder)
+
+
+def stale_cgroups() -> list[Path]:
+    """The runners' pids cgroups nobody uses any more: no process left in it and its runner gone (a
+    referee killed before it removed it). Empty, so removing one (`rmdir`) frees it; `kbench doctor`."""
+    base = _pids_root()
+    if base is None:
+        return []
+    stale = []
+    for folder in sorted(base.glob(f"{CGROUP_PREFIX}*")):
+        pid = folder.name.removeprefix(CGROUP_PREFIX)
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and not _read(folder / "cgroup.procs").strip():
+            stale.append(folder)
+    return stale
+
+
+def drop_cgroup(pid: int) -> None:
+    """Remove the pids cgroup of the runner `pid` once its processes are gone (nothing where it had none)."""
+    base = _pids_root()
+    if base is not None:
+        try:
+            (base / f"{CGROUP_PREFIX}{pid}").rmdir()
+        except OSError:
+            pass
+
+
+def tasks(walls: Walls) -> int:
+    """The cap on a job's processes and threads together (the kernel counts both, in a pids cgroup and in
+    RLIMIT_NPROC): the walls' `procs`, plus room for the thread pools torch, OpenMP, CUDA and Triton
+    start, which grow with the cores (two a core)."""
+    return walls.procs + 2 * (os.cpu_count() or 1)
+
+
 def limit_self(walls: Walls) -> None:
     """Open files, file size and core dumps for this process and what it starts; processes per user where
     the kernel counts them (not for root, whom RLIMIT_NPROC does not bind: `cgroup_pids` then)."""
@@ -197,7 +282,7 @@ def limit_self(walls: Walls) -> None:
     ):
         _lower(which, value)
     if os.getuid() != 0:
-        _lower(resource.RLIMIT_NPROC, _user_processes() + walls.procs)
+        _lower(resource.RLIMIT_NPROC, _user_processes() + tasks(walls))
 
 
 def _lower(which: int, value: int) -> None:
