@@ -241,10 +241,11 @@ def cgroup_pids(limit: int) -> str:
     return str(folder)
 
 
-def stale_cgroups() -> list[Path]:
+def stale_cgroups(base: Path | None = None) -> list[Path]:
     """The runners' pids cgroups nobody uses any more: no process left in it and its runner gone (a
-    referee killed before it removed it). Empty, so removing one (`rmdir`) frees it; `kbench doctor`."""
-    base = _pids_root()
+    referee killed before it removed it). Empty, so removing one (`rmdir`) frees it: the next job's
+    referee does (`drop_cgroup`), and `kbench doctor --kill`."""
+    base = base or _pids_root()
     if base is None:
         return []
     stale = []
@@ -256,11 +257,14 @@ def stale_cgroups() -> list[Path]:
 
 
 def drop_cgroup(pid: int) -> None:
-    """Remove the pids cgroup of the runner `pid` once its processes are gone (nothing where it had none)."""
+    """Remove the pids cgroup of the runner `pid` once its processes are gone (nothing where it had none),
+    and any a killed referee left (`stale_cgroups`)."""
     base = _pids_root()
-    if base is not None:
+    if base is None:
+        return
+    for folder in [base / f"{CGROUP_PREFIX}{pid}", *stale_cgroups(base)]:
         try:
-            (base / f"{CGROUP_PREFIX}{pid}").rmdir()
+            folder.rmdir()
         except OSError:
             pass
 
