@@ -124,6 +124,39 @@ def test_what_the_compiler_said_no_to_is_not_compiled_again(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
+    ("said", "conclusive", "tried"),
+    [
+        (DIAGNOSTIC, ["pch"], ["lite-header+pch", "pch"]),  # the standard attempt would hear the same
+        (DIAGNOSTIC, [], ["lite-header+pch", "pch", "standard (fast recipe failed)"]),
+        ("c++: fatal error: Killed signal terminated program cc1plus", ["pch"], None),  # the machine's part
+    ],
+)
+def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
+    tmp_path: Path, said: str, conclusive: list[str], tried: list[str] | None
+) -> None:
+    """`pch` is load_inline's own arguments with torch's header precompiled for the same flags: what the
+    compiler says to it, the standard attempt would repeat, so a diagnostic there ends the build (a
+    broken candidate's error comes ~15 s sooner); a killed compiler still tries on."""
+    from kbench.backends.jitbuild import run
+
+    labels = ["lite-header+pch", "pch", "standard (fast recipe failed)"]
+    calls: list[str] = []
+
+    def broken(**arguments: Any) -> None:
+        calls.append(Path(arguments["build_directory"]).name)
+        raise RuntimeError(said)
+
+    request = {
+        "attempts": [[label, {}] for label in labels],
+        "staging": str(tmp_path),
+        "conclusive": conclusive,
+    }
+    done = run(request, broken)
+    assert not done["ok"] and list(done["errors"]) == (tried or labels)
+    assert len(calls) == len(tried or labels)
+
+
+@pytest.mark.parametrize(
     "said, kept",
     [
         (DIAGNOSTIC, True),
@@ -138,7 +171,7 @@ def test_what_the_compiler_said_no_to_is_not_compiled_again(tmp_path: Path) -> N
     ],
 )
 def test_only_the_compilers_own_verdict_is_kept(said: str, kept: bool) -> None:
-    from kbench.referee.builds import compiler_said_no
+    from kbench.backends.jitbuild import compiler_said_no
 
     assert compiler_said_no(said) is kept
 

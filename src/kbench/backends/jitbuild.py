@@ -11,7 +11,8 @@ also makes the precompiled header those flags need (backends/pch.py) into its st
 referee checks what it left there and moves it into the cache.
 
 The request (JSON): {"attempts": [[label, arguments], ...], "staging": folder, "pch": folder or null,
-"writes": [...], "reads": [...] or null, "walls": {...} or null, "nice": increment}. The result: `staging/result.json`
+"writes": [...], "reads": [...] or null, "walls": {...} or null, "nice": increment, "conclusive": [label, ...]}
+(a diagnostic from one of those ends the attempts). The result: `staging/result.json`
 {"ok", "label", "folder", "errors": {label: error}, "pch_seconds"}.
 """
 
@@ -19,12 +20,31 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 RESULT = "result.json"
 BUILD_NICE = 10  # a build ahead of the GPU queue yields the cores to the lanes' runners, which hold the GPU
+# Attempts whose failure the later ones would repeat: "pch" is load_inline's own arguments with torch's
+# header precompiled for the same flags (GCC uses a .gch only where it stands for the header exactly), so
+# what the compiler said to it, the standard attempt after it would hear again (~15 s of parsing).
+CONCLUSIVE = ("pch",)
+
+_TRANSIENT = re.compile(
+    r"Killed|internal compiler error|No space left|Cannot allocate memory|virtual memory exhausted|"
+    r"out of memory|Bus error|Segmentation fault|terminated|Interrupt|Resource temporarily unavailable|"
+    r"Too many open files|Input/output error|Permission denied|Read-only file system"
+)
+_DIAGNOSTIC = re.compile(r": (fatal )?error: ")
+
+
+def compiler_said_no(error: str) -> bool:
+    """Whether a failed attempt's output is the compiler's verdict on the sources (a diagnostic), with no
+    sign of the machine's part (a killed or crashed compiler, a full disk, missing memory or rights):
+    the same arguments with the same toolchain (both in the build's key) fail the same way again."""
+    return bool(_DIAGNOSTIC.search(error)) and not _TRANSIENT.search(error)
 
 
 def _wall_in(request: dict[str, Any]) -> str:
@@ -78,6 +98,8 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
             load(**dict(arguments, build_directory=str(folder)))
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
             errors[label] = str(exc)[-8000:]
+            if label in request.get("conclusive", ()) and compiler_said_no(errors[label]):
+                break
             continue
         done.update(ok=True, label=label, folder=str(folder))
         break

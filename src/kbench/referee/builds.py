@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.backends import buildcache, fastbuild, pch
+from kbench.backends.jitbuild import CONCLUSIVE, compiler_said_no
 from kbench.sandbox import confine, isolate
 from kbench.sandbox.commands import BuildAnswer, BuildRequest
 
@@ -172,6 +173,7 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
             "staging": str(staging),
             "pch": str(staging / "pch") if make_pch else None,
             "pch_header": str(header) if make_pch and header is not None else None,
+            "conclusive": [label for label, _ in attempts if label in CONCLUSIVE],
         }
         done = compile_(request)
         if make_pch and target is not None:  # a header made beside a build that failed is good all the same
@@ -200,19 +202,6 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
 
 
 FAILED = ".failed"  # ROOT/.failed/KEY: what the compiler said of a build that can only fail again
-_TRANSIENT = re.compile(
-    r"Killed|internal compiler error|No space left|Cannot allocate memory|virtual memory exhausted|"
-    r"out of memory|Bus error|Segmentation fault|terminated|Interrupt|Resource temporarily unavailable|"
-    r"Too many open files|Input/output error|Permission denied|Read-only file system"
-)
-_DIAGNOSTIC = re.compile(r": (fatal )?error: ")
-
-
-def compiler_said_no(error: str) -> bool:
-    """Whether a failed attempt's output is the compiler's verdict on the sources (a diagnostic), with no
-    sign of the machine's part (a killed or crashed compiler, a full disk, missing memory or rights):
-    the same arguments with the same toolchain (both in the build's key) fail the same way again."""
-    return bool(_DIAGNOSTIC.search(error)) and not _TRANSIENT.search(error)
 
 
 def remember_failure(root: Path, key: str, log: str, errors: dict[str, str]) -> None:
