@@ -16,6 +16,7 @@ from kbench.errors import ConfigError
 
 CPU_PRESET = "small"
 GPU_PRESET = "full"
+CPU_LEVEL = 2  # the shipped solutions a CPU run takes when no problem is chosen (solutions_config)
 SHIPPED_SETS = (
     "shipped",
     "reference",
@@ -73,8 +74,10 @@ def check_shipped_set(solutions: str) -> None:
 
 def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
     """The config, backends and notice of a run of the shipped solutions: this machine's backends, the
-    `full` preset on a GPU and `small` on the CPU, every problem that has one unless problems are chosen
-    (level 2's fusion patterns, and on the CPU level 5's training steps too)."""
+    `full` preset on a GPU and `small` on the CPU, every problem that has one unless problems are chosen.
+    On the CPU, with nothing chosen, level 2's fusion patterns (`CPU_LEVEL`): a first run of a minute on
+    two cores; level 5's training steps, whose torch.compile baselines compile a backward each, are one
+    `--level 5` away, as the notice says."""
     gpu = gpu_present(cfg.device)
     explicit = cfg.model_fields_set
     backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
@@ -94,4 +97,7 @@ def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
             f"the `small` preset on the CPU; on a GPU machine the same command evaluates the {titles} "
             "solutions"
         )
+        if not (cfg.level or cfg.problems or cfg.tags):
+            update["level"] = CPU_LEVEL
+            notice += f"; level {CPU_LEVEL} (the C++ training steps of level 5: add --level 5)"
     return cfg.model_copy(update=update), backends, notice

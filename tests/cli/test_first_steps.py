@@ -140,6 +140,22 @@ def test_the_main_job_says_what_it_evaluates_and_what_to_try_next() -> None:
     )
 
 
+def test_a_cpu_run_of_the_shipped_solutions_takes_level_2_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make run` on a CPU: level 2's C++ solutions (about a minute on two cores), the training steps one
+    `--level 5` away, as its notice says; whatever the user chose is kept."""
+    from kbench import defaults
+
+    monkeypatch.setattr(defaults, "gpu_present", lambda device: False)
+    cfg, backends, notice = defaults.solutions_config(RunConfig())
+    assert (cfg.level, cfg.device, cfg.preset, backends) == (2, "cpu", "small", ["cpp"])
+    assert "add --level 5" in notice
+    assert defaults.solutions_config(RunConfig(level=5))[0].level == 5
+    chosen = defaults.solutions_config(RunConfig(problems=["5/1"]))
+    assert chosen[0].level is None and chosen[0].problems == ["5/1"] and "--level 5" not in chosen[2]
+
+
 def test_inspect_says_why_its_roofline_is_a_gpus() -> None:
     from kbench.analysis.gpus import detect_gpu
 
