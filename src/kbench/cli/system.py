@@ -79,8 +79,9 @@ def doctor_cmd(
     """List kbench's processes, GPU leases, bad build-cache entries and stale pids cgroups; with --kill,
     end the stale ones.
 
-    Stale: started by a kbench process that is gone (a cgroup: empty, its runner gone). Bad: a cached build, precompiled header or shim
-    whose files no longer match their recorded digests, or a staging folder of a builder that is gone.
+    Stale: started by a kbench process that is gone (a cgroup: empty, its runner gone). Bad: a cached
+    build, precompiled header or shim whose files no longer match their recorded digests, or a staging
+    folder of a builder that is gone.
     Exit code 1 when stale or bad ones remain."""
     from kbench import doctor
     from kbench.config import RunConfig

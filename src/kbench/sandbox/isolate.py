@@ -11,7 +11,8 @@ read; this module gives it a world of its own besides:
   files) and a network namespace (no network at all). CUDA's interprocess memory handles do not cross PID
   namespaces, so a GPU runner keeps the host's PID namespace; there the job's trusted side is a child
   subreaper (`subreaper`), so whatever a candidate leaves behind becomes its child and is ended with the
-  job, and its Landlock reads leave out every process's folder in /proc (`confine.without_processes`). `describe` says what held; where the kernel refuses a namespace the job runs without it and says so.
+  job, and its Landlock reads leave out every process's folder in /proc (`confine.without_processes`).
+  `describe` says what held; where the kernel refuses a namespace the job runs without it and says so.
 - **Environment** (`scrubbed_env`): a worker gets the variables it needs to run Python, torch, CUDA,
   Triton and the compilers, and nothing else of the user's (API keys, tokens, credentials).
 - **Dumpable** (`protect_self`): kbench's own processes (the host, the warm starter, each job's trusted
