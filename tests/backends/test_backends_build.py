@@ -129,6 +129,16 @@ def test_what_the_compiler_said_no_to_is_not_compiled_again(tmp_path: Path) -> N
         (DIAGNOSTIC, ["pch"], ["lite-header+pch", "pch"]),  # the standard attempt would hear the same
         (DIAGNOSTIC, [], ["lite-header+pch", "pch", "standard (fast recipe failed)"]),
         ("c++: fatal error: Killed signal terminated program cc1plus", ["pch"], None),  # the machine's part
+        (
+            "main.cpp:1:10: fatal error: x/torch/extension.h.gch: had text segment at different address",
+            ["pch"],
+            None,
+        ),
+        (
+            "main.cpp:1:10: fatal error: one or more PCH files were found, but they were invalid",
+            ["pch"],
+            None,
+        ),
     ],
 )
 def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
@@ -136,7 +146,8 @@ def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
 ) -> None:
     """`pch` is load_inline's own arguments with torch's header precompiled for the same flags: what the
     compiler says to it, the standard attempt would repeat, so a diagnostic there ends the build (a
-    broken candidate's error comes ~15 s sooner); a killed compiler still tries on."""
+    broken candidate's error comes ~15 s sooner); a killed compiler, or one that could not use the
+    precompiled header itself, still tries on."""
     from kbench.backends.jitbuild import run
 
     labels = ["lite-header+pch", "pch", "standard (fast recipe failed)"]

@@ -31,6 +31,9 @@ BUILD_NICE = 10  # a build ahead of the GPU queue yields the cores to the lanes'
 # header precompiled for the same flags (GCC uses a .gch only where it stands for the header exactly), so
 # what the compiler said to it, the standard attempt after it would hear again (~15 s of parsing).
 CONCLUSIVE = ("pch",)
+# ...unless the compiler's complaint is about the precompiled header itself (one GCC cannot map or finds
+# invalid where the header text is not there to fall back on): the standard attempt does without it.
+_PCH_TROUBLE = re.compile(r"\.gch\b|PCH file|precompiled header")
 
 _TRANSIENT = re.compile(
     r"Killed|internal compiler error|No space left|Cannot allocate memory|virtual memory exhausted|"
@@ -98,7 +101,12 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
             load(**dict(arguments, build_directory=str(folder)))
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
             errors[label] = str(exc)[-8000:]
-            if label in request.get("conclusive", ()) and compiler_said_no(errors[label]):
+            said = errors[label]
+            if (
+                label in request.get("conclusive", ())
+                and compiler_said_no(said)
+                and not _PCH_TROUBLE.search(said)
+            ):
                 break
             continue
         done.update(ok=True, label=label, folder=str(folder))
