@@ -54,6 +54,7 @@ def test_without_a_writable_pids_controller_nothing_is_made(monkeypatch: pytest.
     isolate.drop_cgroup(os.getpid())  # nothing to remove: no error
 
 
+@pytest.mark.xdist_group("doctor-kill")  # `doctor --kill` ends every stale process here: one at a time
 @pytest.mark.skipif(
     os.getuid() != 0 or isolate._pids_root() is None, reason="needs root and a pids controller"
 )
