@@ -75,9 +75,9 @@ def check_shipped_set(solutions: str) -> None:
 def solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str], str]:
     """The config, backends and notice of a run of the shipped solutions: this machine's backends, the
     `full` preset on a GPU and `small` on the CPU, every problem that has one unless problems are chosen.
-    On the CPU, with nothing chosen, level 2's fusion patterns (`CPU_LEVEL`): a first run of a minute on
-    two cores; level 5's training steps, whose torch.compile baselines compile a backward each, are one
-    `--level 5` away, as the notice says."""
+    On the CPU, with nothing chosen, level 2's fusion patterns (`CPU_LEVEL`): a first run of a minute or
+    two on two cores; level 5's training steps, whose torch.compile baselines compile a backward each, are
+    one `--level 5` away, as the notice says."""
     gpu = gpu_present(cfg.device)
     explicit = cfg.model_fields_set
     backends = solution_backends(gpu, cfg.backend if "backend" in explicit else None)
