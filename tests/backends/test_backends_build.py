@@ -123,26 +123,30 @@ def test_what_the_compiler_said_no_to_is_not_compiled_again(tmp_path: Path) -> N
     assert not builder(request).cache_hit
 
 
+FAST = ["lite-header+pch", "pch", "standard (fast recipe failed)"]
+NO_PCH = ["lite-header", "standard (fast recipe failed)"]  # no precompiled header ready yet
+
+
 @pytest.mark.parametrize(
-    ("said", "conclusive", "tried"),
+    ("said", "labels", "tried"),
     [
-        (DIAGNOSTIC, ["pch"], ["lite-header+pch", "pch"]),  # the standard attempt would hear the same
-        (DIAGNOSTIC, [], ["lite-header+pch", "pch", "standard (fast recipe failed)"]),
-        ("c++: fatal error: Killed signal terminated program cc1plus", ["pch"], None),  # the machine's part
+        (DIAGNOSTIC, FAST, ["lite-header+pch", "pch"]),  # the standard attempt would hear the same
+        (DIAGNOSTIC, NO_PCH, None),  # no `pch` attempt: every recipe is tried
+        ("c++: fatal error: Killed signal terminated program cc1plus", FAST, None),  # the machine's part
         (
             "main.cpp:1:10: fatal error: x/torch/extension.h.gch: had text segment at different address",
-            ["pch"],
+            FAST,
             None,
         ),
         (
             "main.cpp:1:10: fatal error: one or more PCH files were found, but they were invalid",
-            ["pch"],
+            FAST,
             None,
         ),
     ],
 )
 def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
-    tmp_path: Path, said: str, conclusive: list[str], tried: list[str] | None
+    tmp_path: Path, said: str, labels: list[str], tried: list[str] | None
 ) -> None:
     """`pch` is load_inline's own arguments with torch's header precompiled for the same flags: what the
     compiler says to it, the standard attempt would repeat, so a diagnostic there ends the build (a
@@ -150,18 +154,13 @@ def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
     precompiled header itself, still tries on."""
     from kbench.backends.jitbuild import run
 
-    labels = ["lite-header+pch", "pch", "standard (fast recipe failed)"]
     calls: list[str] = []
 
     def broken(**arguments: Any) -> None:
         calls.append(Path(arguments["build_directory"]).name)
         raise RuntimeError(said)
 
-    request = {
-        "attempts": [[label, {}] for label in labels],
-        "staging": str(tmp_path),
-        "conclusive": conclusive,
-    }
+    request = {"attempts": [[label, {}] for label in labels], "staging": str(tmp_path)}
     done = run(request, broken)
     assert not done["ok"] and list(done["errors"]) == (tried or labels)
     assert len(calls) == len(tried or labels)

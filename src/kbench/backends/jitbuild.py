@@ -11,8 +11,8 @@ also makes the precompiled header those flags need (backends/pch.py) into its st
 referee checks what it left there and moves it into the cache.
 
 The request (JSON): {"attempts": [[label, arguments], ...], "staging": folder, "pch": folder or null,
-"writes": [...], "reads": [...] or null, "walls": {...} or null, "nice": increment, "conclusive": [label, ...]}
-(a diagnostic from one of those ends the attempts). The result: `staging/result.json`
+"writes": [...], "reads": [...] or null, "walls": {...} or null, "nice": increment} (a diagnostic from an
+attempt labelled as in CONCLUSIVE ends the attempts). The result: `staging/result.json`
 {"ok", "label", "folder", "errors": {label: error}, "pch_seconds"}.
 """
 
@@ -102,11 +102,7 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
             errors[label] = str(exc)[-8000:]
             said = errors[label]
-            if (
-                label in request.get("conclusive", ())
-                and compiler_said_no(said)
-                and not _PCH_TROUBLE.search(said)
-            ):
+            if label in CONCLUSIVE and compiler_said_no(said) and not _PCH_TROUBLE.search(said):
                 break
             continue
         done.update(ok=True, label=label, folder=str(folder))

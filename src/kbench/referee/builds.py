@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.backends import buildcache, fastbuild, pch
-from kbench.backends.jitbuild import CONCLUSIVE, compiler_said_no
+from kbench.backends.jitbuild import compiler_said_no
 from kbench.sandbox import confine, isolate
 from kbench.sandbox.commands import BuildAnswer, BuildRequest
 
@@ -173,7 +173,6 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
             "staging": str(staging),
             "pch": str(staging / "pch") if make_pch else None,
             "pch_header": str(header) if make_pch and header is not None else None,
-            "conclusive": [label for label, _ in attempts if label in CONCLUSIVE],
         }
         done = compile_(request)
         if make_pch and target is not None:  # a header made beside a build that failed is good all the same
