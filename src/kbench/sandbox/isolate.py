@@ -35,6 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbench.sandbox import procs
+
 # clone(2) flags, the same on every Linux architecture
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -252,7 +254,8 @@ def stale_cgroups(base: Path | None = None) -> list[Path]:
     stale = []
     for folder in sorted(base.glob(f"{CGROUP_PREFIX}*")):
         pid = folder.name.removeprefix(CGROUP_PREFIX)
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and not _read(folder / "cgroup.procs").strip():
+        runner = procs.info_of(int(pid)) if pid.isdigit() else None
+        if pid.isdigit() and not (runner and runner.alive) and not _read(folder / "cgroup.procs").strip():
             stale.append(folder)
     return stale
 
