@@ -49,6 +49,61 @@ def test_a_runner_started_by_root_forks_no_more_than_its_cap_and_its_cgroup_goes
     assert not os.path.exists(folder)
 
 
+LEAVE = """
+import json, os, sys
+from pathlib import Path
+from kbench.sandbox import confine, isolate
+folder = isolate.cgroup_pids(8)
+isolate.enter(isolate.Walls(mount=False))
+confined = confine.confine([Path(sys.argv[1])])
+tried = {}
+for target, text in ((Path(folder).parent / "cgroup.procs", str(os.getpid())), (Path(folder) / "pids.max", "max")):
+    try:
+        target.write_text(text)
+        tried[target.name] = "written"
+    except OSError as exc:
+        tried[target.name] = exc.strerror
+made = []
+for _ in range(20):
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        continue
+    if pid == 0:
+        import time
+        time.sleep(3)
+        os._exit(0)
+    made.append(pid)
+for pid in made:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+print(json.dumps({"folder": folder, "confined": confined, "tried": tried, "made": len(made)}))
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or isolate._pids_root() is None, reason="needs root and a pids controller"
+)
+def test_a_candidate_can_neither_leave_its_cgroup_nor_raise_its_cap(tmp_path: Path) -> None:
+    """Behind its walls (a user namespace, Landlock), a runner's process cannot move itself to the
+    parent cgroup nor write its own pids.max: its forks stay under the cap."""
+    from kbench.sandbox import confine
+
+    if confine.abi()[0] < confine.MIN_ABI:
+        pytest.skip("needs Landlock: the cgroup's files are root's, whom a user namespace maps to")
+    run = subprocess.run(
+        [sys.executable, "-c", LEAVE, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    try:
+        assert got["confined"].startswith("landlock"), got
+        assert got["tried"] == {"cgroup.procs": "Permission denied", "pids.max": "Permission denied"}, got
+        assert got["made"] <= 7, got
+    finally:
+        isolate.drop_cgroup(int(got["folder"].rsplit("-", 1)[1]))
+
+
 def test_without_a_writable_pids_controller_nothing_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(isolate, "_pids_root", lambda: None)
     assert isolate.cgroup_pids(8) == ""
