@@ -2,8 +2,8 @@
 
     python benchmarks/cpu_main_job.py [--cache-dir DIR] [--out FILE.md]
 
-The same verdicts as `kbench run --solutions reference` on a CPU-only machine, evaluated sequentially
-with the worker launches wrapped, so each verdict's time splits into: static checks, the reference
+The same verdicts as `kbench run --solutions reference` on a CPU-only machine, evaluated sequentially,
+each verdict's time split by its recorded phases into: static checks, the reference
 worker (process start + torch import + model, outputs, eager timing, torch.compile timing) and the
 candidate worker (setup = torch import + hooks + guard snapshots, import = build or cache load,
 correctness, kernel use, timing). Run it twice with the same --cache-dir for cold and warm numbers.
@@ -16,27 +16,11 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import kbench.evaluate.flow as ev
 from kbench.config import RunConfig
-from kbench.pipeline import solution_jobs
 from kbench.problems import select
-from kbench.sandbox.protocol import read_result
-
-CALLS: list[dict[str, Any]] = []
-
-
-def _wrapped(original: Any) -> Any:
-    def run_worker(module: str, jobdir: Path, spec: Any, budgets: Any, **kw: Any) -> Any:
-        exit_ = original(module, jobdir, spec, budgets, **kw)
-        result = read_result(jobdir, exit_.key) if not exit_.timed_out else None
-        phases = dict(result.phases) if result is not None else {}
-        phases["start+teardown"] = round(exit_.seconds - sum(phases.values()), 3)
-        CALLS.append({"module": module.rsplit(".", 1)[-1], "seconds": exit_.seconds, "phases": phases})
-        return exit_
-
-    return run_worker
+from kbench.solutions import shipped_candidate
 
 
 def _fmt(phases: dict[str, float]) -> str:
@@ -48,9 +32,9 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, required=True)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    ev.run_worker = _wrapped(ev.run_worker)  # type: ignore[assignment]
     cfg = RunConfig(preset="small", device="cpu", backend="cpp", cache_dir=args.cache_dir)
-    jobs = solution_jobs(select("kbench", level=2), ["cpp"])
+    shipped = [(p, shipped_candidate(p, "cpp")) for p in select("kbench", level=2)]
+    jobs = [(p, c) for p, c in shipped if c is not None]
     lines = ["| problem | status | verdict s | reference worker s (phases) | candidate worker s (phases) |"]
     lines.append("|---|---|---|---|---|")
     stab = [
@@ -58,17 +42,17 @@ def main() -> int:
         "|---|---|---|---|",
     ]
     t_all = time.perf_counter()
-    for job in jobs:
-        CALLS.clear()
-        v = ev.evaluate(job.problem, job.candidate, cfg)
-        ref = next((c for c in CALLS if c["module"] == "reference"), None)
-        cand = next((c for c in CALLS if c["module"] == "worker"), None)
-        cells = [f"{c['seconds']:.1f} ({_fmt(c['phases'])})" if c else "-" for c in (ref, cand)]
-        lines.append(f"| {job.problem.key} | {v.status.value} | {v.seconds:.1f} | {cells[0]} | {cells[1]} |")
+    for problem, candidate in jobs:
+        v = ev.evaluate(problem, candidate, cfg)
+        cells, top = [], dict(v.phases)
+        for side in ("ref", "cand"):  # the part's host seconds, then its worker's phases of 0.05 s or more
+            inner = {k.split(":", 1)[1]: t for k, t in v.phases if k.startswith(f"{side}:") and t >= 0.05}
+            cells.append(f"{top[side]:.1f} ({_fmt(inner)})" if side in top else "-")
+        lines.append(f"| {problem.key} | {v.status.value} | {v.seconds:.1f} | {cells[0]} | {cells[1]} |")
         eager = v.baseline("eager")
         t = v.timing
         stab.append(
-            f"| {job.problem.key} | "
+            f"| {problem.key} | "
             + (f"{t.median_ms:.4f} / {t.min_ms:.4f} ({100 * t.rse:.1f}%)" if t else "-")
             + " | "
             + (f"{eager.median_ms:.4f} / {eager.min_ms:.4f} ({100 * eager.rse:.1f}%)" if eager else "-")

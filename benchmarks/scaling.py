@@ -30,11 +30,11 @@ from typing import Any
 import common
 from throughput import batch
 
+from kbench.api.runner import closed_batch
 from kbench.config import RunConfig
 from kbench.executors import Job, get_executor
 from kbench.executors.local import default_builders, usable_cpus
 from kbench.hardware import environment
-from kbench.pipeline import EvaluateJob, PrebuildJob
 from kbench.types import Verdict
 
 
@@ -101,8 +101,14 @@ def one_run(jobs: list[Job], cfg: RunConfig, executor: str, gpus: int) -> dict[s
     busy = Busy()
     busy.start()
     t0 = time.monotonic()
-    build, judge = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg, jobs=jobs)
-    ex.run(jobs, build, judge, lambda job, v: verdicts.__setitem__(job.tag, v), judge.prefetch)
+    stages, portable = closed_batch(cfg, jobs)
+    ex.run(
+        portable,
+        stages.build,
+        stages.evaluate,
+        lambda job, v: verdicts.__setitem__(int(job.tag.ref), v),
+        stages.prefetch,
+    )
     wall = time.monotonic() - t0
     gpu_busy, cpu_busy = busy.stop(gpus)
     if executor == "ray":
@@ -143,7 +149,8 @@ def main() -> None:
     jobs = batch(args.variants, args.limit)
     if not args.cold_builds:  # one build pass, then every run loads from the cache
         with ThreadPoolExecutor(max_workers=default_builders(usable_cpus(), ["cuda:0"])) as pool:
-            list(pool.map(PrebuildJob(cfg, len(jobs)), jobs))
+            stages, portable = closed_batch(cfg, jobs)
+            list(pool.map(stages.build, portable))
     rows = []
     with (args.out / "scaling.jsonl").open("a") as log:
         for executor in args.executors.split(","):

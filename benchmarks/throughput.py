@@ -41,12 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kbench.api.runner import closed_batch
 from kbench.config import RunConfig
 from kbench.evaluate.prebuild import prebuild
 from kbench.executors import Job
 from kbench.executors.local import LocalExecutor, usable_cpus
 from kbench.hardware import environment
-from kbench.pipeline import EvaluateJob, PrebuildJob
 from kbench.problems.sources import load_source
 from kbench.solutions import shipped_candidate as reference_candidate
 from kbench.types import BuildResult, Candidate, Verdict
@@ -206,28 +206,28 @@ def run_kbench(
     verdicts: list[dict[str, Any]] = []
     t0 = time.monotonic()
     first_verdict = [0.0]
-    pre, ev = PrebuildJob(cfg, len(jobs)), EvaluateJob(cfg, jobs=jobs)
+    stages, jobs = closed_batch(cfg, jobs)  # each job's tag: an Order whose ref is its number
 
     def build(job: Job) -> BuildResult | None:
         if time.monotonic() > deadline:
             return BuildResult(ok=False, backend=cfg.backend, log="skipped: --max-seconds reached")
         s = time.monotonic()
-        b = pre(job)
+        b = stages.build(job)
         if b is not None:
-            builds[job.tag] = {
+            builds[int(job.tag.ref)] = {
                 "seconds": round(b.seconds, 2),
                 "wall": round(time.monotonic() - s, 2),
                 "recipe": b.recipe,
                 "ok": b.ok,
                 "done_at": round(time.monotonic() - t0, 1),
             }
-            log.write({"kind": "build", "pass": label, "tag": job.tag} | builds[job.tag])
+            log.write({"kind": "build", "pass": label, "tag": int(job.tag.ref)} | builds[int(job.tag.ref)])
         return b
 
     def evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict | None:  # type: ignore[return]
         if built is not None and built.log.startswith("skipped") or time.monotonic() > deadline:
             return None  # past the cap: no new evaluation starts; report what finished
-        return ev(job, device, built)
+        return stages.evaluate(job, device, built)
 
     prefetched: list[dict[str, Any]] = []
 
@@ -235,10 +235,10 @@ def run_kbench(
         if time.monotonic() > deadline:
             return
         s = time.monotonic()
-        phases = ev.prefetch(job, device)
+        phases = stages.prefetch(job, device)
         if not phases:
             return  # nothing ran: prefetched already on this device, declined, or the pool had it
-        row = {"tag": job.tag, "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
+        row = {"tag": int(job.tag.ref), "problem": job.problem.key, "seconds": round(time.monotonic() - s, 2)}
         row["phases"] = phases  # the run's (its verdict shows the reference shared)
         prefetched.append(row | {"done_at": round(time.monotonic() - t0, 1)})
         log.write({"kind": "prefetch", "pass": label} | prefetched[-1])
@@ -250,7 +250,7 @@ def run_kbench(
         first_verdict[0] = first_verdict[0] or now
         verdicts.append(
             {
-                "tag": job.tag,
+                "tag": int(job.tag.ref),
                 "problem": job.problem.key,
                 "origin": job.candidate.origin,
                 "status": v.status.value,

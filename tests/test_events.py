@@ -5,9 +5,9 @@ from __future__ import annotations
 import pickle
 import threading
 
+from kbench.api.runner import Stages
 from kbench.config import RunConfig
 from kbench.events import Activity, InFlight
-from kbench.pipeline import EvaluateJob, PrebuildJob
 
 
 class _Client:
@@ -37,11 +37,13 @@ def test_counts_what_is_in_flight_across_threads() -> None:
     assert activity.now() == InFlight(requests=3, queued=5)
 
 
-def test_jobs_travel_to_another_process_with_an_empty_activity() -> None:
+def test_a_jobs_stages_travel_to_another_process_with_an_empty_activity() -> None:
     activity = Activity()
     activity.client = _Client()  # type: ignore[assignment]
     cfg = RunConfig(device="cpu")
-    for job in (EvaluateJob(cfg, activity=activity), PrebuildJob(cfg, 2, activity)):
-        copy = pickle.loads(pickle.dumps(job))
-        assert copy.activity is not activity and copy.activity.now() == InFlight()
-        assert copy.cfg == cfg
+    stages = Stages(cfg, activity=activity)
+    with activity.track("builds"):
+        copy = pickle.loads(pickle.dumps(stages.build)).__self__
+        assert activity.now().builds == 1
+    assert copy.activity is not activity and copy.activity.now() == InFlight()
+    assert copy.config == cfg

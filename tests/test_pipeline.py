@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from evalfixtures import use_builds
@@ -97,6 +98,15 @@ def test_baseline_command_times_in_the_reference_worker(tmp_path: Path) -> None:
     assert bad.exit_code != 0
 
 
+def _engine(tmp_path: Path, **update: object) -> Any:
+    """A CPU config for an Evaluator whose evaluations a test fakes: no build ahead, no warm starter."""
+    from kbench.config import RunConfig
+
+    cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache",
+                    backend="cpp", worker_start="spawn")  # fmt: skip
+    return cfg.model_copy(update=update)
+
+
 def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,100 +114,96 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
 
     import torch
 
-    from kbench import pipeline
-    from kbench.config import RunConfig
-    from kbench.executors import Job
+    from kbench.api import Evaluator, EvaluatorOptions
+    from kbench.evaluate import flow
     from kbench.hardware import environment, fingerprint
     from kbench.problems import get_problem
-    from kbench.store import VerdictKey, reuse
-    from kbench.types import Candidate, TimingStats, Verdict
+    from kbench.store import reuse
+    from kbench.types import TimingStats, Verdict
 
     problem = get_problem("kbench:2/1")
-    cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache")
+    cfg = _engine(tmp_path)
     where = (problem.key, "small", "fp32")
     stored = TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 30, 0.001, extra=((reuse.SOURCE, reuse.MEASURED),))
     timed = replace(stored, median_ms=2.0)
     seen: list[dict[str, TimingStats]] = []
 
-    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None, before=0.0):  # type: ignore[no-untyped-def]
         given = dict(baselines or {})
         seen.append(given)
         modes = {m: given.get(m, timed) for m in run_cfg.baselines}
         host = environment()["device"]  # baselines are stored only for the host's own device kind
-        return Verdict(Status.OK, p.key, "triton", "small", "fp32", host, baselines=tuple(modes.items()))
+        return Verdict(Status.OK, p.key, "cpp", "small", "fp32", host, baselines=tuple(modes.items()))
 
-    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
-    store = Store(cfg.store)
-    store.put_baseline(*where, "eager", fingerprint(), torch.__version__, stored)
-    run_id = store.start_run({}, {})
-    candidate = Candidate(problem.key, "triton", "x")
-    jobs = [Job(problem, candidate, tag=VerdictKey(problem.key, sample)) for sample in (0, 1)]
-    pipeline.evaluate_jobs(jobs[:1], cfg, store, run_id)
+    monkeypatch.setattr(flow, "evaluate", fake_evaluate)
+    with Store(cfg.store) as store:
+        store.put_baseline(*where, "eager", fingerprint(), torch.__version__, stored)
+    options = EvaluatorOptions(build_ahead=False)
+    with Evaluator(cfg, options) as ev:
+        assert ev.evaluate(problem, "x", sample=0).status is Status.OK
     assert set(seen[0]) == {"eager"} and reuse.source_of(seen[0]["eager"]) == reuse.STORED
-    found = store.find_baselines(*where, fingerprint(), torch.__version__)
+    with Store(cfg.store) as store:
+        found = store.find_baselines(*where, fingerprint(), torch.__version__)
     assert found["eager"][0] == stored  # the reused row is not rewritten with the store's notes
     assert found["compile"][0] == timed  # the measured mode is stored
-    pipeline.evaluate_jobs(jobs[1:], cfg.model_copy(update={"reuse_baselines": False}), store, run_id)
+    with Evaluator(cfg.model_copy(update={"reuse_baselines": False}), options) as ev:
+        ev.evaluate(problem, "x", sample=1)
     assert seen[1] == {}
 
 
-def test_a_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
+def test_a_closed_batch_shares_a_reference_run_only_among_jobs_of_one_problem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`kbench run`'s batch (Evaluator.submit_many(closed=True)): a problem with one job runs its own
+    reference; the jobs of a problem with several share one run, which leaves the pool with the last."""
     import pickle
 
-    from kbench import pipeline
-    from kbench.config import RunConfig
+    from kbench.api import Evaluator, EvaluatorOptions, Submission
+    from kbench.api.runner import closed_batch
+    from kbench.evaluate import flow
     from kbench.evaluate.reference_cache import ReferenceData
     from kbench.executors import Job
     from kbench.problems import get_problem
-    from kbench.store import VerdictKey
     from kbench.types import Candidate, Verdict
 
-    cfg = RunConfig(device="cpu", preset="small", store=tmp_path / "k.db", cache_dir=tmp_path / "cache")
-    pools: dict[tuple[str, int], object] = {}
-
+    pools: dict[tuple[str, int], Any] = {}
     runs: list[str] = []
     held: list[int] = []
 
-    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None, before=0.0):  # type: ignore[no-untyped-def]
         pools[(p.key, int(candidate.source))] = references
         if references is not None:  # as pooled_reference asks it
             references.get(p.key, lambda: runs.append(p.key) or (None, ReferenceData()), group=p.key)
             held.append(len(references))
-        return Verdict(Status.OK, p.key, "triton", "small", "fp32", "cpu")
+        return Verdict(Status.OK, p.key, "cpp", "small", "fp32", "cpu")
 
-    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    monkeypatch.setattr(flow, "evaluate", fake_evaluate)
     once, twice = get_problem("kbench:2/1"), get_problem("kbench:2/3")
-    jobs = [
-        Job(problem, Candidate(problem.key, "triton", str(sample)), tag=VerdictKey(problem.key, sample))
-        for problem, sample in ((once, 0), (twice, 0), (twice, 1))
-    ]
-    with Store(cfg.store) as store:
-        pipeline.evaluate_jobs(jobs, cfg, store, store.start_run({}, {}))
-    # the problem with one job runs its own reference; the two jobs of the other share one run in the
-    # run's pool (the last finds it there), which lets it go once that last job has ended
+    batch = [Submission(p, str(n), sample=n) for p, n in ((once, 0), (twice, 0), (twice, 1))]
+    with Evaluator(_engine(tmp_path), EvaluatorOptions(build_ahead=False)) as ev:
+        assert [t.verdict(60).status for t in ev.submit_many(batch, closed=True)] == [Status.OK] * 3
     assert pools[(once.key, 0)] is None
     assert pools[(twice.key, 0)] is not None and pools[(twice.key, 0)] is pools[(twice.key, 1)]
     assert runs == [twice.key] and held == [1, 1] and len(pools[(twice.key, 1)]) == 0
-    # a batch not given shares every problem's reference, as before; what is expected travels to Ray workers
-    judge = pickle.loads(pickle.dumps(pipeline.EvaluateJob(cfg, jobs=jobs)))
-    assert judge.references.begin(once.key) is False and judge.references.begin(twice.key) is True
-    assert pipeline.EvaluateJob(cfg).references.begin(once.key) is True
+    # what is expected travels to Ray workers with the stages; a pool told nothing shares every problem
+    jobs = [Job(p, Candidate(p.key, "cpp", "x"), tag=n) for n, p in enumerate((once, twice, twice))]
+    stages, portable = closed_batch(_engine(tmp_path), jobs)
+    copy = pickle.loads(pickle.dumps(stages))
+    assert copy.references.begin(once.key) is False and copy.references.begin(twice.key) is True
+    assert [j.tag.ref for j in portable] == ["0", "1", "2"] and {j.tag.batch for j in portable} == {3}
+    assert closed_batch(_engine(tmp_path), [])[0].references.begin(once.key) is True
 
 
 def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbench import pipeline
-    from kbench.config import RunConfig
-    from kbench.evaluate import shared_reference
+    from kbench.api.runner import closed_batch
+    from kbench.evaluate import flow, shared_reference
     from kbench.executors import Job
     from kbench.problems import get_problem
-    from kbench.store import VerdictKey
     from kbench.types import Candidate, Verdict
 
-    cfg = RunConfig(device="cpu", preset="small", cache_dir=tmp_path / "cache")
+    cfg = _engine(tmp_path, backend="cuda")
     prefetched: list[tuple[str, str, object]] = []
     pools: list[object] = []
 
@@ -208,22 +214,22 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
     # the reference run itself (prefetch_reference decides whether it runs)
     monkeypatch.setattr(shared_reference, "pooled_reference", run)
 
-    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None):  # type: ignore[no-untyped-def]
+    def fake_evaluate(p, candidate, run_cfg, baselines=None, references=None, built=None, before=0.0):  # type: ignore[no-untyped-def]
         pools.append(references)
         return Verdict(Status.OK, p.key, "cuda", "small", "fp32", run_cfg.device)
 
-    monkeypatch.setattr(pipeline, "evaluate", fake_evaluate)
+    monkeypatch.setattr(flow, "evaluate", fake_evaluate)
     problem = get_problem("kbench:2/1")
-    job = Job(problem, Candidate(problem.key, "cuda", "x"), tag=VerdictKey(problem.key, 0))
-    judge = pipeline.EvaluateJob(cfg, jobs=[job])  # alone in its batch
-    assert judge.prefetch(job, "cuda:0") == {"spawn": 0.1, "worker": 1.5}  # the run's phases
-    assert judge.prefetch(job, "cuda:0") is None  # a second lane on the same device: nothing more to run
-    assert prefetched == [(problem.key, "cuda:0", judge.references)]
-    judge(job, "cuda:0", None)  # its reference is in the pool: the evaluation takes it from there
-    judge(job, "cuda:1", None)  # on another device it was not prefetched: its own reference
-    assert pools == [judge.references, None]
+    stages, [job] = closed_batch(cfg, [Job(problem, Candidate(problem.key, "cuda", "x"), tag=0)])  # alone
+    assert stages.prefetch(job, "cuda:0") == {"spawn": 0.1, "worker": 1.5}  # the run's phases
+    assert stages.prefetch(job, "cuda:0") is None  # a second lane on the same device: nothing more to run
+    assert prefetched == [(problem.key, "cuda:0", stages.references)]
+    stages.evaluate(job, "cuda:0", None)  # its reference is in the pool: the evaluation takes it from there
+    stages.evaluate(job, "cuda:1", None)  # on another device it was not prefetched: its own reference
+    assert pools == [stages.references, None]
     # a pool already holding more than half its limit takes no prefetch: it could evict it unused
-    full = pipeline.EvaluateJob(cfg, jobs=[job])
+    full, [job] = closed_batch(cfg, [Job(problem, Candidate(problem.key, "cuda", "x"), tag=0)])
+    assert full.references is not None
     full.references.max_bytes = 100
     monkeypatch.setattr(full.references, "held_bytes", lambda: 51)
     full.prefetch(job, "cuda:0")
@@ -234,7 +240,8 @@ def test_a_job_whose_reference_a_lane_prefetched_finds_it_in_the_pool(
 
 
 def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbench import hardware, pipeline
+    from kbench import hardware
+    from kbench.api.session import store_baselines
     from kbench.problems import get_problem
     from kbench.types import TimingStats, Verdict
 
@@ -246,9 +253,9 @@ def test_cpu_baselines_on_a_gpu_host_are_not_stored(tmp_path: Path, monkeypatch:
     def verdict(device: str) -> Verdict:
         return Verdict(Status.OK, problem.key, "cpp", "small", "fp32", device, baselines=(("eager", stats),))
 
-    pipeline.store_baselines(store, problem, verdict("cpu"))
+    store_baselines(store, problem, verdict("cpu"))
     assert store.baselines() == []
-    pipeline.store_baselines(store, problem, verdict("cuda:0"))
+    store_baselines(store, problem, verdict("cuda:0"))
     [(key, _)] = store.baselines()
     assert key[4] == hardware.fingerprint(gpu_host)
 

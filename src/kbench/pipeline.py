@@ -1,6 +1,7 @@
-"""`kbench run`: select problems, obtain candidates, evaluate them through an executor, record, report.
+"""`kbench run`: select problems, obtain candidates, have the Evaluator judge and file them.
 
-This module only wires stages together. Candidates come either from the shipped hand-fused solutions
+This module only wires stages together; the Evaluator (api/) builds, runs, judges and files every
+verdict, on the local executor or on Ray, as it does for the service and the RL environment. Candidates come either from the shipped hand-fused solutions
 (`--solutions reference`, the main job: no API key needed) or from a model through multi-turn
 refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
 (problem, sample, turn, backend, model), so a killed run resumes with `--resume RUN` and re-does nothing.
@@ -11,32 +12,29 @@ report needs nothing but the store. Progress goes to a `Monitor` (events.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import functools
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbench.api import Evaluator, EvaluatorOptions, Submission, Ticket
+from kbench.api.session import open_run
 from kbench.config import RunConfig
 from kbench.errors import ConfigError, KbenchError
-from kbench.evaluate.flow import evaluate
-from kbench.evaluate.plan import evaluation_device
-from kbench.evaluate.prebuild import prebuild
-from kbench.evaluate.reference_pool import ReferencePool
-from kbench.evaluate.shared_reference import prefetch_reference
-from kbench.events import Activity, Monitor
-from kbench.executors import Job, executor_options, get_executor
+from kbench.events import Monitor
 from kbench.sandbox.host import Interrupted
 from kbench.solutions import shipped_candidate
-from kbench.store import MessageRecord, RequestRecord, Store, VerdictKey, reuse
-from kbench.types import BuildResult, Candidate, Problem, TimingStats, Verdict
+from kbench.store import MessageRecord, RequestRecord, Store, VerdictKey
+from kbench.types import Candidate, Problem, Verdict
 
 if TYPE_CHECKING:
     from kbench.llm.client import LLMClient
     from kbench.llm.journal import Attempt
 
 SHIPPED_MODEL = "reference"
-OnVerdict = Callable[[VerdictKey, Verdict], None]
 
 
 @dataclass(frozen=True)
@@ -49,144 +47,70 @@ class RunOutcome:
     failures: tuple[str, ...] = ()  # their reasons (llm/failures.py)
 
 
-class EvaluateJob:
-    """The executor's evaluation function: picklable, so the Ray executor can ship it to a worker.
-
-    `jobs`: the batch it evaluates, when known. A problem's last job (its only one, say) shares its
-    reference run with nothing, so unless the pool holds it or is running it, that job runs its own, as
-    `kbench eval` does: on a GPU its candidate's worker then starts beside the reference's and the
-    reference's outputs stay on the device, where the pool's shared run would write them to files and read
-    them back for later candidates that never come. Other jobs (any, when the batch is not given) share one
-    reference run per problem through the pool, and so does a job whose reference a lane ran ahead, while
-    its build ran (`prefetch`); the pool lets a problem's entry go once its last job has ended.
-    """
-
-    def __init__(
-        self,
-        cfg: RunConfig,
-        baselines: dict[str, dict[str, TimingStats]] | None = None,
-        activity: Activity | None = None,
-        jobs: Sequence[Job] | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.baselines = baselines or {}  # problem key -> mode -> stored baseline (store.reuse)
-        self.references = ReferencePool()  # one reference run per problem and device in this run
-        if jobs is not None:
-            self.references.expect(job.problem.key for job in jobs)
-        self.activity = activity or Activity()
-        self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
-
-    def _cfg(self, job: Job, device: str) -> RunConfig:
-        return self.cfg.model_copy(update={"device": device, "backend": job.candidate.backend})
-
-    def __call__(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
-        cfg = self._cfg(job, device)
-        baselines = self.baselines.get(job.problem.key)
-        key = job.problem.key
-        shared = self.references.begin(key) or (key, device) in self.prefetched
-        try:
-            with self.activity.track("evaluations"):
-                return evaluate(
-                    job.problem, job.candidate, cfg, baselines, self.references if shared else None, built
-                )
-        finally:
-            self.references.end(key)
-
-    def prefetch(self, job: Job, device: str) -> dict[str, float] | None:
-        """The executor's prefetch: the job's reference run into the pool on `device`, while its build runs.
-        Marked in `prefetched` first, so the job's evaluation, should its build end meanwhile, waits for
-        this run in the pool instead of starting its own (two lanes that mark one problem at once both ask
-        the pool, which runs it once). The run's phases, as `prefetch_reference` returns them."""
-        cfg, baselines = self._cfg(job, device), self.baselines.get(job.problem.key)
-        return prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
-
-
-class PrebuildJob:
-    """The executor's build function: compile on a CPU builder (no GPU visible) into the shared cache.
-
-    Builds dominate evaluation time (~30 s per C++ extension on a CPU, ~55 s per CUDA one), so the
-    executor runs them in parallel ahead of the one-at-a-time timed lane, which then only loads them.
-    """
-
-    def __init__(self, cfg: RunConfig, batch: int = 1, activity: Activity | None = None) -> None:
-        self.cfg = cfg
-        self.batch = batch  # builds queued in this run: large batches make a precompiled header first
-        self.activity = activity or Activity()
-
-    def __call__(self, job: Job) -> BuildResult | None:
-        backend = job.candidate.backend
-        cfg = self.cfg.model_copy(update={"backend": backend})
-        with self.activity.track("builds"):
-            return prebuild(job.candidate, cfg, evaluation_device(cfg.device, backend), self.batch)
-
-
-def solution_jobs(problems: Sequence[Problem], backends: Sequence[str]) -> list[Job]:
-    """One job per (problem, backend) that has a shipped solution."""
-    jobs = []
+def solution_submissions(problems: Sequence[Problem], backends: Sequence[str]) -> list[Submission]:
+    """One submission per (problem, backend) that has a shipped solution, filed as sample 0 of model
+    `reference/BACKEND`."""
+    found = []
     for backend in backends:
         for problem in problems:
             candidate = shipped_candidate(problem, backend)
             if candidate is not None:
-                key = VerdictKey(problem.key, 0, 0, backend, f"{SHIPPED_MODEL}/{backend}")
-                jobs.append(Job(problem, candidate, tag=key))
-    return jobs
+                model = f"{SHIPPED_MODEL}/{backend}"
+                found.append(Submission(problem, candidate.source, backend, sample=0, turn=0, model=model))
+    return found
 
 
-def open_run(cfg: RunConfig, problems: Sequence[Problem], resume: str | None) -> tuple[Store, str]:
-    from kbench.hardware import environment
-
-    store = Store(cfg.store)
-    if resume is not None:
-        store.run(resume)  # StoreError naming the known runs when it does not exist
-    run_id = store.start_run(cfg.model_dump(mode="json"), environment(), resume or cfg.run_id)
-    store.put_problems(problems)
-    store.put_run_problems(run_id, [p.key for p in problems])
-    return store, run_id
-
-
-def evaluate_jobs(
-    jobs: Sequence[Job],
-    cfg: RunConfig,
-    store: Store,
-    run_id: str,
-    on_verdict: OnVerdict | None = None,
-    activity: Activity | None = None,
-) -> tuple[int, int]:
-    """Evaluate jobs not yet in the store; record each verdict as it arrives. Returns (recorded, skipped)."""
-    done = store.done_keys(run_id)
-    pending = [job for job in jobs if job.tag not in done]
-    recorded = 0
-
-    def on_result(job: Job, verdict: Verdict) -> None:
-        nonlocal recorded
-        recorded += store.record(run_id, job.tag, verdict, job.candidate.source)
-        store_baselines(store, job.problem, verdict)
-        if on_verdict is not None:
-            on_verdict(job.tag, verdict)
-
-    # Looked up once per call: later jobs of a problem timed in this call hit the reference disk cache.
-    stored = {p: reuse.baselines_for(store, p, cfg) for p in {job.problem.key for job in pending}}
-    executor = get_executor(cfg.executor, **executor_options(cfg))
-    activity = activity or Activity()
-    build, judge = PrebuildJob(cfg, len(pending), activity), EvaluateJob(cfg, stored, activity, pending)
-    executor.run(pending, build, judge, on_result, judge.prefetch)
-    return recorded, len(jobs) - len(pending)
+@contextmanager
+def open_evaluator(
+    cfg: RunConfig, problems: Sequence[Problem], resume: str | None, monitor: Monitor
+) -> Iterator[Evaluator]:
+    """The run's Evaluator, filing into `resume` (which must exist) or a new run with `problems` as its
+    selection. An interrupted run says what it keeps, and a new run that kbench's own error stops before
+    it recorded anything is removed again."""
+    run_cfg = cfg if resume is None else cfg.model_copy(update={"run_id": resume})
+    options = EvaluatorOptions(resume=resume is not None, activity=monitor.activity)
+    ev = Evaluator(run_cfg, options)
+    run_id = ev.run_id
+    assert run_id is not None
+    try:
+        with ev:
+            ev.select(problems)
+            with _keeping(cfg, run_id):
+                yield ev
+    except KbenchError:
+        if resume is None:
+            with Store(cfg.store) as again:
+                again.drop_run_if_empty(run_id)
+        raise
 
 
-def store_baselines(store: Store, problem: Problem, verdict: Verdict) -> None:
-    """Keep the reference timings a verdict measured, per hardware fingerprint and torch version."""
-    fresh = [(m, s) for m, s in verdict.baselines if reuse.source_of(s) != reuse.STORED]
-    import torch
+class Judged:
+    """Verdicts of submitted tickets as they arrive: reported to the monitor (one at a time), counted."""
 
-    from kbench.hardware import environment, fingerprint
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.recorded = 0
+        self.skipped = 0
+        self._lock = threading.Lock()
 
-    # The key has no device: a cpp verdict timed on a GPU host's CPU would replace that GPU's baseline.
-    if not fresh or verdict.device.split(":")[0] != environment()["device"]:
-        return
-    for mode, stats in fresh:
-        store.put_baseline(
-            problem.key, verdict.preset, verdict.dtype, mode, fingerprint(), torch.__version__, stats
-        )
+    def follow(self, tickets: Sequence[Ticket]) -> list[Verdict]:
+        """Report each ticket's verdict as it comes (a stored one counts as skipped); wait for all; the
+        verdicts in order, or the first job's own error once every job has ended."""
+        for ticket in tickets:
+            if ticket.stored:
+                self.skipped += 1
+            else:
+                ticket.future.add_done_callback(functools.partial(self._arrived, ticket))
+        for ticket in tickets:
+            ticket.future.exception()  # waits without raising the job's error yet
+        return [ticket.verdict() for ticket in tickets]
+
+    def _arrived(self, ticket: Ticket, _: object = None) -> None:
+        if ticket.future.cancelled() or ticket.future.exception() is not None:
+            return
+        with self._lock:
+            self.recorded += 1
+            self.monitor.verdict(ticket.key, ticket.verdict())
 
 
 def run_solutions(
@@ -197,70 +121,69 @@ def run_solutions(
     monitor: Monitor | None = None,
 ) -> RunOutcome:
     monitor = monitor or Monitor()
-    jobs = solution_jobs(problems, backends)
-    if not jobs:
+    submissions = solution_submissions(problems, backends)
+    if not submissions:
         names = ", ".join(backends)
         raise ConfigError(
             f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
         )
-    store, run_id = open_run(cfg, [j.problem for j in jobs], resume)
-    with store, _keeping(store, run_id):
-        done = store.done_keys(run_id)
-        monitor.started(run_id, len(jobs), sum(job.tag in done for job in jobs))
-        recorded, skipped = evaluate_jobs(jobs, cfg, store, run_id, monitor.verdict, monitor.activity)
-    return RunOutcome(run_id, cfg.store, recorded, skipped)
+    selected = list({id(s.problem): s.problem for s in submissions}.values())
+    with open_evaluator(cfg, selected, resume, monitor) as ev:  # type: ignore[arg-type]
+        judged = Judged(monitor)
+        tickets = ev.submit_many(submissions, closed=True)
+        assert ev.run_id is not None
+        monitor.started(ev.run_id, len(tickets), sum(t.stored for t in tickets))
+        judged.follow(tickets)
+        return RunOutcome(ev.run_id, cfg.store, judged.recorded, judged.skipped)
 
 
 @contextmanager
-def _keeping(store: Store, run_id: str) -> Iterator[None]:
+def _keeping(cfg: RunConfig, run_id: str) -> Iterator[None]:
     """An interrupted run says what it keeps: every verdict recorded before the stop, and how to resume."""
     try:
         yield
     except Interrupted as exc:
-        kept = len(store.done_keys(run_id))
+        with Store(cfg.store) as store:
+            kept = len(store.done_keys(run_id))
         exc.kept = f"run {run_id} keeps {kept} verdicts; continue it with `kbench run --resume {run_id}`"
         raise
 
 
 class BatchEvaluator:
-    """generate.refine's `evaluate`: one turn's candidates through the executor, stored verdicts reused."""
+    """generate.refine's `evaluate`: one turn's candidates through the run's Evaluator (each filed under
+    the config's model; a stored one is given back, not judged again)."""
 
-    def __init__(
-        self, cfg: RunConfig, store: Store, run_id: str, problems: Sequence[Problem], monitor: Monitor
-    ) -> None:
-        self.cfg, self.store, self.run_id, self.monitor = cfg, store, run_id, monitor
+    def __init__(self, ev: Evaluator, problems: Sequence[Problem], monitor: Monitor) -> None:
+        self.ev, self.monitor = ev, monitor
         self.problems = {p.key: p for p in problems}
-        self.recorded = 0
-        self.skipped = 0
+        self.judged = Judged(monitor)
+        self.no_codes = 0
 
-    def key(self, candidate: Candidate) -> VerdictKey:
-        return VerdictKey(
-            candidate.problem_key, candidate.sample, candidate.turn, candidate.backend, self.cfg.model
-        )
+    @property
+    def recorded(self) -> int:
+        return self.judged.recorded + self.no_codes
+
+    def _submission(self, key: str, source: str, sample: int, turn: int, completion: str = "") -> Submission:
+        cfg = self.ev.config
+        return Submission(self.problems[key], source, cfg.backend, sample, turn, cfg.model, completion)
 
     def __call__(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        stored = dict(self.store.verdicts(self.run_id))
-        jobs = [Job(self.problems[c.problem_key], c, tag=self.key(c)) for c in candidates]
-        self.skipped += sum(job.tag in stored for job in jobs)
-        got: dict[VerdictKey, Verdict] = {}
-
-        def keep(key: VerdictKey, verdict: Verdict) -> None:
-            got[key] = verdict
-            self.monitor.verdict(key, verdict)
-
-        recorded, _ = evaluate_jobs(jobs, self.cfg, self.store, self.run_id, keep, self.monitor.activity)
-        self.recorded += recorded
-        return [got.get(job.tag) or stored[job.tag] for job in jobs]
+        subs = [self._submission(c.problem_key, c.source, c.sample, c.turn) for c in candidates]
+        return self.judged.follow(self.ev.submit_many(subs))
 
     def no_code(self, attempt: Attempt) -> None:
-        """refine's `on_verdict`: the evaluator's verdicts are stored already; no_code ones are stored here."""
-        verdict, a = attempt.verdict, attempt
-        if verdict is None or a.candidate is not None:
+        """refine's `on_verdict`: the evaluator's verdicts are filed already; no_code ones are filed here."""
+        a = attempt
+        if a.verdict is None or a.candidate is not None:
             return
-        key = VerdictKey(a.problem_key, a.sample, a.turn, self.cfg.backend, self.cfg.model)
-        if self.store.record(self.run_id, key, verdict, "", a.completion.text):
-            self.recorded += 1
-            self.monitor.verdict(key, verdict)
+        sub = self._submission(a.problem_key, "", a.sample, a.turn, a.completion.text)
+        verdict = self.ev.record_no_code(sub, a.no_code_reason)
+        if not a.resumed:  # a resumed attempt's verdict was filed by the run it came from
+            self.no_codes += 1
+            self.monitor.verdict(
+                VerdictKey(a.problem_key, a.sample, a.turn, self.ev.config.backend, self.ev.config.model),
+                verdict,
+            )
 
 
 def request_record(attempt: Attempt) -> RequestRecord:
@@ -287,19 +210,19 @@ def run_model(
     monitor = monitor or Monitor()
     client = make_client(cfg)
     monitor.activity.client = client
-    with open_model_run(cfg, problems, resume) as (store, run_id):
-        return _model_run(cfg, problems, store, run_id, client, monitor)
+    with open_evaluator(cfg, problems, resume, monitor) as ev:
+        return _model_run(ev, problems, client, monitor)
 
 
 @contextmanager
 def open_model_run(
     cfg: RunConfig, problems: Sequence[Problem], resume: str | None
 ) -> Iterator[tuple[Store, str]]:
-    """A model's run (a new one, or `resume`), open for its verdicts: an interrupted run says what it keeps
-    (`_keeping`), and a new run that kbench's own error stops before it recorded anything is removed again."""
+    """A run for an agent's sessions (agent/run.py), which file their own verdicts: open like
+    `open_evaluator`'s, without an Evaluator."""
     store, run_id = open_run(cfg, problems, resume)
     try:
-        with store, _keeping(store, run_id):
+        with store, _keeping(cfg, run_id):
             yield store, run_id
     except KbenchError:
         if resume is None:
@@ -308,18 +231,13 @@ def open_model_run(
         raise
 
 
-def _model_run(
-    cfg: RunConfig,
-    problems: Sequence[Problem],
-    store: Store,
-    run_id: str,
-    client: LLMClient,
-    monitor: Monitor,
-) -> RunOutcome:
+def _model_run(ev: Evaluator, problems: Sequence[Problem], client: LLMClient, monitor: Monitor) -> RunOutcome:
     from kbench.generate import Told, refine
 
+    cfg, run_id, store = ev.config, ev.run_id, ev.store
+    assert run_id is not None and store is not None
     monitor.started(run_id, len(problems) * cfg.samples * cfg.turns, len(store.done_keys(run_id)))
-    batch = BatchEvaluator(cfg, store, run_id, problems, monitor)
+    batch = BatchEvaluator(ev, problems, monitor)
 
     # Answers read from files (replay: not cacheable) are no requests: no tokens, cost or latency to report.
     asks_a_server = client.provider.cacheable
@@ -352,4 +270,5 @@ def _model_run(
         on_told=on_told,
     )
     failures = tuple(a.completion.error or a.no_code_reason for a in result.failed)
-    return RunOutcome(run_id, cfg.store, batch.recorded, batch.skipped, len(result.failed), failures)
+    skipped = batch.judged.skipped
+    return RunOutcome(run_id, cfg.store, batch.recorded, skipped, len(result.failed), failures)

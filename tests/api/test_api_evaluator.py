@@ -106,8 +106,8 @@ def test_our_misconfiguration_raises_at_submission(ev: Evaluator, cache: Path, t
         ev.submit(Submission("2/1", HONEST, backend="fortran"))
     with pytest.raises(ConfigError, match="cuda backend needs a CUDA device"):
         ev.submit(Submission("2/1", HONEST, backend="cuda"))
-    with pytest.raises(ConfigError, match="use executor='local' here"):
-        Evaluator(api_config(cache, tmp_path / "k.db"), executor="ray")
+    with pytest.raises(ConfigError, match="unknown executor 'slurm'; choose one of: local, ray"):
+        Evaluator(api_config(cache, tmp_path / "k.db"), executor="slurm")
     with pytest.raises(ConfigError, match="bad config value for 'timeout_s'"):
         Evaluator(api_config(cache, tmp_path / "k.db"), timeout_s="soon")
     # a preset the problem lacks runs at its file's sizes (problems/loader.py); a mistyped one is refused

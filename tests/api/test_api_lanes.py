@@ -30,6 +30,9 @@ class Tag:
         self.outcome = outcome
         self.ended.set()
 
+    def done(self) -> bool:
+        return self.ended.is_set()
+
 
 def _job(n: int) -> Job:
     return Job(PROBLEM, Candidate(PROBLEM.key, "cpp", f"src{n}"), tag=Tag(n))
@@ -44,21 +47,32 @@ def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
     return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device, message=job.candidate.source)
 
 
+class _Runner:
+    """The Runner's side the lanes use: the functions a local executor is given, and a lost job's end."""
+
+    def __init__(self, build: Any = _build, prefetch: Any = None) -> None:
+        self.build, self.prefetch = build, prefetch
+
+    def local_fns(self) -> tuple[Any, ...]:
+        return self.build, _evaluate, lambda job, verdict: job.tag.settle(verdict), self.prefetch
+
+    def lost(self, job: Job, exc: BaseException) -> None:
+        job.tag.settle(exc)
+
+
 def _lanes() -> Lanes:
-    fns = (_build, _evaluate, lambda job, verdict: job.tag.settle(verdict), None)
-    ends = (lambda job: job.tag.ended.is_set(), lambda job, exc: job.tag.settle(exc))
-    return Lanes(RunConfig(device="cpu", builders=2), fns, ends)
+    return Lanes(RunConfig(device="cpu", builders=2), _Runner())  # type: ignore[arg-type]
 
 
 def test_jobs_flow_through_one_executor_run_as_they_come() -> None:
     lanes = _lanes()
     first = [_job(n) for n in range(10)]
     for job in first:
-        lanes.put("cpu", job)
+        lanes.put("cpu", [job])
     assert all(job.tag.ended.wait(30) for job in first)
     later = [_job(n) for n in range(10, 20)]  # the same pump, still running, takes these
     for job in later:
-        lanes.put("cpu", job)
+        lanes.put("cpu", [job])
     assert all(job.tag.ended.wait(30) for job in later)
     assert [job.tag.outcome.message for job in first + later] == [f"src{n}" for n in range(20)]
     assert {job.tag.outcome.device for job in first + later} == {"cpu"}
@@ -79,11 +93,11 @@ def test_an_executor_failure_fails_its_jobs_and_later_jobs_still_run(monkeypatch
     monkeypatch.setattr(lanes_mod, "get_executor", lambda name, **options: Flaky())
     lanes = _lanes()
     lost = _job(0)
-    lanes.put("cpu", lost)
+    lanes.put("cpu", [lost])
     assert lost.tag.ended.wait(30)
     assert isinstance(lost.tag.outcome, RuntimeError) and "executor broke" in str(lost.tag.outcome)
     after = _job(1)
-    lanes.put("cpu", after)
+    lanes.put("cpu", [after])
     assert after.tag.ended.wait(30) and after.tag.outcome.status is Status.OK
     assert len(runs) == 2
     lanes.close(timeout=30)
@@ -104,12 +118,11 @@ def test_an_idle_gpu_lane_prefetches_for_jobs_still_building() -> None:
     def prefetch(job: Job, device: str) -> None:
         prefetched.append((job.tag.n, device, time.monotonic()))
 
-    fns = (build, _evaluate, lambda job, verdict: job.tag.settle(verdict), prefetch)
-    ends = (lambda job: job.tag.ended.is_set(), lambda job, exc: job.tag.settle(exc))
-    lanes = Lanes(RunConfig(device="cuda", builders=1), fns, ends, devices=("cuda:0",))
+    runner = _Runner(build, prefetch)
+    lanes = Lanes(RunConfig(device="cuda", builders=1), runner, devices=("cuda:0",))  # type: ignore[arg-type]
     jobs = [_job(n) for n in range(3)]
     for job in jobs:
-        lanes.put("cuda", job)
+        lanes.put("cuda", [job])
     assert all(job.tag.ended.wait(30) for job in jobs)
     lanes.close(timeout=30)
     assert [job.tag.outcome.device for job in jobs] == ["cuda:0"] * 3

@@ -14,7 +14,7 @@ from apifixtures import HONEST, PROBLEM, api_config, marked, shared_cache
 
 from kbench.api import Evaluator, Submission
 from kbench.api.jobs import Ticket
-from kbench.api.runner import Runner
+from kbench.api.runner import Runner, Stages
 from kbench.config import RunConfig
 from kbench.evaluate import shared_reference
 from kbench.evaluate.reference_pool import ReferencePool
@@ -52,7 +52,7 @@ def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_an
     monkeypatch.setattr(shared_reference, "pooled_reference", run)
     cfg = RunConfig(device="cuda", preset="small", cache_dir=tmp_path / "cache")
     pool = ReferencePool(max_bytes=100)
-    runner = Runner(cfg, _Session(), pool, True, lambda: 0)  # type: ignore[arg-type]
+    runner = Runner(Stages(cfg, pool), _Session(), lambda: 0)  # type: ignore[arg-type]
     a, b = _job("2/1", "a"), _job("2/1", "b")
     runner.prefetch(a, "cuda:0")
     runner.prefetch(b, "cuda:0")  # another candidate of the problem on that device: the pool has it
@@ -64,8 +64,8 @@ def test_a_lane_runs_a_building_jobs_reference_into_the_pool_once_per_problem_an
     runner.prefetch(ended, "cuda:0")  # cancelled meanwhile: nothing to run ahead for
     monkeypatch.setattr(pool, "held_bytes", lambda: 51)
     runner.prefetch(_job("2/3"), "cuda:0")  # a pool half full: it could evict the run before its use
-    assert len(runs) == 2 and ("kbench:2/3", "cuda:0") not in runner.prefetched
-    alone = Runner(cfg, _Session(), None, True, lambda: 0)  # type: ignore[arg-type]
+    assert len(runs) == 2 and ("kbench:2/3", "cuda:0") not in runner.stages.prefetched
+    alone = Runner(Stages(cfg, None), _Session(), lambda: 0)  # type: ignore[arg-type]
     alone.prefetch(_job("2/4"), "cuda:0")  # no shared pool: each evaluation runs its own reference
     assert len(runs) == 2
 
@@ -77,20 +77,17 @@ def test_each_build_is_told_how_many_submitted_jobs_still_wait_for_a_builder(
     """The batch size a build is given decides whether builders make a precompiled header
     (evaluate/prebuild.py). The Evaluator's feed empties as jobs come (the local executor queues each for
     its builders at once), so the count is of submitted jobs not yet on a builder."""
-    from kbench import pipeline
+    from kbench.evaluate import prebuild
 
     release = threading.Event()
     batches: list[int] = []
 
-    class Build:
-        def __init__(self, cfg: RunConfig, batch: int = 1) -> None:
-            batches.append(batch)
+    def build(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) -> BuildResult:
+        batches.append(batch)
+        release.wait(30)  # the first build holds the one builder until every job is submitted
+        return BuildResult(ok=False, backend="cpp", log="no build here", status="build_error")
 
-        def __call__(self, job: Job) -> BuildResult:
-            release.wait(30)  # the first build holds the one builder until every job is submitted
-            return BuildResult(ok=False, backend="cpp", log="no build here", status="build_error")
-
-    monkeypatch.setattr(pipeline, "PrebuildJob", Build)
+    monkeypatch.setattr(prebuild, "prebuild", build)
     cache = shared_cache(tmp_path_factory, session_cache / "builds")  # builds nothing: no seed needed
     store = tmp_path_factory.mktemp("runner-store") / "k.db"
     with Evaluator(api_config(cache, store, builders=1)) as ev:

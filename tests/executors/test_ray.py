@@ -81,3 +81,32 @@ def test_ray_lanes_end_with_the_run_and_errors_reach_the_caller(local_ray: None)
         raise AssertionError(f"lane process {lane_pid} still alive after the run")
     with pytest.raises(Exception, match="kbench's own failure in 0"):
         get_executor("ray").run(jobs, _build, _failing, lambda j, v: None)
+
+
+@pytest.mark.slow
+def test_the_evaluator_on_ray_judges_and_files_like_the_local_one(
+    local_ray: None, tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+) -> None:
+    """One engine on either executor: the Evaluator hands a batch to Ray (the build a CPU task, the
+    evaluation a lane actor, each job a portable copy without its ticket), and the host files each verdict
+    in the run as it does for the local executor; a resubmitted key gets its stored verdict, not a rerun."""
+    from apifixtures import HONEST, PROBLEM, WRONG, api_config, shared_cache
+
+    from kbench.api import Evaluator, Submission
+    from kbench.store import Store
+
+    cache = shared_cache(tmp_path_factory, shared_builds)
+    store = tmp_path_factory.mktemp("ray-store") / "k.db"
+    with Evaluator(api_config(cache, store, executor="ray")) as ev:
+        tickets = ev.submit_many(
+            [Submission(PROBLEM, HONEST, sample=0), Submission(PROBLEM, WRONG, sample=1)]
+        )
+        verdicts = [t.verdict(300) for t in tickets]
+        again = ev.submit(Submission(PROBLEM, HONEST, sample=0))
+        run_id = ev.run_id
+    assert [v.status for v in verdicts] == [Status.OK, Status.MISMATCH], [v.message for v in verdicts]
+    assert again.stored and again.verdict() == verdicts[0]
+    assert all(v.build is not None and v.build.ok for v in verdicts)  # built ahead, by a Ray task
+    with Store(store) as db:
+        filed = dict(db.verdicts(run_id))
+    assert {(k.sample, v.status) for k, v in filed.items()} == {(0, Status.OK), (1, Status.MISMATCH)}

@@ -7,9 +7,11 @@
         verdict = await ev.aevaluate("2/1", source)       # from asyncio code
         verdicts = ev.evaluate_many([Submission("2/1", a), Submission("2/23", b)])
 
-Every submission goes through the executors `kbench run` uses (api/lanes.py): candidates are built ahead
-on CPU builders, and each GPU's lanes take turns on the device lease, so concurrent callers (threads, an
-event loop, the HTTP service) share the machine as one batch would. What stays warm between calls: the
+The Evaluator is kbench's one engine: `kbench run`, `kbench eval`, the service, the RL environment and
+the benchmarks are its clients. Every submission goes through an executor (api/lanes.py): locally,
+candidates are built ahead on CPU builders and each GPU's lanes take turns on the device lease, so
+concurrent callers (threads, an event loop, the HTTP service) share the machine as one batch would; on
+Ray (`executor="ray"`), each batch of submissions runs on the cluster's lanes. What stays warm between calls: the
 reference runs of each problem (`ReferencePool`: a problem's second candidate skips the reference worker;
 bounded in bytes), the content-addressed build cache (on disk), and the warm starter that forks workers
 (~0.03 s instead of ~2 s per worker). Each verdict is filed in one run of the results database as
@@ -24,19 +26,21 @@ can start the warm starter (`prewarm`) before its own imports.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbench.api.jobs import EvaluatorClosed, JobState, KeyConflict, Submission, Ticket
 from kbench.api.lanes import Lanes
-from kbench.api.runner import Runner
+from kbench.api.runner import Runner, Stages
 from kbench.api.session import Session
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
+from kbench.events import Activity
 from kbench.executors import Job, is_streaming
-from kbench.store import VerdictKey
+from kbench.store import Store, VerdictKey
 from kbench.types import Candidate, Problem, Status, Verdict
 
 
@@ -76,6 +80,8 @@ class EvaluatorOptions:
     # only problems of the config's source, by LEVEL/ID or name, never a path: for problem addresses that
     # come from clients (the service); a problem's code is trusted and runs unconfined in the reference
     sources_only: bool = False
+    resume: bool = False  # `cfg.run_id` names a stored run to continue (StoreError naming the runs if not)
+    activity: Activity | None = field(default=None, compare=False)  # counts of builds and evaluations
 
 
 @dataclass(frozen=True)
@@ -122,27 +128,22 @@ class Evaluator:
         self, config: RunConfig | None = None, options: EvaluatorOptions | None = None, **overrides: Any
     ) -> None:
         self.config = _config(config, overrides)
-        if not is_streaming(self.config.executor):
-            raise ConfigError(
-                f"the Evaluator queues jobs as they come, which the {self.config.executor!r} executor does not "
-                "take; use executor='local' here, and `kbench run --executor ray` for batches on Ray"
-            )
+        is_streaming(self.config.executor)  # ConfigError naming the executors for an unknown one
         self.options = options or EvaluatorOptions()
         prewarm(self.config)
         from kbench.evaluate.reference_pool import ReferencePool
 
-        self.session = Session(self.config, self.options.record)
+        self.session = Session(self.config, self.options.record, self.options.resume)
         share = self.options.share_references
         self.references = ReferencePool(self.options.reference_bytes) if share else None
+        self.activity = self.options.activity or Activity()
         self._lock = threading.Lock()
         self._closed = False
         self._by_key: dict[VerdictKey, Ticket] = {}  # in flight, by key: a resubmission joins its job
         self._counts = {"finished": 0, "failed": 0}
         self._devices: dict[str, str] = {}  # backend -> device spec, its environment checked
-        runner = Runner(self.config, self.session, self.references, self.options.build_ahead, self._queued)
-        fns = (runner.build, runner.evaluate, runner.result, runner.prefetch)
-        ends = (lambda job: job.tag.done(), runner.lost)
-        self._lanes = Lanes(self.config, fns, ends, self.options.devices)
+        stages = Stages(self.config, self.references, self.options.build_ahead, self.activity)
+        self._lanes = Lanes(self.config, Runner(stages, self.session, self._queued), self.options.devices)
         with Evaluator._open_lock:
             Evaluator._open += 1
 
@@ -162,6 +163,15 @@ class Evaluator:
     def run_id(self) -> str | None:
         """The run this Evaluator files its verdicts in (None without recording)."""
         return self.session.run_id
+
+    @property
+    def store(self) -> Store | None:
+        """The results database this Evaluator files into (None without recording)."""
+        return self.session.store if self.session.recording else None
+
+    def select(self, problems: Iterable[Problem]) -> None:
+        """File `problems` as the run's selection (`kbench run`'s): its report lists them, judged or not."""
+        self.session.select(list(problems))
 
     def problem(self, address: str | Problem, strict: bool = False) -> Problem:
         """Resolve a problem address in the config's source (ProblemError naming what was asked for);
@@ -190,7 +200,42 @@ class Evaluator:
         """Queue one candidate; returns at once. Our misconfiguration (unknown problem, backend or preset,
         a backend this machine cannot run) raises here; a resubmitted key joins the job in flight or
         returns the stored verdict (ConfigError when it holds a different source)."""
+        return self.submit_many([submission])[0]
+
+    def submit_many(self, submissions: Iterable[Submission], closed: bool = False) -> list[Ticket]:
+        """Queue candidates together (an executor that takes batches, Ray, gets them as one). Every one is
+        checked before any is queued: a misconfigured one raises and queues nothing.
+
+        `closed`: no later submission for these problems comes to this Evaluator (a run's whole batch):
+        each problem's reference outputs leave the pool once its last job has ended, and a problem's only
+        job runs its own reference (on a GPU its outputs then stay on the device)."""
         self._check_open()
+        made = [self._ticket(s) for s in submissions]
+        if closed and self.references is not None:
+            self.references.expect(ticket.problem.key for ticket in made)
+        tickets, queued = [], []
+        with self._lock:
+            self._check_open()
+            for ticket in made:
+                joined = self._join(ticket, explicit=ticket.submission.sample is not None)
+                if joined is not None:
+                    if closed and self.references is not None:
+                        self.references.unexpect(ticket.problem.key)
+                    tickets.append(joined)
+                    continue
+                self._by_key[ticket.key] = ticket
+                ticket.future.add_done_callback(functools.partial(self._forget, ticket))
+                queued.append(ticket)
+                tickets.append(ticket)
+            by_spec: dict[str, list[Job]] = {}
+            for ticket in queued:
+                job = Job(ticket.problem, ticket.candidate, tag=ticket, priority=ticket.submission.priority)
+                by_spec.setdefault(ticket.device, []).append(job)
+            for spec, jobs in by_spec.items():
+                self._lanes.put(spec, jobs)  # under the lock: close waits
+        return tickets
+
+    def _ticket(self, submission: Submission) -> Ticket:
         problem = self.problem(submission.problem)
         backend = submission.backend or self.config.backend
         spec = self._device_for(backend)
@@ -200,20 +245,7 @@ class Evaluator:
         model = self.session.model(submission.model)
         key = self.session.key(problem.key, backend, model, submission.sample, submission.turn)
         candidate = Candidate(problem.key, backend, submission.source, model, key.sample, key.turn)
-        ticket = Ticket(key, problem, candidate, submission, spec)
-        with self._lock:
-            self._check_open()
-            joined = self._join(ticket, explicit=submission.sample is not None)
-            if joined is not None:
-                return joined
-            self._by_key[key] = ticket
-            ticket.future.add_done_callback(lambda _: self._forget(ticket))
-            job = Job(problem, candidate, tag=ticket, priority=submission.priority)
-            self._lanes.put(spec, job)  # under the lock: close waits
-        return ticket
-
-    def submit_many(self, submissions: Iterable[Submission]) -> list[Ticket]:
-        return [self.submit(s) for s in submissions]
+        return Ticket(key, problem, candidate, submission, spec)
 
     def evaluate(
         self,
@@ -348,7 +380,7 @@ class Evaluator:
         ticket.finish(stored.verdict)
         return ticket
 
-    def _forget(self, ticket: Ticket) -> None:
+    def _forget(self, ticket: Ticket, _: object = None) -> None:
         with self._lock:
             if self._by_key.get(ticket.key) is ticket:
                 del self._by_key[ticket.key]

@@ -1,39 +1,121 @@
 """The functions an executor calls for an Evaluator's jobs: build ahead, evaluate on a lane, file, and
 run a reference ahead on a lane with nothing built to evaluate.
 
-The executor (executors/) owns the scheduling; these only run one job's stage and settle its ticket. A
-candidate's failure is its verdict; kbench's own failure (a broken problem, a store that cannot be
-written, a stop signal) becomes the job's error, so one bad job never stops the queue the others are in.
+Two halves. `Stages` does a job's work (its build, its evaluation, a reference run ahead) from the job
+and its `Order` alone: it holds no ticket and no store, so an executor that runs the work in other
+processes (Ray) ships it there. `Runner` is the host's half: it settles tickets (a job that ended
+before its turn is skipped, a cancelled one never starts), files verdicts, and hands the work to
+`Stages`, on the host's own threads for the local executor (`local_fns`) or as portable jobs for one
+that runs elsewhere (`run_elsewhere`). The executor (executors/) owns the scheduling. A candidate's
+failure is its verdict; kbench's own failure (a broken problem, a store that cannot be written, a stop
+signal) becomes the job's error, so one bad job never stops the queue the others are in.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kbench.api.jobs import EvaluatorClosed, JobState, Ticket, shortened
 from kbench.api.session import Session
 from kbench.config import RunConfig
 from kbench.evaluate.reference_pool import ReferencePool
-from kbench.executors import Job
-from kbench.types import BuildResult, Status, Verdict
+from kbench.events import Activity
+from kbench.executors import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn
+from kbench.types import BuildResult, Status, TimingStats, Verdict
 
 _SKIPPED = Verdict(Status.CRASHED, "", "", "", "", "", message="no evaluation (the job had ended)")
 
 
+@dataclass(frozen=True)
+class Order:
+    """What a job's work needs besides its problem and candidate, fixed by the host when it hands the job
+    over: picklable, the tag of a portable job. `batch`: builds queued with it (a large batch makes a
+    precompiled header first, evaluate/prebuild.py); `before_s`: seconds counted as the verdict's `cli`
+    phase; `ref`: the host's id for the job (its ticket's), to find it again when its verdict comes back."""
+
+    timeout_s: float | None = None
+    baselines: Mapping[str, TimingStats] = field(default_factory=dict)
+    batch: int = 1
+    before_s: float = 0.0
+    ref: str = ""
+
+
+@dataclass
+class Stages:
+    """A job's build, evaluation and reference run ahead, from its `Order`. Picklable: the reference pool
+    and the activity counts travel empty (Ray workers share neither with the host)."""
+
+    config: RunConfig
+    references: ReferencePool | None = None
+    build_ahead: bool = True
+    activity: Activity = field(default_factory=Activity)
+    prefetched: set[tuple[str, str]] = field(default_factory=set)  # (problem, device) a lane ran ahead
+
+    def _cfg(self, backend: str, order: Order, device: str | None = None) -> RunConfig:
+        update = {"backend": backend} if device is None else {"backend": backend, "device": device}
+        return shortened(self.config.model_copy(update=update), order.timeout_s)
+
+    def build(self, job: Job) -> BuildResult | None:
+        """On a CPU builder, no GPU visible: compile into the shared cache (None: built in the evaluation)."""
+        if not self.build_ahead:
+            return None
+        from kbench.evaluate.plan import evaluation_device
+        from kbench.evaluate.prebuild import prebuild
+
+        order: Order = job.tag
+        cfg = self._cfg(job.candidate.backend, order)
+        with self.activity.track("builds"):
+            return prebuild(job.candidate, cfg, evaluation_device(cfg.device, cfg.backend), order.batch)
+
+    def evaluate(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
+        """On one device lane. A problem's reference comes from the pool unless the pool says this is the
+        last of the problem's expected jobs and holds nothing of it (ReferencePool.begin): that one runs
+        its own, which on a GPU keeps the outputs on the device instead of in files nobody reads again."""
+        from kbench.evaluate.flow import evaluate
+
+        order: Order = job.tag
+        key, pool = job.problem.key, self.references
+        shared = pool is not None and (pool.begin(key) or (key, device) in self.prefetched)
+        try:
+            with self.activity.track("evaluations"):
+                cfg = self._cfg(job.candidate.backend, order, device)
+                refs = pool if shared else None
+                return evaluate(job.problem, job.candidate, cfg, order.baselines, refs, built, order.before_s)
+        finally:
+            if pool is not None:
+                pool.end(key)
+
+    def prefetch(self, job: Job, device: str) -> dict[str, float] | None:
+        """While the job builds, a lane with nothing built to evaluate runs its problem's reference into the
+        pool under the key its evaluation asks for; marked in `prefetched` first, so that evaluation waits
+        for this run instead of starting its own. The run's phases (shared_reference.prefetch_reference)."""
+        if self.references is None:
+            return None
+        from kbench.evaluate.shared_reference import prefetch_reference
+
+        order: Order = job.tag
+        cfg = self._cfg(job.candidate.backend, order, device)
+        return prefetch_reference(job.problem, cfg, self.references, order.baselines, self.prefetched)
+
+
+def closed_batch(cfg: RunConfig, jobs: Sequence[Job]) -> tuple[Stages, list[Job]]:
+    """The stages and portable jobs of one closed batch run straight through an executor, without tickets
+    or a store (the executor benchmarks measure the engine's stages so): each job's tag becomes an Order
+    whose `ref` is str(tag), and the pool expects the batch's problems (ReferencePool.expect)."""
+    from kbench.evaluate.reference_pool import ReferencePool
+
+    stages = Stages(cfg, ReferencePool())
+    assert stages.references is not None
+    stages.references.expect(job.problem.key for job in jobs)
+    n = len(jobs)
+    return stages, [Job(j.problem, j.candidate, Order(batch=n, ref=str(j.tag)), j.priority) for j in jobs]
+
+
 class Runner:
-    def __init__(
-        self,
-        config: RunConfig,
-        session: Session,
-        references: ReferencePool | None,
-        build_ahead: bool,
-        queued: Callable[[], int],
-    ) -> None:
-        self.config, self.session, self.references = config, session, references
-        self.build_ahead, self.queued = build_ahead, queued
-        self._cfgs: dict[tuple[str, str], RunConfig] = {}
-        self.prefetched: set[tuple[str, str]] = set()  # (problem, device) whose reference a lane ran ahead
+    def __init__(self, stages: Stages, session: Session, queued: Callable[[], int]) -> None:
+        self.stages, self.session, self.queued = stages, session, queued
 
     def fail(self, ticket: Ticket, exc: BaseException) -> None:
         if ticket.abandoned:
@@ -43,24 +125,26 @@ class Runner:
     def lost(self, job: Job, exc: BaseException) -> None:
         self.fail(job.tag, exc)
 
-    def cfg_for(self, device: str, backend: str) -> RunConfig:
-        cfg = self._cfgs.get((device, backend))
-        if cfg is None:
-            cfg = self._cfgs[(device, backend)] = self.config.model_copy(
-                update={"device": device, "backend": backend}
-            )
-        return cfg
+    def order(self, ticket: Ticket, batch: int = 1) -> Order:
+        sub = ticket.submission
+        before = sub.before_s + (time.monotonic() - sub.made_at) if sub.before_s > 0 else 0.0
+        baselines = self.session.baselines(ticket.problem)
+        return Order(sub.timeout_s, baselines, batch, before, ticket.id)
+
+    def _portable(self, job: Job, order: Order) -> Job:
+        return Job(job.problem, job.candidate, tag=order, priority=job.priority)
+
+    def local_fns(self) -> tuple[BuildFn, EvalFn, ResultFn, PrefetchFn]:
+        """What an executor running on the host's threads (the local one) is given."""
+        return self.build, self.evaluate, self.result, self.prefetch
 
     def build(self, job: Job) -> BuildResult | None:
-        """The executor's build function: on a CPU builder, no GPU visible (pipeline.PrebuildJob)."""
         ticket: Ticket = job.tag
-        if ticket.done() or not self.build_ahead:
+        if ticket.done() or not self.stages.build_ahead:
             return None
         ticket.phase = JobState.BUILDING
         try:
-            from kbench.pipeline import PrebuildJob
-
-            built = PrebuildJob(shortened(self.config, ticket.submission.timeout_s), self.queued() + 1)(job)
+            built = self.stages.build(self._portable(job, self.order(ticket, self.queued() + 1)))
         except BaseException as exc:  # our own failure (a candidate's is a BuildResult): the job fails
             self.fail(ticket, exc)
             return None
@@ -68,40 +152,24 @@ class Runner:
         return built
 
     def evaluate(self, job: Job, device: str, built: BuildResult | None) -> Verdict:
-        """The executor's evaluation function, on one device lane."""
         ticket: Ticket = job.tag
         if ticket.done() or not ticket.future.set_running_or_notify_cancel():
             return _SKIPPED
         ticket.phase = JobState.RUNNING
         try:
-            from kbench.evaluate.flow import evaluate
-
-            sub = ticket.submission
-            cfg = shortened(self.cfg_for(device, job.candidate.backend), sub.timeout_s)
-            baselines = self.session.baselines(job.problem)
-            before = sub.before_s + (time.monotonic() - sub.made_at) if sub.before_s > 0 else 0.0
-            return evaluate(job.problem, job.candidate, cfg, baselines, self.references, built, before)
+            return self.stages.evaluate(self._portable(job, self.order(ticket)), device, built)
         except BaseException as exc:  # our failure, or a stop signal's Interrupted: this job's error
             self.fail(ticket, exc)
             return _SKIPPED
 
     def prefetch(self, job: Job, device: str) -> None:
-        """The executor's prefetch (executors/local.py): while the job builds, a GPU lane with nothing
-        built to evaluate runs its problem's reference into the pool, where the job's evaluation finds it.
-        Once per problem and device in this Evaluator's life: a reference the pool evicted since is run by
-        the evaluation that needs it, as without a prefetch. Nothing without a shared pool (each
-        evaluation then runs its own reference) or for a job that has already ended."""
+        """Nothing for a job that has already ended; see Stages.prefetch."""
         ticket: Ticket = job.tag
-        if self.references is None or ticket.done():
-            return
-        from kbench.evaluate.shared_reference import prefetch_reference
-
-        cfg = self.cfg_for(device, job.candidate.backend)
-        baselines = self.session.baselines(job.problem)
-        prefetch_reference(job.problem, cfg, self.references, baselines, self.prefetched)
+        if not ticket.done():
+            self.stages.prefetch(self._portable(job, self.order(ticket)), device)
 
     def result(self, job: Job, verdict: Verdict) -> None:
-        """The executor's result callback: file the verdict, then hand it to the waiting caller."""
+        """File the verdict, then hand it to the waiting caller."""
         ticket: Ticket = job.tag
         if verdict is _SKIPPED or ticket.done():
             return
@@ -115,3 +183,23 @@ class Runner:
             self.fail(ticket, exc)
             return
         ticket.finish(verdict)
+
+    def run_elsewhere(self, executor: Executor, jobs: list[Job]) -> None:
+        """Hand a batch to an executor that runs the work in other processes (Ray): each job that has not
+        ended goes as a portable copy (its ticket stays here, marked running: from now on it cannot be
+        cancelled, only abandoned), and each verdict that comes back settles its ticket here."""
+        tickets: dict[str, Ticket] = {}
+        portable = []
+        for job in jobs:
+            ticket: Ticket = job.tag
+            if ticket.done() or not ticket.future.set_running_or_notify_cancel():
+                continue
+            ticket.phase = JobState.BUILDING if self.stages.build_ahead else JobState.RUNNING
+            tickets[ticket.id] = ticket
+            portable.append(self._portable(job, self.order(ticket, len(jobs))))
+
+        def settle(job: Job, verdict: Verdict) -> None:
+            ticket = tickets[job.tag.ref]
+            self.result(Job(job.problem, job.candidate, tag=ticket), verdict)
+
+        executor.run(portable, self.stages.build, self.stages.evaluate, settle)

@@ -181,9 +181,19 @@ class ReferencePool:
             if group not in self._open:
                 return
             self._open[group] -= 1
-            if self._left[group] <= 0 and self._open[group] <= 0:
-                for key in [k for k, e in self._entries.items() if e.group == group]:
-                    del self._entries[key]
+            self._release(group)
+
+    def unexpect(self, group: str) -> None:
+        """One evaluation `expect`ed for `group` will not come (its verdict was stored already)."""
+        with self._lock:
+            if self._left[group] > 0:
+                self._left[group] -= 1
+                self._release(group)
+
+    def _release(self, group: str) -> None:
+        if self._left[group] <= 0 and self._open[group] <= 0:
+            for key in [k for k, e in self._entries.items() if e.group == group]:
+                del self._entries[key]
 
     def _holds(self, group: str) -> bool:
         return any(e.group == group for e in self._entries.values())
