@@ -294,7 +294,7 @@ def test_upstream_rule_over_the_grid() -> None:
     assert m.best_fast_p(GRID, SELECTED, 2.0, rule=up).fast == 0
     assert m.first_fast_p(GRID, SELECTED, 0.0, rule=up).fast == 1  # p2's 0.5x is > 0
     near = verdict(cand=1.0, eager=1.001, rse=(0.0001, 0.0001))
-    assert m.judge(near, 1.0, rule=up) == "fast" and m.classify(near, 1.0) == "uncertain"
+    assert m.speed_kind(near, 1.0, rule=up) == "fast" and m.classify(near, 1.0) == "uncertain"
 
 
 def test_compiled_is_upstreams_notion() -> None:

@@ -85,8 +85,8 @@ def test_upstreams_rule_divides_means_and_compares_raw() -> None:
     med, mean = m.speedup(v), m.speedup(v, statistic="mean")
     assert med is not None and mean is not None
     assert med.value == pytest.approx(1 / 0.99) and mean.value == pytest.approx(1.2)
-    assert m.judge(v, 1.0, rule=kb) == "uncertain"
-    assert m.judge(v, 1.0, rule=up) == "fast"
-    assert m.judge(v, 1.19, rule=up) == "fast" and m.judge(v, 1.2, rule=up) == "slow"
+    assert m.speed_kind(v, 1.0, rule=kb) == "uncertain"
+    assert m.speed_kind(v, 1.0, rule=up) == "fast"
+    assert m.speed_kind(v, 1.19, rule=up) == "fast" and m.speed_kind(v, 1.2, rule=up) == "slow"
     assert up == m.UPSTREAM_RULE and kb.floor == 0.01 and UPSTREAM.fast_rule(0.05).floor == 0.0
     assert "mean speedup > p" in up.describe() and "noise floor 1.0%" in kb.describe()

@@ -145,7 +145,7 @@ def speedup(verdict: Verdict, against: str = "eager", statistic: str = "median")
     return Speedup(value, value * math.exp(-half), value * math.exp(half))
 
 
-def judge(verdict: Verdict, p: float, against: str = "eager", rule: FastRule = KBENCH_RULE) -> str:
+def speed_kind(verdict: Verdict, p: float, against: str = "eager", rule: FastRule = KBENCH_RULE) -> str:
     """'fast', 'uncertain', 'slow', 'untimed' or 'incorrect' at threshold p under `rule`."""
     if not verdict.ok:
         return "incorrect"
@@ -161,8 +161,8 @@ def judge(verdict: Verdict, p: float, against: str = "eager", rule: FastRule = K
 
 
 def classify(verdict: Verdict, p: float, against: str = "eager", floor: float = NOISE_FLOOR) -> str:
-    """`judge` under kbench's rule with noise floor `floor`."""
-    return judge(verdict, p, against, FastRule(floor=floor))
+    """`speed_kind` under kbench's rule with noise floor `floor`."""
+    return speed_kind(verdict, p, against, FastRule(floor=floor))
 
 
 def _fast_p(kinds: Sequence[str], p: float, against: str) -> FastP:
@@ -175,7 +175,7 @@ def fast_p(
     verdicts: Sequence[Verdict], p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> FastP:
     """Share of all verdicts (incorrect ones included) that are fast at p against `against`."""
-    return _fast_p([judge(v, p, against, rule) for v in verdicts], p, against)
+    return _fast_p([speed_kind(v, p, against, rule) for v in verdicts], p, against)
 
 
 def compiled(verdict: Verdict) -> bool:
@@ -201,7 +201,7 @@ def geomean_speedup(
     values = []
     for v in verdicts:
         s = speedup(v, against, rule.statistic)
-        if s is not None and (not only_fast or judge(v, 1.0, against, rule) == "fast"):
+        if s is not None and (not only_fast or speed_kind(v, 1.0, against, rule) == "fast"):
             values.append(s.value)
     return geomean(values)
 
@@ -223,7 +223,7 @@ def best_kind(
     verdicts: Sequence[Verdict], p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> str:
     """The best kind among a problem's verdicts at p ('missing' when it has none)."""
-    kinds = [judge(v, p, against, rule) for v in verdicts]
+    kinds = [speed_kind(v, p, against, rule) for v in verdicts]
     return min(kinds, key=KINDS.index, default="missing")
 
 
@@ -236,7 +236,7 @@ def first_fast_p(
 ) -> FastP:
     """fast_p over problems from each one's first attempt; the denominator is len(problems)."""
     first = first_attempts(records)
-    kinds = [judge(first[k], p, against, rule) if k in first else "missing" for k in problems]
+    kinds = [speed_kind(first[k], p, against, rule) if k in first else "missing" for k in problems]
     return _fast_p(kinds, p, against)
 
 
@@ -326,7 +326,7 @@ def fast_p_at_k(
     records: Iterable[Record], k: int, p: float, against: str = "eager", rule: FastRule = KBENCH_RULE
 ) -> AtK:
     """fast_p@k: pass@k where a sample passes when one of its turns is fast at p under `rule`."""
-    return at_k(sample_counts(records, lambda v: judge(v, p, against, rule) == "fast"), k)
+    return at_k(sample_counts(records, lambda v: speed_kind(v, p, against, rule) == "fast"), k)
 
 
 def sol_fraction(verdict: Verdict) -> float | None:

@@ -2,7 +2,7 @@
 
 backend = get_backend("cuda")
 backend.check_environment("cuda:0")          # host: ConfigError with the fix when tools are missing
-backend.worker_env("cpu")                     # host: environment for the candidate worker
+backend.job_env("cpu")                       # host: environment for the candidate worker
 backend.install_hooks(recorder, cache_dir, request)  # runner: before the candidate is imported
 backend.find_kernels(ctx)                     # static checks: the kernels its source defines (checks/)
 backend.compile_check(source, "sm_90")        # anywhere: compile without running
@@ -120,7 +120,7 @@ class Backend:
     def check_environment(self, device: str) -> None:
         """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""
 
-    def worker_env(self, device: str) -> dict[str, str]:
+    def job_env(self, device: str) -> dict[str, str]:
         return {}
 
     def install_hooks(self, recorder: KernelRecorder, cache_dir: Path, request: Any = None) -> None:
@@ -214,7 +214,7 @@ def startup_env(backend: str, device: str) -> dict[str, str]:
 
     no_gpu = device == "cpu" or (device == "auto" and not os.path.exists("/dev/nvidiactl"))
     try:
-        env = get_backend(backend).worker_env("cpu" if no_gpu else "cuda")
+        env = get_backend(backend).job_env("cpu" if no_gpu else "cuda")
     except ConfigError:
         return {}
     return {k: v for k, v in env.items() if k in STARTUP_VARS}

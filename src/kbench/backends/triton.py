@@ -144,7 +144,7 @@ class TritonBackend(Backend):
                     "no CUDA GPU is visible to torch; use --device cpu to run in interpreter mode"
                 )
 
-    def worker_env(self, device: str) -> dict[str, str]:
+    def job_env(self, device: str) -> dict[str, str]:
         return {} if device.startswith("cuda") else {"TRITON_INTERPRET": "1"}
 
     def install_hooks(self, recorder: KernelRecorder, cache_dir: Path, request: Any = None) -> None:

@@ -93,7 +93,7 @@ def reference_env(cfg: RunConfig, device: str) -> dict[str, str]:
 def candidate_env(backend_name: str, cfg: RunConfig, device: str, make_pch: bool = False) -> dict[str, str]:
     from kbench.backends import fastbuild, pch
 
-    env = get_backend(backend_name).worker_env(device) | base_env(cfg, device)
+    env = get_backend(backend_name).job_env(device) | base_env(cfg, device)
     pch_mode = "off" if cfg.precompiled_headers == "off" else "make" if make_pch else "use"
     return env | {
         "TORCH_CUDA_ARCH_LIST": cuda_arch_list(cfg, device),

@@ -298,7 +298,7 @@ class CandidateJob:
                 return
             self._cores(cpu_seconds(job.runner.descendants()) - cpu0, loop.stats)
             if watch is not None and self.cpu is not None:
-                self.cpu.judge(watch)
+                self.cpu.rule_on_share(watch)
         finally:
             if watch is not None:
                 watch.close()

@@ -1,6 +1,7 @@
 """A native CPU candidate's kernel share, sampled by its referee from outside (trusted): over its kernel-use
-calls (`measure`), and over every timed batch of its timing loop (`watch`, `judge`; `sham` samples the
-reference's timed batches alike). referee/perfshare.py samples, referee/timing.py runs the batches."""
+calls (`measure`), and over every timed batch of its timing loop (`watch`, `rule_on_share`; `sham`
+samples the reference's timed batches alike). referee/perfshare.py samples, referee/timing.py runs the
+batches."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def wilson_upper(share: float, n: int, z: float) -> float:
 
 class CpuShare:
     """One job's sampling: `measure` first (its kernel-use calls), then `watch` for its timing loop and
-    `judge` after it."""
+    `rule_on_share` after it."""
 
     def __init__(self, job: Job, feed: Feed, layout: list[OutputMeta]) -> None:
         self.job, self.feed, self.layout = job, feed, layout
@@ -132,7 +133,7 @@ class CpuShare:
             self.job.result.warnings.append(f"timed calls' kernel share not measured: {exc}")
             return None
 
-    def judge(self, watch: perfshare.Watch) -> None:
+    def rule_on_share(self, watch: perfshare.Watch) -> None:
         """`cheat no-custom-kernel` when the candidate's own code took a much smaller share of its timed
         calls than of the calls its kernel share was sampled on; the share is kept in the timing's extras."""
         from dataclasses import replace

@@ -120,7 +120,7 @@ def flat_row(s: StoredVerdict, ctx: Context | None = None) -> dict[str, Any]:
     row |= _timings(v)
     for name, protocol in PROTOCOLS.items():
         for mode in MODES:
-            row[f"class_1_{mode}_{name}"] = m.judge(v, 1.0, mode, protocol.fast_rule(ctx.floor))
+            row[f"class_1_{mode}_{name}"] = m.speed_kind(v, 1.0, mode, protocol.fast_rule(ctx.floor))
     return {c: row.get(c) for c in CSV_COLUMNS}
 
 
