@@ -286,6 +286,7 @@ def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Pa
     a moment after "ready" is forked at once instead of waiting behind a seconds-long torch._dynamo import."""
     from kbench.sandbox.host import worker_env
     from kbench.sandbox.starter import Starter
+    from kbench.sandbox.starterwire import ForkRequest
 
     env = worker_env(
         _module(
@@ -300,8 +301,9 @@ def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Pa
         log = tmp_path / "one.log"
         job = tmp_path / "one"
         job.mkdir()
-        proc = one_shot.start({"module": "fakeworker", "jobdir": str(job), "cwd": str(tmp_path), "env": env,
-                               "log": str(log), "limit": None})  # fmt: skip
+        request = ForkRequest(id=0, module="fakeworker", jobdir=str(job), cwd=str(tmp_path), env=env,
+                              log=str(log), limit=None, args=[])  # fmt: skip
+        proc = one_shot.start(request)
         assert proc is not None and proc.wait(30) == 0
         assert time.monotonic() - t0 < 1.0  # no import stood in its way
         assert one_shot.preloaded == [] and log.read_text().strip() == "[]"

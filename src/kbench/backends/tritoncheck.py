@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kbench.backends import CompileCheck
 
@@ -48,9 +48,30 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def request(launches: dict[str, Any], candidate_file: str, cache_dir: str, arch: str) -> dict[str, Any]:
+class Launch(TypedDict):
+    name: str  # the kernel's name in the candidate's launches
+    qualname: str  # where the child finds it in the candidate's module
+    signature: dict[str, str]  # argument types the dry run saw
+    constexprs: dict[str, Any]  # constexpr values, encoded (`_encode`)
+
+
+class CheckRequest(TypedDict):
+    candidate_file: str
+    cache_dir: str
+    arch: str
+    launches: list[Launch]
+    skipped: list[str]  # launches that cannot be replayed, and why
+
+
+class CheckResult(TypedDict):
+    ok: bool
+    log: str
+
+
+def request(launches: dict[str, Any], candidate_file: str, cache_dir: str, arch: str) -> CheckRequest:
     """The JSON request for the child: where each kernel lives and how it was launched."""
-    items, skipped = [], []
+    items: list[Launch] = []
+    skipped: list[str] = []
     for name, launch in launches.items():
         try:
             constexprs = {k: _encode(v) for k, v in launch.constexprs.items()}
@@ -58,16 +79,9 @@ def request(launches: dict[str, Any], candidate_file: str, cache_dir: str, arch:
             skipped.append(f"{name}: not compile-checked ({exc})")
             continue
         qualname = launch.fn.__qualname__
-        items.append(
-            {"name": name, "qualname": qualname, "signature": launch.signature, "constexprs": constexprs}
-        )
-    return {
-        "candidate_file": candidate_file,
-        "cache_dir": cache_dir,
-        "arch": arch,
-        "launches": items,
-        "skipped": skipped,
-    }
+        items.append(Launch(name=name, qualname=qualname, signature=launch.signature, constexprs=constexprs))
+    return CheckRequest(candidate_file=candidate_file, cache_dir=cache_dir, arch=arch, launches=items,
+                        skipped=skipped)  # fmt: skip
 
 
 def compile_in_clean_process(
@@ -93,7 +107,7 @@ def compile_in_clean_process(
         return CompileCheck(False, f"compile check exceeded {_TIMEOUT_S:.0f} s", tuple(launches))
     if not out.exists():
         return CompileCheck(False, f"compile check exited {proc.returncode} without a result:\n{tail}")
-    res = json.loads(out.read_text())
+    res: CheckResult = json.loads(out.read_text())
     log = "\n".join([*req["skipped"], res["log"]]).strip()
     return CompileCheck(bool(res["ok"]), log[-8000:], tuple(launches), time.perf_counter() - t0)
 
@@ -130,7 +144,7 @@ def main(argv: list[str]) -> int:
     from kbench.backends.triton import compile_jit
 
     path = Path(argv[1])
-    req = json.loads(path.read_text())
+    req: CheckRequest = json.loads(path.read_text())
     module = _import(req["candidate_file"], req["cache_dir"])
     ok, logs = True, []
     for item in req["launches"]:
@@ -143,7 +157,7 @@ def main(argv: list[str]) -> int:
         error = compile_jit(fn, item["signature"], constexprs, req["arch"])
         ok = ok and error is None
         logs.append(f"{item['name']}: " + (error or f"compiled for {req['arch']}"))
-    path.with_suffix(".result.json").write_text(json.dumps({"ok": ok, "log": "\n".join(logs)}))
+    path.with_suffix(".result.json").write_text(json.dumps(CheckResult(ok=ok, log="\n".join(logs))))
     return 0
 
 

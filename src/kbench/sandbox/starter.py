@@ -19,10 +19,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from kbench.sandbox import bytecode, procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
+from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
 from kbench.sandbox.zygote import NO_OPTIONAL
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
@@ -133,7 +133,7 @@ class Starter:
         first = self.proc.stdout.readline()
         try:
             if first:
-                answer = json.loads(first)
+                answer: Ready = json.loads(first)
                 self.imports = {str(k): float(v) for k, v in answer.get("imports", {}).items()}
                 self.start_s = float(answer.get("age", 0.0))
                 self.ready, self.reason = bool(answer.get("ready")), str(answer.get("reason", ""))
@@ -146,7 +146,7 @@ class Starter:
         if not self.ready:
             return
         for line in self.proc.stdout:
-            msg = json.loads(line)
+            msg: Answer = json.loads(line)
             with self._changed:
                 if "started" in msg:
                     self._started[msg["started"]] = msg["pid"]
@@ -176,17 +176,17 @@ class Starter:
         with self._changed:
             self._changed.wait(max(timeout, 0.001))
 
-    def start(self, request: dict[str, Any], waited_s: float = 0.0) -> ForkedProcess | None:
+    def start(self, request: ForkRequest, waited_s: float = 0.0) -> ForkedProcess | None:
         """Fork a worker for `request` (see zygote.py); None when the starter is gone. `waited_s`: how long
         the request waited for this starter to come up (ForkedProcess.start_phases)."""
         with self._lock:
             if not self.alive():
                 return None
             self._next += 1
-            ident = self._next
+            ident = request["id"] = self._next
             assert self.proc.stdin is not None
             try:
-                self.proc.stdin.write((json.dumps({**request, "id": ident}) + "\n").encode())
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 return None
@@ -331,8 +331,8 @@ def start_worker(
     if starter is None:
         return None
     waited = time.monotonic() - t0
-    request = {"module": module, "jobdir": str(jobdir.resolve()), "cwd": cwd, "env": env, "log": str(log),
-               "limit": list(limit) if limit else None, "args": args or []}  # fmt: skip
+    request = ForkRequest(id=0, module=module, jobdir=str(jobdir.resolve()), cwd=cwd, env=env, log=str(log),
+                          limit=limit, args=args or [])  # fmt: skip
     return starter.start(request, waited)
 
 

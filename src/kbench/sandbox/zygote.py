@@ -33,9 +33,9 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 from kbench.files import write_atomic
+from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
 
 # The workers and everything they import. The entry modules themselves (ENTRIES) are then dropped from
 # sys.modules: runpy runs a module already there a second time, as __main__, and warns so into every job's
@@ -65,7 +65,7 @@ _children: set[int] = set()  # workers forked and not yet reaped: their sessions
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
 
 
-def _send(message: dict[str, Any]) -> None:
+def _send(message: Answer | Ready) -> None:
     data = (json.dumps(message) + "\n").encode()
     while data:
         data = data[os.write(_PROTO, data) :]
@@ -199,7 +199,7 @@ class Unsafe(Exception):
     """This process can no longer fork workers safely."""
 
 
-def _child(req: dict[str, Any]) -> None:
+def _child(req: ForkRequest) -> None:
     """Become the worker for `req`; never returns."""
     code = 1
     try:
@@ -225,11 +225,11 @@ def _child(req: dict[str, Any]) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if req.get("limit"):
-            name, limit = req["limit"]
-            resource.setrlimit(getattr(resource, name), (limit, limit))
+        if req["limit"]:
+            name, limit = req["limit"]  # a JSON list: [resource name, bytes]
+            resource.setrlimit(getattr(resource, str(name)), (int(limit), int(limit)))
         sys.path[0] = req["cwd"]  # as `python -m` would have it: the worker's own (empty) folder
-        sys.argv = [req["module"], req["jobdir"], *req.get("args", [])]
+        sys.argv = [req["module"], req["jobdir"], *req["args"]]
         import runpy
 
         runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
@@ -299,7 +299,8 @@ def serve(optional: bool = True) -> None:
         buf += data
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
-            req = json.loads(line) | {"starter": os.getpid()}
+            req: ForkRequest = json.loads(line)
+            req["starter"] = os.getpid()
             if retired:
                 _send({"refused": req["id"]})
                 continue
