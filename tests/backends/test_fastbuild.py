@@ -478,56 +478,65 @@ def _adopt_pch(made: Path, folder: Path) -> None:
     assert pch.adopt(made, folder) and pch.ready(folder)
 
 
-def _waits_for_pch(cxx: Path, log: list[str], fail: bool = False) -> Any:
-    """A load_inline that writes its ninja file first (half, then whole), then compiles until the PCH
-    exists in its builder's staging folder: it returns only if the PCH was made while it ran."""
+def _loads_apart(cxx: Path, log: list[str], fail: bool = False) -> Any:
+    """A load_inline that writes its ninja file and then builds as torch's does (`_run_ninja_build`, which
+    a maker replaces by a stop). The candidate's build waits until the maker's header exists: it returns
+    only if the header was made while it ran."""
 
     def load_inline(**arguments: Any) -> str:
+        from torch.utils import cpp_extension
+
         build = Path(arguments["build_directory"])
-        pch_file = build.parent / "pch" / pch.PCH_FILE
-        (build / "build.ninja").write_text(_ninja(cxx, whole=False))
-        time.sleep(0.3)
-        log.append(f"half read: {pch_file.exists() or (pch_file.parent.parent / '.claim').exists()}")
         (build / "build.ninja").write_text(_ninja(cxx))
+        if arguments["name"] == "kbench_pch_probe":
+            log.append(f"probe sources: {arguments['cpp_sources']} {arguments.get('cuda_sources')}")
+            cpp_extension._run_ninja_build(str(build), False, "")
+            raise AssertionError("a maker's probe went on to build")
         if fail:
-            time.sleep(0.2)  # the PCH's compiler has started
             raise RuntimeError("Error building extension 'm'")
         deadline = time.monotonic() + 10
-        while not pch_file.exists() and time.monotonic() < deadline:
+        while (
+            not list(build.parent.parent.glob(f"*-pch-*/pch/{pch.PCH_FILE}")) and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
-        log.append(f"pch during the build: {pch_file.exists()}")
+        log.append(
+            f"pch during the build: {bool(list(build.parent.parent.glob(f'*-pch-*/pch/{pch.PCH_FILE}')))}"
+        )
         (build / "m.so").write_text("binary")
         return "module"
 
     return load_inline
 
 
-def test_the_pch_is_made_beside_the_build_from_its_whole_ninja_file(
+def test_the_pch_is_made_by_a_maker_of_its_own_beside_the_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A shared precompiled header is never made by the process that compiles a candidate's sources: a
+    maker of its own, started beside the build, writes the ninja file of a probe with the build's flags
+    and no candidate source, precompiles the header with them, and the referee adopts it."""
     monkeypatch.setenv(pch.PCH_ENV, "make")
     monkeypatch.setenv(fastbuild.OPS_ENV, "0")
     monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
     cxx = _fake_cxx(tmp_path, seconds=0.2)
-    args = {"name": "m", "cuda_sources": [CUDA]}
+    args = {"name": "m", "cuda_sources": [CUDA], "extra_cflags": ["-O3"]}
     folder = pch.pch_dir(tmp_path, args, {"torch": "x"})
     monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
     log: list[str] = []
     recorder = KernelRecorder()
-    assert _build(_waits_for_pch(cxx, log), args, tmp_path, "k", recorder)
-    assert log == ["half read: False", "pch during the build: True"]
+    assert _build(_loads_apart(cxx, log), args, tmp_path, "k", recorder)
+    assert log[0] == "probe sources: ['// kbench: the probe of a precompiled header'] None", log
+    assert "pch during the build: True" in log
     assert recorder.extra["pch_seconds"] >= 0 and recorder.extra["build_recipe"] == "light-headers"
     calls = (tmp_path / "cxx-calls").read_text().splitlines()
     assert len(calls) == 1 and "-x c++-header" in calls[0] and "cand_1" not in calls[0]
     assert (tmp_path / "k" / "m.so").is_file() and pch.ready(folder)
 
-    log.clear()  # the next build of the batch finds it and makes none
-    recorder = KernelRecorder()
+    recorder = KernelRecorder()  # the next build of the batch finds it and makes none
     _build(_fake_builder(False, []), args, tmp_path, "k2", recorder)
     assert "pch" in recorder.extra["build_recipe"] and "pch_seconds" not in recorder.extra
 
 
-def test_a_failed_build_still_finishes_the_pch_it_started(
+def test_a_failed_build_still_gets_the_pch_made_beside_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(pch.PCH_ENV, "make")
@@ -535,24 +544,32 @@ def test_a_failed_build_still_finishes_the_pch_it_started(
     monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
     folder = tmp_path / "pch"
     monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
-    log: list[str] = []
-    builder = _waits_for_pch(_fake_cxx(tmp_path, seconds=0.5), log, fail=True)
+    loader = _loads_apart(_fake_cxx(tmp_path, seconds=0.5), [], fail=True)
     with pytest.raises(RuntimeError, match="Error building"):
-        _build(builder, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
-    # the compile begun beside the build was waited for, and the referee adopted what it made
+        _build(loader, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
+    # the maker was waited for, and the referee adopted what it made
     assert pch.ready(folder) and not list(folder.glob("torch/*.part"))
 
 
-def test_without_a_ninja_file_in_time_the_pch_comes_from_the_finished_build(tmp_path: Path) -> None:
-    cxx = _fake_cxx(tmp_path)
-    built = tmp_path / "built"
-    built.mkdir()
-    (built / "build.ninja").write_text(_ninja(cxx))
-    maker = pch.PchMaker(tmp_path / "pch", header=tmp_path / "extension.h")
-    maker.watch(tmp_path / "never-written")
-    assert maker.finish(built) is not None
-    assert (tmp_path / "pch" / pch.PCH_FILE).is_file()
-    assert pch.PchMaker(tmp_path / "pch").finish(built) is None  # exists: nobody makes it again
+def test_a_probe_load_inline_refuses_makes_no_header_and_costs_the_build_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(pch.PCH_ENV, "make")
+    monkeypatch.setenv(fastbuild.OPS_ENV, "0")
+    monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
+    folder = tmp_path / "pch"
+    monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
+    built = _fake_builder(False, [])
+
+    def load(**arguments: Any) -> str:
+        if arguments["name"] == "kbench_pch_probe":
+            raise RuntimeError("no compiler for these flags")
+        return built(**arguments)
+
+    recorder = KernelRecorder()
+    assert _build(load, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", recorder)
+    assert "pch_seconds" not in recorder.extra and not pch.ready(folder)
+    assert (tmp_path / "k" / "m.so").is_file()
 
 
 def test_one_maker_per_pch(tmp_path: Path) -> None:
@@ -620,3 +637,11 @@ def test_gcc_uses_the_pch_and_a_repeated_include_still_compiles(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr
     assert f"! {folder}/torch/extension.h.gch" in proc.stderr  # -H marks a used PCH with '!'
     assert subprocess.run([str(tmp_path / "main")]).returncode == 0
+
+
+def test_the_sessions_seeded_cache_holds_a_sealed_header_its_maker_made(shared_builds: Path) -> None:
+    """The real thing: the session's seed build (conftest.shared_builds, precompiled headers on) ran a
+    confined maker beside it with g++, and the referee adopted its header sealed."""
+    folders = [f for f in (shared_builds / ".pch").iterdir() if f.is_dir()]
+    assert folders and all(pch.sound(f) and (f / pch.PCH_FILE).stat().st_size > 1 << 20 for f in folders)
+    assert not list((shared_builds / ".staging").glob("*-pch-*"))  # the maker's folder went with it

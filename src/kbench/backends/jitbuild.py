@@ -6,14 +6,20 @@ only, but the compiler it runs reads the candidate's sources and flags, and flag
 (`-wrapper`, `-fplugin`): so it first enters namespaces of its own (sandbox/isolate.py: no network, no
 capability outside them) and confines itself (sandbox/confine.py) to write only its staging folder and
 its temporary folder. It never imports what it built. It tries the request's recipes in order
-(backends/fastbuild.py: the cheaper header recipes first, each into a folder of its own), and where asked
-also makes the precompiled header those flags need (backends/pch.py) into its staging folder. The
-referee checks what it left there and moves it into the cache.
+(backends/fastbuild.py: the cheaper header recipes first, each into a folder of its own). The referee
+checks what it left there and moves it into the cache.
+
+A precompiled header that later builds share is made by a process of this kind of its own, never by one
+that compiles a candidate's sources: its request has no attempts, only `pch` (the folder to make it in)
+and `pch_probe` (load_inline's arguments of the first attempt with a source that defines nothing), whose
+ninja file it writes without building to read the compile flags, then precompiles the installed header
+(or the shim `pch_header`) with them (backends/pch.py).
 
 The request (JSON): {"attempts": [[label, arguments], ...], "staging": folder, "pch": folder or null,
-"writes": [...], "reads": [...] or null, "walls": {...} or null, "nice": increment} (a diagnostic from an
-attempt labelled as in CONCLUSIVE ends the attempts). The result: `staging/result.json`
-{"ok", "label", "folder", "errors": {label: error}, "pch_seconds"}.
+"pch_probe": arguments or null, "pch_header": path or null, "writes": [...], "reads": [...] or null,
+"walls": {...} or null, "nice": increment} (a diagnostic from an attempt labelled as in CONCLUSIVE ends
+the attempts). The result: `staging/result.json` {"ok", "label", "folder", "errors": {label: error},
+"pch_seconds"}.
 """
 
 from __future__ import annotations
@@ -81,21 +87,54 @@ def load_inline(**arguments: Any) -> Any:
         ext._import_module_from_library = loader
 
 
-def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
-    """Build the request's attempts in turn with `load` (torch's load_inline by default); what happened."""
-    staging = Path(request["staging"])
-    maker = None
-    if request.get("pch"):
-        from kbench.backends.pch import PchMaker
+class _NinjaWritten(Exception):
+    """load_inline wrote its ninja file: the probe of a precompiled header's maker stops there."""
 
-        header = request.get("pch_header")  # a shim's header; None: torch's own
-        maker = PchMaker(Path(request["pch"]), Path(header) if header else None)
+
+def _stop_at_ninja(*args: Any, **kwargs: Any) -> None:
+    raise _NinjaWritten
+
+
+def make_pch(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
+    """The maker's run: the probe's ninja file (`load` with ninja's build replaced by a stop), then the
+    header precompiled with its flags into `request["pch"]`."""
+    from torch.utils import cpp_extension
+
+    from kbench.backends.pch import make_pch as precompile
+
+    probe = Path(request["staging"], "probe")
+    probe.mkdir(parents=True, exist_ok=True)
+    run_ninja = cpp_extension._run_ninja_build
+    cpp_extension._run_ninja_build = _stop_at_ninja  # type: ignore[assignment]
+    try:
+        load(**dict(request["pch_probe"], build_directory=str(probe)))
+    except _NinjaWritten:
+        pass
+    except Exception as exc:  # the flags load_inline refused: no header for them, the builds go without
+        return {
+            "ok": False,
+            "label": "",
+            "folder": "",
+            "errors": {"pch": str(exc)[-8000:]},
+            "pch_seconds": None,
+        }
+    finally:
+        cpp_extension._run_ninja_build = run_ninja
+    header = request.get("pch_header")  # a shim's header; None: torch's own
+    spent = precompile(Path(request["pch"]), probe, Path(header) if header else None)
+    return {"ok": spent is not None, "label": "pch", "folder": "", "errors": {}, "pch_seconds": spent}
+
+
+def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
+    """Build the request's attempts in turn with `load` (torch's load_inline by default), or, for a
+    maker's request, make its precompiled header; what happened."""
+    if request.get("pch_probe"):
+        return make_pch(request, load)
+    staging = Path(request["staging"])
     errors: dict[str, str] = {}
     done: dict[str, Any] = {"ok": False, "label": "", "folder": "", "errors": errors, "pch_seconds": None}
     for i, (label, arguments) in enumerate(request["attempts"]):
         folder = staging / f"attempt-{i}"
-        if maker is not None:
-            maker.watch(folder)  # the PCH compiles from this build's ninja file while the build runs
         try:
             folder.mkdir(parents=True, exist_ok=True)
             load(**dict(arguments, build_directory=str(folder)))
@@ -107,8 +146,6 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
             continue
         done.update(ok=True, label=label, folder=str(folder))
         break
-    if maker is not None:
-        done["pch_seconds"] = maker.finish(Path(done["folder"]) if done["ok"] else None)
     return done
 
 

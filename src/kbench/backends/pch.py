@@ -7,13 +7,16 @@ the same compiler and flags (it silently ignores one that does not match), so on
 `ROOT/.pch/KEY/torch/extension.h.gch`, found first because its folder is added as an include path. The
 header is torch's own or the lite shim of backends/fastbuild.py (C++ sources that define functions),
 which `ROOT/.pch/KEY/torch/extension.h` links to.
-A PCH is made from the exact compile flags of a build (its build.ninja), by one build worker at a
-time (an O_EXCL claim), written under a temporary name and renamed into place. Only CPU build workers
-make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs ~30 s of a core and
-~0.8 GB); evaluation workers only use one that exists. The maker compiles it beside its own build,
-from the moment load_inline has written that build's ninja file (`PchMaker`), not after the build:
-on a 16-core host the PCH of a 48-candidate batch had come 58 s into it, after 18 builds had gone
-without it (~20 s each against ~12 s with it).
+A PCH is made from the exact compile flags of a build (the build.ninja load_inline writes for them),
+written under a temporary name and renamed into place. It is made by a confined process of its own
+(jitbuild.make_pch, started by the referee beside the build that needs it: referee/builds.py), never by
+one that compiles a candidate's sources: that process writes the ninja file of a probe with the build's
+flags and a source that defines nothing, without building it, and precompiles the header with those
+flags; the referee adopts the result, sealed with a manifest that every use verifies (`ready`). Only CPU
+builds make them (`KBENCH_BUILD_PCH=make`, set by the host for large batches: one costs ~30 s of a core
+and ~0.8 GB); evaluation workers only use one that exists. Made beside the batch's first build rather
+than after it: on a 16-core host the PCH of a 48-candidate batch had come 58 s into it, after 18 builds
+had gone without it (~20 s each against ~12 s with it).
 
 The mode comes from the environment the host gives the worker: KBENCH_BUILD_PCH=make|use|off.
 """
@@ -26,7 +29,6 @@ import os
 import re
 import shlex
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,18 +71,14 @@ def with_pch(arguments: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     return with_include_first(arguments, folder)
 
 
-def _ninja_vars(build_dir: Path, whole: bool = False) -> dict[str, str]:
-    """`cxx` and `cflags` of the ninja file in `build_dir`. With `whole`, nothing unless the file is
-    complete (load_inline writes its `default` target last): a build still writing it is read later."""
+def _ninja_vars(build_dir: Path) -> dict[str, str]:
+    """`cxx` and `cflags` of the ninja file in `build_dir`."""
     values: dict[str, str] = {}
     try:
         text = (build_dir / "build.ninja").read_text()
     except OSError:
         return values
-    lines = text.splitlines()
-    if whole and not any(line.startswith("default ") for line in lines):
-        return values
-    for line in lines:
+    for line in text.splitlines():
         name, sep, value = line.partition(" = ")
         if sep and not line.startswith(" ") and name in ("cxx", "cflags"):
             values[name] = value.strip()
@@ -158,49 +156,6 @@ def _compile_pch(folder: Path, found: dict[str, str], header: Path | None = None
     os.rename(partial, target)
     (folder / "cflags.txt").write_text(shlex.join(flags) + "\n")
     return time.perf_counter() - t0
-
-
-class PchMaker:
-    """Makes the PCH in `folder` beside a build (buildcache._build): `watch` is given each attempt's
-    build folder; a thread reads its ninja file as soon as load_inline has written it whole and compiles
-    the PCH while the build's own compilers run. `finish` waits for that compile (a maker that left would
-    leave its claim and no PCH) or, when no ninja file was read in time, makes it from the finished
-    build. The claim still keeps one maker per PCH among concurrent builders."""
-
-    POLL_S = 0.05
-
-    def __init__(self, folder: Path, header: Path | None = None) -> None:
-        self.folder, self.header = folder, header
-        self.spent: float | None = None
-        self._dir: Path | None = None
-        self._read = False  # a whole ninja file was read: its PCH was made or is another maker's
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, build_dir: Path) -> None:
-        self._dir = build_dir
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="kbench-pch", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            found = _ninja_vars(self._dir, whole=True) if self._dir is not None else {}
-            if "cflags" in found:
-                self._read = True
-                self.spent = _compile_pch(self.folder, found, self.header)
-                return
-            self._stop.wait(self.POLL_S)
-
-    def finish(self, built: Path | None) -> float | None:
-        """Wait for the PCH made beside the build; without one, make it from `built` (a finished build's
-        folder, None when the build failed). The seconds spent, or None when this worker made none."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if not self._read and built is not None:
-            self.spent = make_pch(self.folder, built, self.header)
-        return self.spent
 
 
 def ready(folder: Path, header: Path | None = None) -> bool:
