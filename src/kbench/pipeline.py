@@ -1,9 +1,9 @@
 """`kbench run`: select problems, obtain candidates, have the Evaluator judge and file them.
 
 This module only wires stages together; the Evaluator (api/) builds, runs, judges and files every
-verdict, on the local executor or on Ray, as it does for the service and the RL environment. Candidates come either from the shipped hand-fused solutions
-(`--solutions reference`, the main job: no API key needed) or from a model through multi-turn
-refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
+verdict, on the local executor or on Ray, as it does for the service and the RL environment. Candidates
+come either from the shipped hand-fused solutions (`--solutions shipped`, the main job: no API key
+needed) or from a model through multi-turn refinement (generate.refine). Every verdict is written to the store the moment it arrives, keyed by
 (problem, sample, turn, backend, model), so a killed run resumes with `--resume RUN` and re-does nothing.
 The run also stores the problems it selected, every LLM request it made (tokens, cost, latency, cache
 hits, failures) and every message it sent the model (the task, then the feedback of each turn), so a
@@ -127,8 +127,8 @@ def run_solutions(
         raise ConfigError(
             f"no shipped {names} solution for the selected problems; see `kbench list --solutions`"
         )
-    selected = list({id(s.problem): s.problem for s in submissions}.values())
-    with open_evaluator(cfg, selected, resume, monitor) as ev:  # type: ignore[arg-type]
+    selected = [p for p in problems if any(s.problem is p for s in submissions)]
+    with open_evaluator(cfg, selected, resume, monitor) as ev:
         judged = Judged(monitor)
         tickets = ev.submit_many(submissions, closed=True)
         assert ev.run_id is not None

@@ -8,14 +8,14 @@
         verdicts = ev.evaluate_many([Submission("2/1", a), Submission("2/23", b)])
 
 The Evaluator is kbench's one engine: `kbench run`, `kbench eval`, the service, the RL environment and
-the benchmarks are its clients. Every submission goes through an executor (api/lanes.py): locally,
+the MCP tools are its clients. Every submission goes through an executor (api/lanes.py): locally,
 candidates are built ahead on CPU builders and each GPU's lanes take turns on the device lease, so
 concurrent callers (threads, an event loop, the HTTP service) share the machine as one batch would; on
-Ray (`executor="ray"`), each batch of submissions runs on the cluster's lanes. What stays warm between calls: the
-reference runs of each problem (`ReferencePool`: a problem's second candidate skips the reference worker;
-bounded in bytes), the content-addressed build cache (on disk), and the warm starter that forks workers
-(~0.03 s instead of ~2 s per worker). Each verdict is filed in one run of the results database as
-`kbench run` files it (api/session.py), so `kbench report RUN` works on it.
+Ray (`executor="ray"`), each batch of submissions runs on the cluster's lanes. What stays warm between
+calls: the reference runs of each problem (`ReferencePool`: a problem's second candidate skips the
+reference worker; bounded in bytes), the content-addressed build cache (on disk), and the warm starter
+that forks workers (~0.03 s instead of ~2 s per worker). Each verdict is filed in one run of the results
+database (api/session.py), so `kbench report RUN` works on it.
 
 Closing ends the Evaluator's workers: queued jobs are cancelled, running ones finish (or, with
 `close(cancel=True)`, are dropped without a verdict), and the last open Evaluator of the process stops

@@ -6,9 +6,9 @@ config and the machine's fingerprint, each verdict is written in its own transac
 it, and the reference timings it measured become stored baselines. So `kbench report RUN` and
 `kbench export RUN` read an Evaluator's run like any other.
 
-Opening an existing run id continues it (`resume`: it must exist, as `kbench run --resume` asks): a submission whose key is already
-stored gets the stored verdict back without being judged again, and automatic sample numbers start
-after the highest one stored. Without recording, the store is only read (stored baselines), and only when
+Opening an existing run id continues it (with `resume` it must exist, as `kbench run --resume` asks): a
+submission whose key is already stored gets the stored verdict back without being judged again, and
+automatic sample numbers start after the highest one stored. Without recording, the store is only read (stored baselines), and only when
 its file exists.
 """
 
