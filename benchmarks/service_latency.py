@@ -11,6 +11,8 @@ Each problem's shipped solution (`--backend`) is judged:
   Its first verdict finds the API's builds and the fixed reference outputs in the shared cache folder.
 - rate: `--clients` clients (8) each judging `--per-client` solutions in turn over the problems, at once;
   verdicts per second over the whole burst, and each verdict's latency under that load.
+`--executor ray` runs both the API's Evaluator and the service on a local Ray (the path a cluster takes
+with `kbench serve --executor ray --ray-address ADDR`).
 
 A verdict's target is 3 s warm for outputs up to 256 MiB (the verdict-speed issue); problems whose
 output is larger are skipped with a note (`--max-output-mib`). Writes OUT/service_latency.json and
@@ -100,13 +102,15 @@ def _config(args: argparse.Namespace, store: Path) -> Any:
     from kbench.config import resolve
 
     flags = {"device": args.device, "backend": args.backend, "preset": args.preset, "store": store,
-             "cache_dir": args.cache, "measure": False if args.no_timing else None}  # fmt: skip
+             "cache_dir": args.cache, "measure": False if args.no_timing else None,
+             "executor": args.executor}  # fmt: skip
     return resolve(None, flags)
 
 
 def start_service(args: argparse.Namespace, store: Path) -> tuple[subprocess.Popen[str], str]:
     flags = ["--store", str(store), "--device", args.device, "--backend", args.backend, "--preset", args.preset,
-             "--max-queue", "1024", *(["--no-timing"] if args.no_timing else [])]  # fmt: skip
+             "--max-queue", "1024", "--executor", args.executor,
+             *(["--no-timing"] if args.no_timing else [])]  # fmt: skip
     return common.start_service(flags, {"KBENCH_CACHE_DIR": str(args.cache)})
 
 
@@ -163,6 +167,7 @@ def main() -> None:
     ap.add_argument("--per-client", type=int, default=8)
     ap.add_argument("--max-output-mib", type=float, default=256.0)
     ap.add_argument("--no-timing", action="store_true", help="correctness and protocol only")
+    ap.add_argument("--executor", default="local", help="local | ray (a local Ray; scale-out's path)")
     ap.add_argument("--cache", type=Path, default=Path(tempfile.mkdtemp(prefix="kbench-service-cache-")))
     common.add_record_argument(ap)
     args = ap.parse_args()

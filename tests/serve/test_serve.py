@@ -304,11 +304,13 @@ def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
     assert [r.completion_text for r in records] == answers
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path, store: Path, run: str) -> Service:
+def _start(
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path, store: Path, run: str, *more: str
+) -> Service:
     env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory, shared_builds)),
-           "KBENCH_SERVE_TOKEN": TOKEN}  # fmt: skip
+           "KBENCH_SERVE_TOKEN": TOKEN, "KBENCH_RAY_TMP": str(store.parent / "ray")}  # fmt: skip
     args = ["serve", "--port", "0", "--store", str(store), "--run", run, "--device", "cpu", "--backend", "cpp",
-            "--preset", "small", "--no-timing"]  # fmt: skip
+            "--preset", "small", "--no-timing", *more]  # fmt: skip
     proc = _kbench(args, env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -355,6 +357,63 @@ def test_accepted_jobs_survive_a_killed_service_and_a_retry_is_never_judged_twic
         records = [r for r in db.records("durable-run") if r.key.model == "durable"]
     assert len(records) == 6 and sorted(r.key.sample for r in records) == list(range(6))  # none twice
     assert sorted(r.candidate_source for r in records) == sorted(sources)
+
+
+def test_a_service_on_ray_judges_and_files_what_its_clients_send(
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+) -> None:
+    """Scale-out's path: `kbench serve --executor ray` (a local Ray here; `--ray-address` names a
+    cluster) hands its queue to Ray's lanes in batches. Four clients at once: every job judged once, its
+    own verdict, filed in the service's run; stopped, it ends Ray with it."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'kbench[ray]')")
+    store = tmp_path_factory.mktemp("ray-serve") / "kbench.db"
+    service = _start(tmp_path_factory, shared_builds, store, "ray-run", "--executor", "ray")
+    results: dict[str, tuple[str, Status]] = {}
+    errors: list[BaseException] = []
+
+    def client(n: int) -> None:
+        try:
+            with Client(service.url, token=TOKEN) as c:
+                for i in range(2):
+                    source = marked(HONEST if (n + i) % 2 else WRONG, f"ray client {n} job {i}")
+                    job = c.submit("2/1", source, model="ray-test")
+                    verdict = c.wait(job.id, timeout=300).typed_verdict()
+                    assert verdict is not None and verdict.candidate_digest == digest(source), job
+                    results[job.id] = (source, verdict.status)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not errors, errors[0]
+        assert len(results) == 8
+        for source, status in results.values():
+            assert status is (Status.OK if HONEST in source else Status.MISMATCH)
+    finally:
+        service.proc.send_signal(signal.SIGTERM)
+        _, err = service.proc.communicate(timeout=120)
+    assert service.proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    with Store(store) as db:
+        records = [r for r in db.records("ray-run") if r.key.model == "ray-test"]
+    assert sorted(r.key.sample for r in records) == list(range(8))  # each once
+    assert {r.candidate_source for r in records} == {source for source, _ in results.values()}
+    ray_tmp = str(store.parent / "ray").encode()  # the service's local Ray keeps its session there
+    assert (store.parent / "ray").is_dir()  # so Ray ran, and its processes name that folder
+    deadline = time.monotonic() + 30
+    while left := [p for p in procs.all_pids() if ray_tmp in _cmdline(p)]:
+        assert time.monotonic() < deadline, [_cmdline(p)[:200] for p in left]
+        time.sleep(0.2)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_the_remote_episode_example_runs_as_the_readme_shows(service: Service) -> None:

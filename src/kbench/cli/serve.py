@@ -49,6 +49,12 @@ def serve_cmd(
         None, "--run", help="file verdicts in this run (continued if it exists)"
     ),
     no_timing: bool = typer.Option(False, "--no-timing", help="correctness and protocol checks only"),
+    executor: str | None = typer.Option(
+        None, "--executor", help="local (this machine) | ray (the lanes of a Ray cluster: --ray-address)"
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="a Ray cluster (default: a local Ray)"
+    ),
     max_queue: int = typer.Option(256, "--max-queue", help="pending jobs before submissions get 429"),
     max_body_mib: float = typer.Option(4.0, "--max-body-mib", help="largest request body (413 beyond)"),
     max_wait: float = typer.Option(60.0, "--max-wait", help="longest long poll, seconds"),
@@ -61,7 +67,8 @@ def serve_cmd(
     require("fastapi", "serve")  # the missing extra is named before anything starts
     require("uvicorn", "serve")
     flags = dict(source=source, backend=backend, preset=preset, dtype=dtype, device=device, store=store,
-                 run_id=run_id, measure=False if no_timing else None)  # fmt: skip
+                 run_id=run_id, measure=False if no_timing else None, executor=executor,
+                 ray_address=ray_address)  # fmt: skip
     cfg = resolve(config, flags)
     token = read_token(token_file)
     check_bind(host, token)  # before anything starts
@@ -73,7 +80,8 @@ def serve_cmd(
     def announce(url: str) -> None:
         console.print(
             f"kbench serve: {url} (run {evaluator.run_id}, store {cfg.store}, device {cfg.device}, "
-            f"backend {cfg.backend}, preset {cfg.preset}{', token required' if token else ''})",
+            f"backend {cfg.backend}, preset {cfg.preset}, executor {cfg.executor}"
+            f"{', token required' if token else ''})",
             highlight=False,
             soft_wrap=True,
         )
