@@ -110,6 +110,9 @@ def one_run(jobs: list[Job], cfg: RunConfig, executor: str, gpus: int) -> dict[s
         stages.prefetch,
     )
     wall = time.monotonic() - t0
+    close = getattr(ex, "close", None)
+    if close is not None:
+        close()  # Ray's lanes live from the executor's first run to its close
     gpu_busy, cpu_busy = busy.stop(gpus)
     if executor == "ray":
         import ray

@@ -62,14 +62,20 @@ def _failing(job: Job, device: str, built: BuildResult | None) -> Verdict:
     raise RuntimeError(f"kbench's own failure in {job.tag}")
 
 
-def test_ray_lanes_end_with_the_run_and_errors_reach_the_caller(local_ray: None) -> None:
+def test_ray_lanes_serve_later_runs_end_with_close_and_errors_reach_the_caller(local_ray: None) -> None:
     import os
     import time
 
     jobs = [Job(PROBLEM, Candidate(PROBLEM.key, "cpp", "s"), tag=0)]
     got: list[Verdict] = []
-    get_executor("ray").run(jobs, _build, _evaluate, lambda j, v: got.append(v))
-    lane_pid = int(got[0].message.split("pid=")[1])
+    executor = get_executor("ray")
+    executor.run(jobs, _build, _evaluate, lambda j, v: got.append(v))
+    executor.run(jobs, _build, _evaluate, lambda j, v: got.append(v))  # a later batch: the same lane
+    lane_pids = {int(v.message.split("pid=")[1]) for v in got}
+    assert len(got) == 2 and len(lane_pids) == 1
+    [lane_pid] = lane_pids
+    os.kill(lane_pid, 0)  # alive between runs
+    executor.close()  # type: ignore[attr-defined]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -78,9 +84,48 @@ def test_ray_lanes_end_with_the_run_and_errors_reach_the_caller(local_ray: None)
             break
         time.sleep(0.1)
     else:
-        raise AssertionError(f"lane process {lane_pid} still alive after the run")
-    with pytest.raises(Exception, match="kbench's own failure in 0"):
-        get_executor("ray").run(jobs, _build, _failing, lambda j, v: None)
+        raise AssertionError(f"lane process {lane_pid} still alive after close")
+    failing = get_executor("ray")
+    try:
+        with pytest.raises(Exception, match="kbench's own failure in 0"):
+            failing.run(jobs, _build, _failing, lambda j, v: None)
+    finally:
+        failing.close()  # type: ignore[attr-defined]
+
+
+def test_a_cluster_started_from_a_short_lived_thread_outlives_it(short_tmp: Path) -> None:
+    """Ray kills a local cluster's processes when the *thread* that started them ends: the executor starts
+    it from a thread of its own, so an Evaluator's pump (a thread) ending leaves the cluster up. In a
+    process of its own, with no Ray before it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import os, threading
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        import ray
+        from kbench.executors import Job, get_executor
+        from kbench.types import BuildResult, Candidate, Problem, Status, Verdict
+
+        def build(job):
+            return BuildResult(ok=True, backend="cpp")
+
+        def evaluate(job, device, built):
+            return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device)
+
+        problem = Problem(source="t", level=2, number=1, name="p", code="")
+        got = []
+        ex = get_executor("ray", num_cpus=2, tmp_dir={str(short_tmp / "r")!r})
+        job = Job(problem, Candidate(problem.key, "cpp", "s"), tag=0)
+        t = threading.Thread(target=lambda: (ex.run([job], build, evaluate, lambda j, v: got.append(v)), ex.close()))
+        t.start()
+        t.join()
+        assert [v.status for v in got] == [Status.OK]
+        print("after the thread:", ray.get(ray.remote(lambda: 41 + 1).remote(), timeout=60))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "after the thread: 42" in done.stdout, done.stderr[-3000:]
 
 
 @pytest.mark.slow

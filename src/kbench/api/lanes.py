@@ -23,9 +23,16 @@ from collections.abc import Iterator
 
 from kbench.api.runner import Runner
 from kbench.config import RunConfig
-from kbench.executors import Job, executor_options, get_executor, is_streaming
+from kbench.executors import Executor, Job, executor_options, get_executor, is_streaming
 
 Devices = tuple[str, ...]  # GPU lanes chosen by the caller (local executor), else every GPU of the spec
+
+
+def _close(executor: Executor | None) -> None:
+    """End what an executor keeps between its runs (Ray's lane actors live from its first batch to here)."""
+    close = getattr(executor, "close", None)
+    if close is not None:
+        close()
 
 
 def _done(job: Job) -> bool:
@@ -97,25 +104,33 @@ class Pump:
         self.thread.start()
 
     def _run(self) -> None:
-        while self.feed.wait():
-            error: BaseException | None = None
-            try:
-                executor = self._make()
-                if self.streaming:
-                    executor.run(self.feed.stream(), *self._runner.local_fns())
-                else:
-                    self._runner.run_elsewhere(executor, list(self.feed.drain()))
-            except BaseException as exc:  # the executor's own failure: its jobs fail, the pump goes on
-                error = exc
-            handed, self.feed.handed = self.feed.handed, []
-            for job in handed:
-                if not _done(job):
-                    self._runner.lost(
-                        job, error or RuntimeError("the executor returned without this job's verdict")
-                    )
-            if self.streaming and error is None:
-                return  # a streaming run ends only when the feed is closed
-            # after an executor's failure (or a batch run's end) the next job starts a new run
+        executor: Executor | None = None
+        try:
+            while self.feed.wait():
+                error: BaseException | None = None
+                try:
+                    executor = executor or self._make()
+                    if self.streaming:
+                        executor.run(self.feed.stream(), *self._runner.local_fns())
+                    else:
+                        self._runner.run_elsewhere(executor, list(self.feed.drain()))
+                except BaseException as exc:  # the executor's own failure: its jobs fail, the pump goes on
+                    error = exc
+                    if executor is None:  # it could not be made: what waits for it fails the same way
+                        list(self.feed.drain())
+                handed, self.feed.handed = self.feed.handed, []
+                for job in handed:
+                    if not _done(job):
+                        self._runner.lost(
+                            job, error or RuntimeError("the executor returned without this job's verdict")
+                        )
+                if error is not None:  # a failed executor is not used again: the next job makes another
+                    _close(executor)
+                    executor = None
+                elif self.streaming:
+                    return  # a streaming run ends only when the feed is closed
+        finally:
+            _close(executor)
 
     def close(self) -> list[Job]:
         return self.feed.close()

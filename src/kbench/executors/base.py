@@ -39,5 +39,7 @@ class Executor(Protocol):
         on_result: ResultFn,
         prefetch: PrefetchFn | None = None,
     ) -> None:
-        """Run every job; call on_result once per job (from the calling thread or a lock-held section)."""
+        """Run every job; call on_result once per job (from the calling thread or a lock-held section).
+        An executor that keeps something between its runs (Ray's lane actors) also has `close()`, which
+        its owner calls once it runs no more (api/lanes.py)."""
         ...

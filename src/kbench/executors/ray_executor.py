@@ -1,21 +1,24 @@
 """The Ray executor: one long-lived lane actor per GPU, builds as CPU tasks.
 
 Works against a local Ray (started here when none is running) or a cluster (`--ray-address`). Every GPU
-of the cluster gets one lane: an actor holding that GPU (`num_gpus=1`) for the whole run, with `slots`
+of the cluster gets one lane: an actor holding that GPU (`num_gpus=1`) until `close`, with `slots`
 evaluations in flight whose GPU phases take turns on the device lease, exactly as a GPU's lanes of the
 local executor. An actor, unlike a task, keeps one process, its GPU (`CUDA_VISIBLE_DEVICES` set by Ray for
 the actor's life) and its warm state (starter, reference outputs) from job to job: Ray ends the worker
 process of a GPU task after every call (`max_calls=1` is its default for tasks with GPUs), so evaluations
 as tasks would import torch and kbench and start a warm starter afresh for every verdict. Builds run as
 CPU tasks (`num_cpus=1`) and reach the lanes in completion order. Without GPUs (or `gpus_per_job=0`) the
-lanes evaluate on the CPU, one job at a time each, half as many lanes as the cluster has CPUs. Results come back to the host, which alone writes
-the store; the lanes are ended when the run ends, and their evaluation workers with them.
+lanes evaluate on the CPU, one job at a time each, half as many lanes as the cluster has CPUs. Results
+come back to the host, which alone writes the store. The lanes outlive a run: an Evaluator's pump runs
+one executor for each batch its queue hands over, and `close` (the pump's end) ends the lanes, and their
+evaluation workers with them.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +28,34 @@ from kbench.errors import ConfigError, require
 from kbench.executors import register_executor
 from kbench.executors.base import BuildFn, EvalFn, Job, PrefetchFn, ResultFn
 from kbench.types import BuildResult, Verdict
+
+_init_lock = threading.Lock()
+
+
+def _init_for_good(ray: Any, kwargs: dict[str, Any]) -> None:
+    """`ray.init` in a thread that lives as long as this process. Ray asks the kernel to kill the processes
+    of a local cluster it starts (its GCS, its raylet) when the *thread* that started them ends
+    (PR_SET_PDEATHSIG follows the thread): started from the thread of one executor run (an Evaluator's
+    pump), the cluster died with that thread, and this process, still a Ray driver, ended itself a minute
+    later for want of its GCS."""
+    with _init_lock:
+        if ray.is_initialized():
+            return
+        done, failed = threading.Event(), []
+
+        def keep() -> None:
+            try:
+                ray.init(**kwargs)
+            except BaseException as exc:  # handed to the caller below
+                failed.append(exc)
+            finally:
+                done.set()
+            threading.Event().wait()  # never ends: the cluster's processes live as long as this process
+
+        threading.Thread(target=keep, name="kbench-ray", daemon=True).start()
+        done.wait()
+        if failed:
+            raise failed[0]
 
 
 def _build_remote(build: BuildFn, job: Job) -> BuildResult | None:
@@ -62,6 +93,11 @@ class RayExecutor:
         self.gpus_per_job = gpus_per_job
         self.num_cpus = num_cpus
         self.slots = max(1, slots)
+        # lanes live from this executor's first run to `close`: each holds its process, GPU and warm state
+        # (starter, imports) for every later run, so a service's next batch does not start them again
+        self._made: tuple[list[Any], str, int] = ([], "cpu", 1)
+        self._actor: Any = None
+        self._room = 1
 
     def _init(self) -> Any:
         ray = require("ray", "ray")
@@ -73,11 +109,17 @@ class RayExecutor:
             else:
                 kwargs["num_cpus"] = self.num_cpus
                 kwargs["_temp_dir"] = self.tmp_dir or tempfile.mkdtemp(prefix="kbench-ray-")
-            ray.init(**kwargs)
+            _init_for_good(ray, kwargs)
         return ray
 
     def _lanes(self, ray: Any, jobs: int) -> tuple[list[Any], str, int]:
-        """The lane actors, the device they evaluate on and the evaluations each takes at once."""
+        """The lane actors, the device they evaluate on and the evaluations each takes at once: those of
+        this executor's earlier runs, and more while the cluster has room and `jobs` asks for them."""
+        lanes, device, slots = self._made
+        if lanes:
+            want = min(self._room, jobs)
+            lanes += [self._actor.remote(device == "cuda") for _ in range(max(0, want - len(lanes)))]
+            return lanes, device, slots
         resources = ray.cluster_resources()
         gpus = self.gpus_per_job
         if gpus is None:
@@ -94,7 +136,9 @@ class RayExecutor:
             count = max(1, int(resources.get("CPU", 1)) // 2)
             actor = ray.remote(num_cpus=0, max_concurrency=1)(self.lane_class)
             device, slots = "cpu", 1
-        return [actor.remote(gpus > 0) for _ in range(max(1, min(count, jobs)))], device, slots
+        self._actor, self._room = actor, max(1, count)
+        self._made = ([actor.remote(gpus > 0) for _ in range(max(1, min(count, jobs)))], device, slots)
+        return self._made
 
     def run(
         self,
@@ -135,8 +179,16 @@ class RayExecutor:
         finally:
             for ref in pending_builds:
                 ray.cancel(ref, force=True)
-            for lane_actor in lanes:  # its evaluation workers die with it (sandbox/procs.py)
+
+    def close(self) -> None:
+        """End the lanes (their evaluation workers die with them, sandbox/procs.py)."""
+        lanes, _, _ = self._made
+        if lanes:
+            import ray
+
+            for lane_actor in lanes:
                 ray.kill(lane_actor)
+            lanes.clear()
 
 
 def _ray_options(cfg: RunConfig) -> dict[str, object]:
