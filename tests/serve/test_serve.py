@@ -305,10 +305,15 @@ def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
 
 
 def _start(
-    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path, store: Path, run: str, *more: str
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_builds: Path,
+    store: Path,
+    run: str,
+    *more: str,
+    env_more: dict[str, str] | None = None,
 ) -> Service:
     env = {**os.environ, "KBENCH_CACHE_DIR": str(shared_cache(tmp_path_factory, shared_builds)),
-           "KBENCH_SERVE_TOKEN": TOKEN, "KBENCH_RAY_TMP": str(store.parent / "ray")}  # fmt: skip
+           "KBENCH_SERVE_TOKEN": TOKEN, **(env_more or {})}  # fmt: skip
     args = ["serve", "--port", "0", "--store", str(store), "--run", run, "--device", "cpu", "--backend", "cpp",
             "--preset", "small", "--no-timing", *more]  # fmt: skip
     proc = _kbench(args, env)
@@ -360,14 +365,16 @@ def test_accepted_jobs_survive_a_killed_service_and_a_retry_is_never_judged_twic
 
 
 def test_a_service_on_ray_judges_and_files_what_its_clients_send(
-    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path, short_tmp: Path
 ) -> None:
     """Scale-out's path: `kbench serve --executor ray` (a local Ray here; `--ray-address` names a
     cluster) hands its queue to Ray's lanes in batches. Four clients at once: every job judged once, its
     own verdict, filed in the service's run; stopped, it ends Ray with it."""
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'kbench[ray]')")
     store = tmp_path_factory.mktemp("ray-serve") / "kbench.db"
-    service = _start(tmp_path_factory, shared_builds, store, "ray-run", "--executor", "ray")
+    ray_dir = short_tmp / "ray"  # Ray's socket paths must fit in 107 bytes: not under pytest's folders
+    service = _start(tmp_path_factory, shared_builds, store, "ray-run", "--executor", "ray",
+                     env_more={"KBENCH_RAY_TMP": str(ray_dir)})  # fmt: skip
     results: dict[str, tuple[str, Status]] = {}
     errors: list[BaseException] = []
 
@@ -377,8 +384,9 @@ def test_a_service_on_ray_judges_and_files_what_its_clients_send(
                 for i in range(2):
                     source = marked(HONEST if (n + i) % 2 else WRONG, f"ray client {n} job {i}")
                     job = c.submit("2/1", source, model="ray-test")
-                    verdict = c.wait(job.id, timeout=300).typed_verdict()
-                    assert verdict is not None and verdict.candidate_digest == digest(source), job
+                    view = c.wait(job.id, timeout=300)
+                    verdict = view.typed_verdict()
+                    assert verdict is not None and verdict.candidate_digest == digest(source), view
                     results[job.id] = (source, verdict.status)
         except BaseException as exc:
             errors.append(exc)
@@ -401,8 +409,8 @@ def test_a_service_on_ray_judges_and_files_what_its_clients_send(
         records = [r for r in db.records("ray-run") if r.key.model == "ray-test"]
     assert sorted(r.key.sample for r in records) == list(range(8))  # each once
     assert {r.candidate_source for r in records} == {source for source, _ in results.values()}
-    ray_tmp = str(store.parent / "ray").encode()  # the service's local Ray keeps its session there
-    assert (store.parent / "ray").is_dir()  # so Ray ran, and its processes name that folder
+    assert ray_dir.is_dir()  # the service's local Ray kept its session there, and its processes name it
+    ray_tmp = str(ray_dir).encode()
     deadline = time.monotonic() + 30
     while left := [p for p in procs.all_pids() if ray_tmp in _cmdline(p)]:
         assert time.monotonic() < deadline, [_cmdline(p)[:200] for p in left]
