@@ -536,14 +536,20 @@ def test_the_pch_is_made_by_a_maker_of_its_own_beside_the_build(
     assert "pch" in recorder.extra["build_recipe"] and "pch_seconds" not in recorder.extra
 
 
-def test_a_failed_build_still_gets_the_pch_made_beside_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _making_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Builds that make precompiled headers, of a stand-in torch header, into the folder returned."""
     monkeypatch.setenv(pch.PCH_ENV, "make")
     monkeypatch.setenv(fastbuild.OPS_ENV, "0")
     monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
     folder = tmp_path / "pch"
     monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
+    return folder
+
+
+def test_a_failed_build_still_gets_the_pch_made_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _making_headers(tmp_path, monkeypatch)
     loader = _loads_apart(_fake_cxx(tmp_path, seconds=0.5), [], fail=True)
     with pytest.raises(RuntimeError, match="Error building"):
         _build(loader, {"name": "m", "cpp_sources": "int f();"}, tmp_path, "k", KernelRecorder())
@@ -554,11 +560,7 @@ def test_a_failed_build_still_gets_the_pch_made_beside_it(
 def test_a_probe_load_inline_refuses_makes_no_header_and_costs_the_build_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(pch.PCH_ENV, "make")
-    monkeypatch.setenv(fastbuild.OPS_ENV, "0")
-    monkeypatch.setattr(pch, "_torch_header", lambda: tmp_path / "extension.h")
-    folder = tmp_path / "pch"
-    monkeypatch.setattr(pch, "pch_dir", lambda *a: folder)
+    folder = _making_headers(tmp_path, monkeypatch)
     built = _fake_builder(False, [])
 
     def load(**arguments: Any) -> str:
