@@ -3,8 +3,8 @@
 Importing this package does not import torch; the first Evaluator does.
 """
 
-from kbench.api.evaluator import Evaluator, EvaluatorOptions, EvaluatorStats, prewarm
-from kbench.api.jobs import EvaluatorClosed, JobState, KeyConflict, Submission, Ticket
+from kbench.api.evaluator import Evaluator, EvaluatorOptions, prewarm
+from kbench.api.jobs import EvaluatorClosed, EvaluatorStats, JobState, KeyConflict, Submission, Ticket
 
 __all__ = [
     "Evaluator",

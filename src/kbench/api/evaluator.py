@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbench.api.jobs import EvaluatorClosed, JobState, KeyConflict, Submission, Ticket
+from kbench.api.jobs import EvaluatorClosed, EvaluatorStats, JobState, KeyConflict, Submission, Ticket
 from kbench.api.lanes import Lanes
 from kbench.api.runner import Runner, Stages
 from kbench.api.session import Session
@@ -82,24 +82,6 @@ class EvaluatorOptions:
     sources_only: bool = False
     resume: bool = False  # `cfg.run_id` names a stored run to continue (StoreError naming the runs if not)
     activity: Activity | None = field(default=None, compare=False)  # counts of builds and evaluations
-
-
-@dataclass(frozen=True)
-class EvaluatorStats:
-    run_id: str | None
-    queued: int  # submitted, not yet built (or waiting for a builder)
-    building: int
-    ready: int  # built, waiting for a device lane
-    running: int
-    finished: int  # verdicts delivered since the Evaluator opened
-    failed: int  # jobs that ended in kbench's own error
-    reference_runs: int  # reference workers started through the pool
-    reference_reuses: int  # evaluations that reused a pooled reference run
-    reference_bytes: int  # reference outputs held now
-
-    @property
-    def pending(self) -> int:
-        return self.queued + self.building + self.ready + self.running
 
 
 def _config(config: RunConfig | None, overrides: dict[str, Any]) -> RunConfig:

@@ -87,6 +87,26 @@ def shortened(cfg: RunConfig, timeout_s: float | None) -> RunConfig:
     )
 
 
+@dataclass(frozen=True)
+class EvaluatorStats:
+    """What an Evaluator holds and has done (`Evaluator.stats()`)."""
+
+    run_id: str | None
+    queued: int  # submitted, not yet built (or waiting for a builder)
+    building: int
+    ready: int  # built, waiting for a device lane
+    running: int
+    finished: int  # verdicts delivered since the Evaluator opened
+    failed: int  # jobs that ended in kbench's own error
+    reference_runs: int  # reference workers started through the pool
+    reference_reuses: int  # evaluations that reused a pooled reference run
+    reference_bytes: int  # reference outputs held now
+
+    @property
+    def pending(self) -> int:
+        return self.queued + self.building + self.ready + self.running
+
+
 class JobState(str, enum.Enum):
     QUEUED = "queued"  # waiting for a builder
     BUILDING = "building"  # its extension compiles on a CPU builder (no GPU visible)

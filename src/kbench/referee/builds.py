@@ -25,7 +25,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -34,6 +33,7 @@ from typing import Any
 
 from kbench.backends import buildcache, fastbuild, pch
 from kbench.backends.jitbuild import compiler_said_no
+from kbench.referee.pchmaker import PchMaker
 from kbench.sandbox import confine, isolate
 from kbench.sandbox.commands import BuildAnswer, BuildRequest
 
@@ -169,7 +169,8 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
     target = lite_pch or pch_folder
     maker = None
     if mode == "make" and target is not None and not pch.ready(target, header):
-        maker = _PchMaker(root, key, attempts[0][1], header, compile_)
+        maker = PchMaker(root / STAGING / f"{key}-pch-{os.getpid()}-{secrets.token_hex(4)}", attempts[0][1],
+                         header, compile_)  # fmt: skip
     try:
         request = {"attempts": attempts, "staging": str(staging)}
         done = compile_(request)
@@ -198,56 +199,6 @@ def build(arguments: dict[str, Any], key: str, root: Path, compile_: Compile) ->
         shutil.rmtree(staging, ignore_errors=True)
         if maker is not None:
             maker.cleanup()
-
-
-def pch_probe(arguments: dict[str, Any]) -> dict[str, Any]:
-    """`arguments` (a build attempt's) with a source that defines nothing in place of the candidate's: the
-    same compile flags in load_inline's ninja file, and nothing of the candidate's to compile."""
-    from kbench.backends.fastbuild import with_cuda
-
-    kept = {k: v for k, v in arguments.items() if k not in ("cpp_sources", "cuda_sources", "sycl_sources")}
-    probe = kept | {
-        "name": "kbench_pch_probe",
-        "cpp_sources": ["// kbench: the probe of a precompiled header"],
-    }
-    return probe | {"functions": None, "with_cuda": with_cuda(arguments)}
-
-
-class _PchMaker:
-    """The maker of a shared precompiled header: a confined process of its own (`compile_` with a maker's
-    request, jitbuild.make_pch) started beside the build, in a staging folder only it writes, from the
-    flags of the build's first attempt and the installed header (or the lite shim `header`); the build's
-    process, which compiles the candidate's sources, never touches it. `adopt` waits for it and moves what
-    it made into place, sealed (pch.adopt)."""
-
-    def __init__(
-        self, root: Path, key: str, first: dict[str, Any], header: Path | None, compile_: Compile
-    ) -> None:
-        self.staging = root / STAGING / f"{key}-pch-{os.getpid()}-{secrets.token_hex(4)}"
-        self.staging.mkdir(parents=True)
-        self.header = header
-        request: dict[str, Any] = {
-            "attempts": [],
-            "staging": str(self.staging),
-            "pch": str(self.staging / "pch"),
-            "pch_probe": pch_probe(first),
-            "pch_header": str(header) if header is not None else None,
-        }
-        self.done: dict[str, Any] = {}
-        self._thread = threading.Thread(target=lambda: self.done.update(compile_(request)), daemon=True)
-        self._thread.start()
-
-    def adopt(self, target: Path) -> float | None:
-        """Wait for the maker; the seconds it spent when its header was adopted into `target`, else None."""
-        self._thread.join()
-        if pch.adopt(self.staging / "pch", target, self.header):
-            seconds = self.done.get("pch_seconds")
-            return float(seconds) if isinstance(seconds, int | float) else None
-        return None
-
-    def cleanup(self) -> None:
-        self._thread.join()
-        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 FAILED = ".failed"  # ROOT/.failed/KEY: what the compiler said of a build that can only fail again
