@@ -13,6 +13,7 @@ Also prints the candidate and eager medians, minima and relative standard errors
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -21,10 +22,18 @@ import kbench.evaluate.flow as ev
 from kbench.config import RunConfig
 from kbench.problems import select
 from kbench.solutions import shipped_candidate
+from kbench.types import TimingStats
 
 
 def _fmt(phases: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in phases.items())
+
+
+def _threads(stats: TimingStats | None) -> object:
+    """The CPU threads a baseline was timed with, from the timing settings it records; '-' where none."""
+    if stats is None or stats.provenance is None or not stats.provenance.timing_settings:
+        return "-"
+    return json.loads(stats.provenance.timing_settings).get("threads", "-")
 
 
 def main() -> int:
@@ -56,7 +65,7 @@ def main() -> int:
             + (f"{t.median_ms:.4f} / {t.min_ms:.4f} ({100 * t.rse:.1f}%)" if t else "-")
             + " | "
             + (f"{eager.median_ms:.4f} / {eager.min_ms:.4f} ({100 * eager.rse:.1f}%)" if eager else "-")
-            + f" | {dict(t.extra).get('threads') if t else '-'} |"
+            + f" | {_threads(eager)} |"
         )
         print(lines[-1], flush=True)
     total = f"\n{len(jobs)} verdicts in {time.perf_counter() - t_all:.0f} s"

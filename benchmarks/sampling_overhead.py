@@ -83,15 +83,15 @@ def attack(repeats: int, cache: Path) -> list[list[object]]:
                             static_checks=False, reuse_baselines=False)  # fmt: skip
             for _ in range(repeats):
                 v = evaluate(problem, Candidate(problem.key, "cpp", source), cfg)
-                extra = dict(v.timing.extra) if v.timing else {}
-                timed = extra.get("timed_kernel_share")
+                loop = v.timing.loop if v.timing else None
                 eager = v.baseline("eager")
                 rows.append([
                     rule, name, v.status.value,
                     round(v.timing.median_ms, 4) if v.timing else "-", round(eager.median_ms, 4) if eager else "-",
                     f"{v.speedup('eager'):.2f}" if v.speedup("eager") else "-",
                     "-" if v.kernel_share is None else f"{v.kernel_share:.2f}",
-                    "-" if not timed or timed[0] is None else f"{timed[0]:.2f} ({timed[1]})",
+                    "-" if loop is None or loop.timed_kernel_share is None
+                    else f"{loop.timed_kernel_share:.2f} ({loop.timed_share_samples})",
                 ])  # fmt: skip
                 print(" | ".join(map(str, rows[-1])), flush=True)
     plan.CPU_SAMPLE_PERIOD_NS = CPU_SAMPLE_PERIOD_NS

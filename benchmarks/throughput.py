@@ -288,10 +288,10 @@ def run_kbench(
 
 
 def timing_stops(v: Verdict) -> dict[str, str]:
-    """Why each timing loop of the verdict stopped (worker/timing.py: `rse`, `fenced`, `budget`,
-    `max_runs`), the candidate's and each baseline's that it ran or shared."""
+    """Why each timing loop of the verdict stopped (referee/timing.py: `done`, `budget`, `flagged`), the
+    candidate's and each baseline's that it ran or shared."""
     timed = ([("candidate", v.timing)] if v.timing else []) + list(v.baselines)
-    return {name: str(dict(stats.extra).get("stop", "?")) for name, stats in timed}
+    return {name: stats.loop.stop if stats.loop and stats.loop.stop else "?" for name, stats in timed}
 
 
 def stop_counts(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

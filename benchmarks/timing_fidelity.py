@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from kbench.evaluate.reference_run import get_reference as run_reference
 from kbench.hardware import environment
 from kbench.problems import select
 from kbench.solutions import shipped_candidate as reference_candidate
-from kbench.types import Candidate, Problem, Status, TimingStats
+from kbench.types import Candidate, LoopFacts, Problem, Status, TimingStats
 
 PROFILE_WORKER = Path(__file__).resolve().parent / "timing_fidelity_profile.py"
 ROWS = "timing_fidelity.jsonl"
@@ -146,36 +145,29 @@ def phase_build(run: Run, items: list[tuple[Problem, Candidate]]) -> None:
     run.note(f"prebuild of {len(items)} solutions: {time.perf_counter() - t0:.0f} s")
 
 
-def _extra(stats: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in stats.get("extra", [])}
-
-
 def timing_row(problem: Problem, rnd: int, role: str, timing: TimingStats | None, wall: float) -> dict:
     row: dict[str, Any] = {"kind": "timing", "problem": problem.key, "round": rnd, "role": role}
     row["wall_s"] = round(wall, 3)
     if timing is None:
         return row | {"status": "no timing"}
-    stats = asdict(timing)
-    extra = _extra(stats)
+    loop, clock = timing.loop or LoopFacts(), timing.clock
     return row | {
         "status": "ok",
-        "median_ms": stats["median_ms"],
-        "mean_ms": stats["mean_ms"],
-        "min_ms": stats["min_ms"],
-        "rse": stats["rse"],
-        "n": stats["n"],
-        "method": stats["method"],
-        "timing_loop_s": extra.get("wall_s"),
-        "clocks_moved": extra.get("clocks_moved"),
-        "sm_clock_mhz": extra.get("sm_clock_mhz"),
-        "temp_c": extra.get("temp_c"),
-        "clock_limits": extra.get("clock_limits"),
-        "launch_ms": extra.get("launch_ms"),
-        "spin_ms": extra.get("spin_ms"),
-        "batch": extra.get("batch"),
-        "split_ms": dict(extra.get("split_ms") or ()),  # per batch: where the referee's clock went
-        "copier_ms": extra.get("copy_ms"),
-        "overhead_ms": extra.get("overhead_ms"),
+        "median_ms": timing.median_ms,
+        "mean_ms": timing.mean_ms,
+        "min_ms": timing.min_ms,
+        "rse": timing.rse,
+        "n": timing.n,
+        "method": timing.method,
+        "timing_loop_s": loop.wall_s,
+        "clocks_moved": clock.clocks_moved if clock else None,
+        "sm_clock_mhz": list(clock.sm_clock_mhz) if clock else None,
+        "temp_c": list(clock.temp_c) if clock else None,
+        "clock_limits": list(clock.clock_limits) if clock else None,
+        "batch": loop.batch,
+        "split_ms": dict(loop.split_ms),  # per batch: where the referee's clock went
+        "copier_ms": loop.copy_ms,
+        "overhead_ms": loop.overhead_ms,
     }
 
 

@@ -134,12 +134,13 @@ def _kbench(
 
 
 def _loop(stats: dict[str, Any] | None) -> dict[str, Any]:
-    """What a timing loop did (worker/timing.py): its calls, why it stopped, its warm-up and wall seconds."""
+    """What a timing loop did (referee/timing.py): its calls, why it stopped, its warm-up and wall seconds."""
     if not stats:
         return {}
-    extra = dict(stats.get("extra") or [])
-    return {"n": stats.get("n"), "median_ms": stats.get("median_ms"), "stop": extra.get("stop"),
-            "warmup": extra.get("warmup"), "wall_s": extra.get("wall_s")}  # fmt: skip
+    loop = stats.get("loop") or {}
+    warmup = [loop.get("warmup_s"), loop.get("warmup_calls"), loop.get("warmup_end")] if loop else None
+    return {"n": stats.get("n"), "median_ms": stats.get("median_ms"), "stop": loop.get("stop"),
+            "warmup": warmup, "wall_s": loop.get("wall_s")}  # fmt: skip
 
 
 class Clock:

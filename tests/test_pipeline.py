@@ -119,12 +119,12 @@ def test_run_passes_stored_baselines_and_stores_only_measured_ones(
     from kbench.hardware import environment, fingerprint
     from kbench.problems import get_problem
     from kbench.store import reuse
-    from kbench.types import TimingStats, Verdict
+    from kbench.types import Provenance, TimingStats, Verdict
 
     problem = get_problem("kbench:2/1")
     cfg = _engine(tmp_path)
     where = (problem.key, "small", "fp32")
-    stored = TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 30, 0.001, extra=((reuse.SOURCE, reuse.MEASURED),))
+    stored = TimingStats(1.0, 1.0, 0.0, 0.0, 1.0, 30, 0.001, provenance=Provenance(source=reuse.MEASURED))
     timed = replace(stored, median_ms=2.0)
     seen: list[dict[str, TimingStats]] = []
 

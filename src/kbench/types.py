@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 DTYPES = ("fp32", "fp16", "bf16")
@@ -177,8 +177,69 @@ class TimingSettings:
 
 
 @dataclass(frozen=True)
+class LoopFacts:
+    """What the referee's timing loop did (referee/timing.py): its batches and calls, how its warm-up and
+    its loop ended, and what it charged off the calls' windows (milliseconds per batch)."""
+
+    batch: int = 0  # calls per batch
+    calls: int = 0  # timed calls: n batches of `batch`
+    checked: int = 0  # calls compared with the reference's output (a candidate's loop; referee/checks.py)
+    warmup_s: float = 0.0
+    warmup_calls: int = 0
+    warmup_end: str = ""  # settled (the SM clock at its maximum, the times level) | full
+    stop: str = ""  # done | budget (ran past timing_budget_s) | flagged (a checked call was wrong)
+    wall_s: float = 0.0  # the loop's wall time, the referee's own work included
+    extra_checked_calls: int = 0  # calls run after the timed ones for the checks or the watch, not kept
+    watched_batches: int = 0  # batches run under the sampling of whose code ran (referee/perfshare.py)
+    active_s: float = 0.0  # the runner's windows: its commands' round trips, send to answer
+    copy_ms: float = 0.0  # one copy of a batch's outputs as the referee takes it (referee/copies.py)
+    overhead_ms: float = 0.0  # the calibrated cost of a batch beyond its work (referee/calibrate.py)
+    copy_overhead_ms: float = 0.0  # the Copy command's calibrated round trip
+    switch_ms: float = 0.0  # the calibrated switch back after the referee's snapshot
+    # where a timed batch's seconds went: the referee's measures and the runner's own stamps (untrusted,
+    # for the record only), part -> ms per batch
+    split_ms: tuple[tuple[str, float], ...] = ()
+    timing_lock_busy: bool = False  # another process held the device's timing lock past the loop's wait
+    # native CPU candidates: the candidate's own code's share of the timed batches' samples, and how many
+    # samples were counted (referee/cpushare.py)
+    timed_kernel_share: float | None = None
+    timed_share_samples: int = 0
+
+
+@dataclass(frozen=True)
+class ClockFacts:
+    """The GPU's SM clock, temperature and clock-limit reasons over a timing loop (referee/gpu_clock.py)."""
+
+    sm_clock_mhz: tuple[float, float] = (0.0, 0.0)  # least, most
+    temp_c: tuple[float, float] = (0.0, 0.0)  # least, most
+    clocks_moved: bool = False  # the SM clock moved more than 5 % (a warning in the verdict)
+    clock_samples: int = 0
+    clock_limits: tuple[str, ...] = ()  # NVML's reasons that held the clock down (power cap, thermal)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a baseline's stats came from (store/reuse.py) and the timing settings they were taken with."""
+
+    source: str = ""  # measured | cache | run | store
+    timing_settings: str = ""  # canonical JSON (store/reuse.settings_text); "" where not recorded
+    stored_at: str = ""  # when the results store filed it (source: store)
+
+
+@dataclass(frozen=True)
+class UpstreamFacts:
+    """What an upstream KernelBench baseline file said beside its statistics (baselines/storage.py)."""
+
+    hardware: str = ""
+    max_ms: float | None = None  # the file's `max`, where it held one
+    median_known: bool = False  # the file held a median (else median_ms is its mean)
+
+
+@dataclass(frozen=True)
 class TimingStats:
-    """Statistics of one timed callable, in milliseconds. `meaningful` is False for interpreter runs."""
+    """Statistics of one timed callable, in milliseconds. `meaningful` is False for interpreter runs.
+    The groups of facts beside them are None where they do not apply: `loop` for a referee's loop, `clock`
+    for a GPU whose clock NVML read, `provenance` for a baseline, `upstream` for an imported one."""
 
     median_ms: float
     mean_ms: float
@@ -190,7 +251,47 @@ class TimingStats:
     device: str = "cpu"
     method: str = "referee-batches"  # how it was measured (referee/timing.py)
     meaningful: bool = True
-    extra: tuple[tuple[str, Any], ...] = ()
+    loop: LoopFacts | None = None
+    clock: ClockFacts | None = None
+    provenance: Provenance | None = None
+    upstream: UpstreamFacts | None = None
+
+
+# Records written before TimingStats held its facts in groups carry them as `extra`, a list of [key,
+# value] pairs, each key a group's field name, but for `timing_lock` ("busy") and the pairs whose value
+# lists several of the loop's fields
+_GROUP_OF = {
+    **dict.fromkeys((f.name for f in fields(LoopFacts)), "loop"),
+    **dict.fromkeys((f.name for f in fields(ClockFacts)), "clock"),
+    **dict.fromkeys((f.name for f in fields(Provenance)), "provenance"),
+    **dict.fromkeys((f.name for f in fields(UpstreamFacts)), "upstream"),
+}
+_LOOP_LISTS = {
+    "warmup": ("warmup_s", "warmup_calls", "warmup_end"),  # (seconds, calls, "settled" | "full")
+    "timed_kernel_share": ("timed_kernel_share", "timed_share_samples"),  # (share, samples)
+}
+
+
+def timing_record(data: Any) -> Any:
+    """A stored TimingStats record (JSON data) with its `extra` pairs, if any, moved into the groups'
+    fields; a key no group knows is dropped. Any other data is returned as it is."""
+    if not isinstance(data, dict) or "extra" not in data:
+        return data
+    groups: dict[str, dict[str, Any]] = {}
+    for pair in data["extra"] or ():
+        if not isinstance(pair, list | tuple) or len(pair) != 2 or not isinstance(pair[0], str):
+            continue
+        key, value = pair
+        if key in _LOOP_LISTS:
+            names = _LOOP_LISTS[key]
+            if isinstance(value, list | tuple) and len(value) == len(names):
+                groups.setdefault("loop", {}).update(zip(names, value, strict=True))
+        elif key == "timing_lock":
+            groups.setdefault("loop", {})["timing_lock_busy"] = value == "busy"
+        elif key in _GROUP_OF:
+            groups.setdefault(_GROUP_OF[key], {})[key] = value
+    out = {k: v for k, v in data.items() if k != "extra"}
+    return out | {name: facts for name, facts in groups.items() if name not in out}
 
 
 @dataclass(frozen=True)

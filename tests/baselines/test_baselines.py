@@ -11,7 +11,7 @@ import pytest
 from kbench.baselines import storage as b
 from kbench.errors import ConfigError
 from kbench.store import Store
-from kbench.types import Problem, TimingStats
+from kbench.types import Problem, TimingStats, UpstreamFacts
 
 WHERE = b.Where("full", "fp32", "fp-h200", "2.13.0")
 PROBLEMS = [Problem("kbench", 2, 1, "Gemm_ReLU", "a"), Problem("kbench", 2, 2, "Conv2d_ReLU", "b")]
@@ -74,6 +74,8 @@ def test_import_upstream_json(tmp_path: Path) -> None:
         "upstream",
     )
     assert stats.rse == pytest.approx(0.002 / 0.0201 / 10)  # std / mean / sqrt(100)
+    # what the file said beside the statistics, kept through the store: its max, no median (mean stands in)
+    assert stats.upstream == UpstreamFacts(hardware="NVIDIA H100", max_ms=0.031, median_known=False)
     assert store.get_baseline("hf:2/1", "full", "fp32", "compile", "fp-h200", "2.13.0") is not None
 
 

@@ -58,8 +58,8 @@ def test_the_report_gives_both_ratios() -> None:
 
 
 def test_a_timing_loop_is_described_from_the_verdicts_stats() -> None:
-    stats = {"n": 265, "median_ms": 0.79, "extra": [["stop", "fenced"], ["warmup", [0.05, 40, "settled"]],
-                                                     ["wall_s", 0.41], ["threads", 16]]}  # fmt: skip
-    assert verdict_speed._loop(stats) == {"n": 265, "median_ms": 0.79, "stop": "fenced",
+    loop = {"stop": "budget", "warmup_s": 0.05, "warmup_calls": 40, "warmup_end": "settled", "wall_s": 0.41}
+    stats = {"n": 265, "median_ms": 0.79, "loop": loop, "clock": None}
+    assert verdict_speed._loop(stats) == {"n": 265, "median_ms": 0.79, "stop": "budget",
                                           "warmup": [0.05, 40, "settled"], "wall_s": 0.41}  # fmt: skip
     assert verdict_speed._loop(None) == {}  # no timing (a failed verdict)

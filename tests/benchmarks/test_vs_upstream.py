@@ -228,10 +228,10 @@ def test_why_each_timing_loop_stopped_is_counted_and_reported() -> None:
     each timed callable's loops by why they stopped, from the verdicts' stats, and the report shows it."""
     import throughput
 
-    from kbench.types import Status, TimingStats, Verdict
+    from kbench.types import LoopFacts, Status, TimingStats, Verdict
 
     def stats(stop: str) -> TimingStats:
-        return TimingStats(2.0, 2.0, 0.01, 0.01, 1.9, 100, 0.001, "cuda", extra=(("stop", stop),))
+        return TimingStats(2.0, 2.0, 0.01, 0.01, 1.9, 100, 0.001, "cuda", loop=LoopFacts(stop=stop))
 
     v = Verdict(Status.OK, "kbench:2/1", "cuda", "full", "fp32", "cuda", timing=stats("rse"))
     held = Verdict(

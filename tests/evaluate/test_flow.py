@@ -39,7 +39,7 @@ def test_honest_cpp_passes_with_speedup(cache_dir: Path) -> None:
     assert v.status is Status.OK, v.message + v.log_tail
     assert v.correctness is not None and v.correctness.passed and len(v.correctness.seeds) == 4
     assert v.timing is not None and v.timing.n >= 10 and v.timing.method == "referee-batches"
-    assert dict(v.timing.extra)["checked"] >= 50  # timed calls checked against the reference
+    assert v.timing.loop is not None and v.timing.loop.checked >= 50  # checked against the reference
     assert v.speedup("eager") is not None and v.speedup("eager") > 0
     assert v.build is not None and "gemm_relu" in v.build.kernels
     # its GEMM does the work: sampled from outside, most of a call's CPU time is in its own extension
@@ -66,14 +66,16 @@ def test_every_timed_batch_is_sampled_the_references_alike(cache_dir: Path) -> N
     if v.kernel_share is None:
         pytest.skip(f"perf events refused here: {v.warnings}")
     assert v.timing is not None
-    extra = dict(v.timing.extra)
-    assert extra["watched_batches"] >= v.timing.n  # every timed batch (and any after, for samples)
-    assert extra["timed_kernel_share"][1] > 0  # the timed calls themselves were sampled and counted
+    loop = v.timing.loop
+    assert loop is not None
+    assert loop.watched_batches >= v.timing.n  # every timed batch (and any after, for samples)
+    assert loop.timed_share_samples > 0  # the timed calls themselves were sampled and counted
     for mode, stats in v.baselines:  # the reference's loops pay the same sampling
-        settings = json.loads(dict(stats.extra)["timing_settings"])
+        assert stats.provenance is not None and stats.loop is not None, mode
+        settings = json.loads(stats.provenance.timing_settings)
         assert settings["sample_period_ns"] == CPU_SAMPLE_PERIOD_NS, mode
-        if dict(stats.extra)["source"] == "measured":
-            assert dict(stats.extra)["watched_batches"] == stats.n, mode
+        if stats.provenance.source == "measured":
+            assert stats.loop.watched_batches == stats.n, mode
 
 
 def test_wrong_result_is_mismatch_with_report(cache_dir: Path) -> None:

@@ -29,7 +29,7 @@ from kbench.evaluate.reference_run import get_reference
 from kbench.problems import build_model, get_problem, load
 from kbench.sandbox.protocol import JobSpec, WorkerResult
 from kbench.sandbox.tensorfiles import load_tensors, save_tensors
-from kbench.types import Problem, TimingStats
+from kbench.types import LoopFacts, Problem, TimingStats
 
 
 def test_reference_outputs_and_cache(tmp_path: Path) -> None:
@@ -127,6 +127,28 @@ def test_an_entry_is_the_workers_folder_renamed_into_place(tmp_path: Path) -> No
     assert again is not None
     commit_entry(again, folder, _one_output(again), [1000])
     assert not again.exists() and read_cache(folder) is not None
+
+
+def test_an_entry_listing_its_timings_facts_as_extra_pairs_is_read(tmp_path: Path) -> None:
+    """An entry whose listing keeps a timing's facts as `extra`, a list of [key, value] pairs, reads back
+    with them in the typed groups (an unreadable listing would be timed again on every run: its key's
+    folder stays in place)."""
+    import json
+
+    folder = tmp_path / "cache" / "reference" / "key"
+    tmp = open_entry(folder)
+    assert tmp is not None
+    commit_entry(tmp, folder, _one_output(tmp), [1000])
+    listing = json.loads((folder / "reference.json").read_text())
+    eager = listing["timings"]["eager"]
+    del eager["loop"], eager["clock"], eager["provenance"], eager["upstream"]
+    eager["extra"] = [["batch", 8], ["stop", "done"], ["warmup", [0.25, 30, "full"]], ["spin_ms", 0.1]]
+    (folder / "reference.json").write_text(json.dumps(listing))
+    cached = read_cache(folder)
+    assert cached is not None
+    assert cached.timings["eager"].loop == LoopFacts(
+        batch=8, stop="done", warmup_s=0.25, warmup_calls=30, warmup_end="full"
+    )
 
 
 def test_a_failed_cache_write_is_logged_and_leaves_no_entry(

@@ -177,19 +177,18 @@ def test_a_changed_cached_binary_is_never_loaded(tmp_path: Path, shared_builds: 
 def test_the_timing_calibration_is_out_of_the_candidates_reach(tmp_path: Path, shared_builds: Path) -> None:
     """The deduction every timed batch gets is measured before the candidate is imported: a candidate
     whose import makes the runner slow to answer batches of no calls (the calibration's) changes nothing
-    of it, and its calls are not timed as faster."""
+    of it, so its calls are not timed as faster (the deduction, not a timing ratio a loaded machine moves,
+    is what the test reads)."""
     from evalfixtures import use_builds
 
     cache = use_builds(tmp_path / "cache", shared_builds)
-    honest = _evaluate(fixture_source("cpp_honest.py"), cache)
     slowed = fixture_source("cpp_honest.py") + (
         "\nimport time as _time\nimport kbench.worker.runner as _runner\n_run = _runner.Server.run\n\n\n"
         "def _slow(self, cmd):\n    if not cmd.inputs:\n        _time.sleep(0.05)\n    return _run(self, cmd)\n\n\n"
         "_runner.Server.run = _slow\n"
     )
     attacked = _evaluate(slowed, cache)
-    assert honest.status is Status.OK and attacked.status is Status.OK, attacked.message
-    assert honest.timing is not None and attacked.timing is not None
-    overhead = dict(attacked.timing.extra)["overhead_ms"]
-    assert overhead < 25.0, overhead  # a 50 ms sleep per calibration batch would show in every one
-    assert attacked.timing.median_ms > 0.3 * honest.timing.median_ms
+    assert attacked.status is Status.OK, attacked.message
+    assert attacked.timing is not None and attacked.timing.loop is not None
+    overhead = attacked.timing.loop.overhead_ms
+    assert 0.0 < overhead < 25.0, overhead  # a 50 ms sleep per calibration batch would show in every one

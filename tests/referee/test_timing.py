@@ -61,12 +61,14 @@ def test_summarize_statistics() -> None:
 def test_a_call_is_timed_by_the_referees_clock_in_batches() -> None:
     model, feed = Sleepy(1.0), _feed()
     loop = time_runner(LocalLink(model, feed), feed, _layout(), FAST)
-    extra = dict(loop.stats.extra)
+    facts = loop.stats.loop
     assert loop.stats.method == "referee-batches" and loop.stats.meaningful
     assert 1.0 <= loop.stats.median_ms <= 10.0  # a 1 ms sleep, its share of the round trip (and any load)
-    assert 1 <= extra["batch"] <= 5  # ~5 ms of calls per batch
-    assert extra["calls"] == loop.stats.n * extra["batch"] and loop.stats.n >= FAST.min_runs
-    assert extra["stop"] == "done" and extra["warmup"][2] == "full"
+    assert facts is not None and loop.stats.clock is None  # no GPU clock to log on the CPU
+    assert 1 <= facts.batch <= 5  # ~5 ms of calls per batch
+    assert facts.calls == loop.stats.n * facts.batch and loop.stats.n >= FAST.min_runs
+    assert facts.stop == "done" and facts.warmup_end == "full" and facts.warmup_calls >= 1
+    assert facts.wall_s > 0 and facts.active_s > 0 and not facts.timing_lock_busy
 
 
 def test_every_call_gets_inputs_of_its_own() -> None:
@@ -131,8 +133,9 @@ def test_the_calibrated_round_trip_is_deducted_from_each_batch(monkeypatch: pyte
     calibrated = Slow(Ticking(2.0, clock), _feed())
     calibrated.calibration = calibrate(calibrated, calibrated.feed)  # type: ignore[attr-defined]
     deducted = time_runner(calibrated, calibrated.feed, _layout(), settings).stats
-    assert dict(deducted.extra)["overhead_ms"] == pytest.approx(6.0)  # the round trip, calibrated
-    batch = dict(plain.extra)["batch"]
+    assert deducted.loop is not None and plain.loop is not None
+    assert deducted.loop.overhead_ms == pytest.approx(6.0)  # the round trip, calibrated
+    batch = plain.loop.batch
     assert plain.median_ms == pytest.approx(2.0 + 6.0 / batch)  # the round trip's share of each call
     assert deducted.median_ms == pytest.approx(2.0)  # the call's own work, and nothing else
 
@@ -200,15 +203,15 @@ def test_checked_calls_are_drawn_after_each_batch_and_a_wrong_one_flags_the_loop
     feed, checker = _feed(), _Checker()
     honest = time_runner(LocalLink(Sleepy(0.0), feed), feed, _layout(), FAST, checker=checker)
     assert honest.flagged is None and checker.checked >= checks.CHECKED
-    assert dict(honest.stats.extra)["checked"] == checker.checked
+    assert honest.stats.loop is not None and honest.stats.loop.checked == checker.checked
 
 
 def test_a_short_loop_checks_extra_calls_the_runner_cannot_tell_apart() -> None:
     settings = TimingSettings(budget_s=0.05, warmup_s=0.01, min_warmup=3, min_runs=2, min_time_s=0.01)
     feed, checker = _feed(), _Checker()
     loop = time_runner(LocalLink(Sleepy(2.0), feed), feed, _layout(), settings, checker=checker)
-    extra = dict(loop.stats.extra)
-    assert extra["stop"] == "budget" and extra["extra_checked_calls"] > 0
+    facts = loop.stats.loop
+    assert facts is not None and facts.stop == "budget" and facts.extra_checked_calls > 0
     assert checker.checked >= checks.CHECKED
 
 
@@ -303,7 +306,8 @@ def test_gpu_batches_time_like_the_profiler() -> None:
     assert abs(loop.stats.median_ms - events_ms) <= 0.05 * events_ms, (
         loop.stats.median_ms,
         events_ms,
-        dict(loop.stats.extra),
+        loop.stats.loop,
+        loop.stats.clock,
     )
 
 
@@ -418,12 +422,13 @@ def test_watched_batches_run_among_the_timed_ones_and_their_times_are_not_kept(
     clock = _Clock()
     monkeypatch.setattr(timing, "_ns", clock)
     loop, watch, _ = _watched_loop(wanted=WATCH_MIN + 4, min_runs=10, model=Ticking(0.5, clock))
-    extra = dict(loop.stats.extra)
-    assert extra["watched_batches"] == watch.entered >= watch.wanted  # more after the loop until enough
+    facts = loop.stats.loop
+    assert facts is not None
+    assert facts.watched_batches == watch.entered >= watch.wanted  # more after the loop until enough
     # Every kept time is a 0.5 ms call's: a watched batch's 10 ms per call (1 in 4) is not among them.
     assert loop.stats.mean_ms == pytest.approx(0.5, rel=1e-6)
     assert loop.stats.median_ms == pytest.approx(0.5, rel=1e-6)
-    assert extra["calls"] == loop.stats.n * extra["batch"]
+    assert facts.calls == loop.stats.n * facts.batch
 
 
 def test_a_watch_of_every_batch_samples_each_timed_batch_and_keeps_its_time(
@@ -437,10 +442,11 @@ def test_a_watch_of_every_batch_samples_each_timed_batch_and_keeps_its_time(
     monkeypatch.setattr(timing, "_ns", clock)
     model = Ticking(0.5, clock)
     loop, watch, order = _watched_loop(wanted=0, min_runs=10, model=model, every=True)
-    extra = dict(loop.stats.extra)
+    facts = loop.stats.loop
+    assert facts is not None
     assert loop.stats.median_ms == pytest.approx(10.0) and loop.stats.mean_ms == pytest.approx(10.0)
-    assert extra["watched_batches"] == loop.stats.n == watch.entered  # every timed batch, no other
-    assert extra["calls"] == loop.stats.n * extra["batch"] and "timed" not in order[order.index("watched") :]
+    assert facts.watched_batches == loop.stats.n == watch.entered  # every timed batch, no other
+    assert facts.calls == loop.stats.n * facts.batch and "timed" not in order[order.index("watched") :]
 
 
 def test_watched_batches_are_drawn_in_among_the_timed_ones() -> None:

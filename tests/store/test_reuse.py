@@ -31,8 +31,8 @@ def planted(cfg: RunConfig, **settings: object) -> TimingStats:
 
 
 def without_provenance(stats: TimingStats) -> TimingStats:
-    notes = (reuse.SOURCE, reuse.STORED_AT)
-    return replace(stats, extra=tuple((k, v) for k, v in stats.extra if k not in notes))
+    """`stats` less where they came from (their recorded timing settings kept)."""
+    return reuse.annotate(stats, source="", stored_at="")
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_lookup_matches_fingerprint_and_torch_version(store: Store, tmp_path: Pa
     put(store, cfg, planted(cfg))
     found = reuse.baselines_for(store, PROBLEM, cfg)
     assert set(found) == {"eager"} and reuse.source_of(found["eager"]) == reuse.STORED
-    assert dict(found["eager"].extra)[reuse.STORED_AT]
+    assert found["eager"].provenance is not None and found["eager"].provenance.stored_at
     assert without_provenance(found["eager"]) == without_provenance(planted(cfg))
 
 
@@ -115,5 +115,6 @@ def test_evaluation_retimes_a_baseline_taken_with_other_settings(store: Store, t
     eager = v.baseline("eager")
     assert eager is not None and reuse.source_of(eager) in (reuse.MEASURED, reuse.CACHED)
     assert eager.median_ms < PLANTED_MS / 10
-    recorded = dict(eager.extra)[reuse.SETTINGS]
+    assert eager.provenance is not None
+    recorded = eager.provenance.timing_settings
     assert recorded == reuse.settings_text(asdict(timing_settings(cfg, "cpu")))

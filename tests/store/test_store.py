@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,12 +24,16 @@ from kbench.store.schema import migrate
 from kbench.types import (
     BuildResult,
     CheckReport,
+    ClockFacts,
     Correctness,
     Finding,
+    LoopFacts,
     Problem,
+    Provenance,
     Severity,
     Status,
     TimingStats,
+    UpstreamFacts,
     Verdict,
 )
 
@@ -36,7 +41,14 @@ HW = {"gpu": "NVIDIA H200", "driver": "570.1", "cuda": "12.8", "torch": "2.13.0"
 
 
 def full_verdict() -> Verdict:
-    t = TimingStats(0.5, 0.51, 0.01, 0.02, 0.49, 200, 0.002, device="cuda", extra=(("clock_mhz", 1980),))
+    loop = LoopFacts(batch=20, calls=4000, checked=57, warmup_s=0.06, warmup_calls=40, warmup_end="settled",
+                     stop="done", split_ms=(("run", 10.2), ("charged", 9.9)), timed_kernel_share=0.91)  # fmt: skip
+    clock = ClockFacts((1755.0, 1980.0), (41.0, 44.0), True, 12, ("sw_power_cap",))
+    t = TimingStats(0.5, 0.51, 0.01, 0.02, 0.49, 200, 0.002, device="cuda", loop=loop, clock=clock)
+    eager = replace(t, provenance=Provenance("store", '{"budget_s": 5.0}', "2026-01-02 03:04:05"))
+    upstream = TimingStats(
+        0.7, 0.7, 0.0, 0.0, 0.6, 100, 0.0, "cuda", "upstream", upstream=UpstreamFacts("H100", 0.9)
+    )
     return Verdict(
         status=Status.CHEAT,
         problem_key="kbench:2/1",
@@ -52,7 +64,7 @@ def full_verdict() -> Verdict:
         build=BuildResult(True, "cuda", 41.5, False, "ok", ("fused_kernel",)),
         correctness=Correctness(True, (1, 2, 99), 1e-6, 1e-7, 1e-5, ""),
         timing=t,
-        baselines=(("eager", t), ("compile", t)),
+        baselines=(("eager", eager), ("compile", upstream)),
         kernel_share=0.93,
         sol_ms=0.1,
         warnings=("clocks moved 7 %",),
@@ -85,6 +97,56 @@ def test_reading_is_tolerant_of_unknown_and_missing_keys() -> None:
     back = from_dict(Verdict, data)
     assert back.warnings == () and back.kernel_share is None
     assert back.timing == full_verdict().timing
+
+
+def test_a_timings_facts_are_nested_objects_with_named_fields() -> None:
+    data = json.loads(json.dumps(to_dict(full_verdict())))
+    timing = data["timing"]
+    assert timing["loop"]["calls"] == 4000 and timing["loop"]["warmup_end"] == "settled"
+    assert timing["clock"]["sm_clock_mhz"] == [1755.0, 1980.0] and timing["provenance"] is None
+    eager, upstream = (stats for _, stats in data["baselines"])
+    assert eager["provenance"]["stored_at"] == "2026-01-02 03:04:05" and upstream["upstream"]["max_ms"] == 0.9
+
+
+def _as_extra(stats: dict[str, object], pairs: list[list[object]]) -> dict[str, object]:
+    """A timing record as it holds its facts in an `extra` list of [key, value] pairs, without groups."""
+    groups = ("loop", "clock", "provenance", "upstream")
+    return {k: v for k, v in stats.items() if k not in groups} | {"extra": pairs}
+
+
+def test_a_timing_recorded_as_an_extra_list_loads_into_its_groups() -> None:
+    """A record holding a timing's facts as `extra`, a list of [key, value] pairs, reads them into the
+    typed groups; a key no group knows is dropped."""
+    data = to_dict(full_verdict())
+    data["timing"] = _as_extra(data["timing"], [
+        ["batch", 20], ["calls", 4000], ["stop", "budget"], ["warmup", [0.25, 31, "full"]],
+        ["split_ms", [["run", 10.2]]], ["timing_lock", "busy"], ["timed_kernel_share", [None, 12]],
+        ["sm_clock_mhz", [1700, 1980]], ["clocks_moved", True], ["clock_limits", ["hw_slowdown"]],
+        ["threads", 4], ["launch_ms", 0.1],
+    ])  # fmt: skip
+    (_, eager), (_, upstream) = data["baselines"]
+    data["baselines"] = [
+        [
+            "eager",
+            _as_extra(eager, [["source", "store"], ["timing_settings", "{}"], ["stored_at", "2025-12"]]),
+        ],
+        ["compile", _as_extra(upstream, [["hardware", "H100"], ["max_ms", 1], ["median_known", True]])],
+    ]
+    back = from_dict(Verdict, data)
+    t = back.timing
+    assert t is not None and t.loop is not None and t.clock is not None and t.median_ms == 0.5
+    assert t.loop == LoopFacts(
+        batch=20, calls=4000, stop="budget", warmup_s=0.25, warmup_calls=31, warmup_end="full",
+        split_ms=(("run", 10.2),), timing_lock_busy=True, timed_kernel_share=None, timed_share_samples=12,
+    )  # fmt: skip
+    assert t.clock == ClockFacts(
+        sm_clock_mhz=(1700.0, 1980.0), clocks_moved=True, clock_limits=("hw_slowdown",)
+    )
+    assert t.provenance is None and t.upstream is None
+    eager_back, upstream_back = back.baseline("eager"), back.baseline("compile")
+    assert eager_back is not None and eager_back.loop is None
+    assert eager_back.provenance == Provenance("store", "{}", "2025-12")
+    assert upstream_back is not None and upstream_back.upstream == UpstreamFacts("H100", 1.0, True)
 
 
 def test_record_is_idempotent_per_key(store: Store) -> None:

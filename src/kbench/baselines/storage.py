@@ -21,7 +21,7 @@ from typing import Any
 from kbench.baselines.modes import MODES, check_modes
 from kbench.errors import ConfigError
 from kbench.store import Store
-from kbench.types import Problem, TimingStats
+from kbench.types import Problem, TimingStats, UpstreamFacts
 
 UPSTREAM_FILES = {name: m.upstream_file for name, m in MODES.items()}  # kbench mode -> upstream file name
 _LEVEL_RE = re.compile(r"^level_?(\d+)$")
@@ -104,7 +104,6 @@ def mode_of(path: Path) -> str:
 
 
 UPSTREAM_METHOD = "upstream"  # TimingStats.method of imported timings
-MEDIAN_KNOWN = "median_known"  # an extra of imported stats whose file held a median (else median_ms = mean)
 
 
 def from_upstream(entry: dict[str, Any]) -> TimingStats:
@@ -113,23 +112,22 @@ def from_upstream(entry: dict[str, Any]) -> TimingStats:
     an export never writes it back as a median."""
     mean, std, n = float(entry["mean"]), float(entry.get("std", 0.0)), int(entry.get("num_trials", 1))
     rse = std / mean / math.sqrt(n) if mean > 0 and n > 0 else 0.0
-    extra: list[tuple[str, Any]] = [("hardware", str(entry.get("hardware", "")))]
-    extra += [("max_ms", float(entry["max"]))] if "max" in entry else []
-    extra += [(MEDIAN_KNOWN, True)] if "median" in entry else []
-    device = str(entry.get("device", "cuda"))
-    median = float(entry.get("median", mean))
+    facts = UpstreamFacts(
+        hardware=str(entry.get("hardware", "")),
+        max_ms=float(entry["max"]) if "max" in entry else None,
+        median_known="median" in entry,
+    )
     return TimingStats(
-        median,
-        mean,
-        std,
-        0.0,
-        float(entry.get("min", mean)),
-        n,
-        rse,
-        device,
-        UPSTREAM_METHOD,
-        True,
-        tuple(extra),
+        median_ms=float(entry.get("median", mean)),
+        mean_ms=mean,
+        std_ms=std,
+        iqr_ms=0.0,
+        min_ms=float(entry.get("min", mean)),
+        n=n,
+        rse=rse,
+        device=str(entry.get("device", "cuda")),
+        method=UPSTREAM_METHOD,
+        upstream=facts,
     )
 
 
@@ -137,11 +135,11 @@ def to_upstream(stats: TimingStats, hardware: str) -> dict[str, Any]:
     """Upstream's fields, each holding the statistic it names: `mean` (what upstream's analysis divides),
     std, min, `max` only where known (kbench's timings keep none), num_trials, hardware, device; and
     `median`, the time kbench's own speedups divide, under its own name (upstream's scripts ignore it)."""
-    extra = dict(stats.extra)
+    facts = stats.upstream or UpstreamFacts()
     out: dict[str, Any] = {"mean": stats.mean_ms, "std": stats.std_ms, "min": stats.min_ms}
-    out |= {"max": float(extra["max_ms"])} if "max_ms" in extra else {}
+    out |= {"max": facts.max_ms} if facts.max_ms is not None else {}
     out |= {"num_trials": stats.n, "hardware": hardware, "device": stats.device}
-    known = stats.method != UPSTREAM_METHOD or bool(extra.get(MEDIAN_KNOWN))
+    known = stats.method != UPSTREAM_METHOD or facts.median_known
     return out | ({"median": stats.median_ms} if known else {})
 
 

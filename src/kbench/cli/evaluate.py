@@ -23,7 +23,7 @@ from kbench.cli.generate import BACKENDS
 from kbench.cli.progress import speedup_text
 from kbench.errors import ConfigError
 from kbench.report import passes
-from kbench.types import Problem, Verdict
+from kbench.types import Problem, TimingStats, Verdict
 
 if TYPE_CHECKING:
     from kbench.config import RunConfig
@@ -36,11 +36,11 @@ def verdict_dict(v: Verdict) -> dict[str, Any]:
     return data
 
 
-def _fmt_ms(stats: Any) -> str:
+def _fmt_ms(stats: TimingStats | None) -> str:
     if stats is None:
         return "-"
     note = "" if stats.meaningful else " (not meaningful)"
-    stored_at = dict(stats.extra).get("stored_at")
+    stored_at = stats.provenance.stored_at if stats.provenance is not None else ""
     note += f" (stored {stored_at})" if stored_at else ""
     return f"{stats.median_ms:.4g} ms ± {100 * stats.rse:.2g}% (IQR {stats.iqr_ms:.3g}, n={stats.n}){note}"
 

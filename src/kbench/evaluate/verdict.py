@@ -27,11 +27,10 @@ def _warnings(
 ) -> list[str]:
     out = [f"static:{f.rule}: {f.message}" for f in checks.findings]
     if timing is not None:
-        extra = dict(timing.extra)
         if not timing.meaningful:
             out.append("timings are not meaningful (Triton interpreter on the CPU)")
-        if extra.get("clocks_moved"):
-            out.append(f"GPU SM clock moved more than 5% during timing: {extra.get('sm_clock_mhz')}")
+        if timing.clock is not None and timing.clock.clocks_moved:
+            out.append(f"GPU SM clock moved more than 5% during timing: {list(timing.clock.sm_clock_mhz)}")
         eager = baselines.get("eager")
         if (
             eager is not None

@@ -43,7 +43,7 @@ from kbench.sandbox.commands import (
     RunnerSpec,
 )
 from kbench.sandbox.tensorfiles import save_tensors
-from kbench.types import Status
+from kbench.types import Status, TimingStats
 
 CORES_SLACK = 1.25  # a loop's CPU time may exceed its cores' share of the wall time by this factor
 
@@ -333,11 +333,11 @@ class CandidateJob:
             return
         self.job.result.timings[forward_of("candidate")] = loop.stats
 
-    def _cores(self, cpu_s: float, stats: Any) -> None:
+    def _cores(self, cpu_s: float, stats: TimingStats) -> None:
         """On the CPU: the runner's processes used at most their cores' share of the loop's wall time."""
         if self.spec.device.startswith("cuda") or not self.spec.cores:
             return
-        active = float(dict(stats.extra).get("active_s", 0.0))
+        active = stats.loop.active_s if stats.loop is not None else 0.0
         allowed = len(self.spec.cores) * active * CORES_SLACK + 0.05
         if active > 0 and cpu_s > allowed:
             self.job.result.flagged.append((

@@ -13,7 +13,7 @@ from kbench.referee import Stop, perfshare
 from kbench.referee.feed import Feed, memory_cap
 from kbench.referee.job import Job
 from kbench.sandbox.commands import OutputMeta, Ran, Run
-from kbench.types import Status
+from kbench.types import LoopFacts, Status
 
 # A CPU candidate's kernel share: its calls are sampled until SHARE_SAMPLES samples fall in its code or
 # PyTorch's (a standard error of the share of at most 5 points), for at most SHARE_MAX_S. The calls cycle
@@ -135,18 +135,17 @@ class CpuShare:
 
     def rule_on_share(self, watch: perfshare.Watch) -> None:
         """`cheat no-custom-kernel` when the candidate's own code took a much smaller share of its timed
-        calls than of the calls its kernel share was sampled on; the share is kept in the timing's extras."""
+        calls than of the calls its kernel share was sampled on; the share is kept in the timing's
+        `loop.timed_kernel_share`."""
         from dataclasses import replace
 
         job = self.job
         timed, counted = watch.share()
         stats = job.result.timing
         if stats is not None:
-            extra = {
-                **dict(stats.extra),
-                "timed_kernel_share": (None if timed is None else round(timed, 3), counted),
-            }
-            job.result.timing = replace(stats, extra=tuple(sorted(extra.items())))
+            share = None if timed is None else round(timed, 3)
+            facts = replace(stats.loop or LoopFacts(), timed_kernel_share=share, timed_share_samples=counted)
+            job.result.timing = replace(stats, loop=facts)
         if watch.unfollowed:
             job.result.warnings.append(
                 f"{len(watch.unfollowed)} of the runner's threads were not sampled when timed (the events refused)"

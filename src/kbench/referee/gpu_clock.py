@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from kbench.types import ClockFacts
+
 
 class Nvml:
     """SM clock, temperature and clock-limit reasons of one GPU through the driver's NVML (ctypes).
@@ -98,20 +100,20 @@ class ClockLog:
         if got is not None:
             self.samples.append(got)
 
-    def extras(self) -> dict[str, Any]:
+    def facts(self) -> ClockFacts | None:
+        """The samples' summary for the timing's stats; None without any (no NVML, a CPU)."""
         if not self.samples:
-            return {}
+            return None
         clocks = [c for c, _, _ in self.samples]
         temps = [t for _, t, _ in self.samples]
         bits = functools.reduce(lambda a, b: a | b, (r for _, _, r in self.samples), 0)
-        moved = (max(clocks) - min(clocks)) / max(max(clocks), 1.0) > 0.05
-        return {
-            "sm_clock_mhz": (min(clocks), max(clocks)),
-            "temp_c": (min(temps), max(temps)),
-            "clocks_moved": moved,
-            "clock_samples": len(self.samples),
-            "clock_limits": sorted(name for bit, name in LIMIT_REASONS.items() if bits & bit),
-        }
+        return ClockFacts(
+            sm_clock_mhz=(min(clocks), max(clocks)),
+            temp_c=(min(temps), max(temps)),
+            clocks_moved=(max(clocks) - min(clocks)) / max(max(clocks), 1.0) > 0.05,
+            clock_samples=len(self.samples),
+            clock_limits=tuple(sorted(name for bit, name in LIMIT_REASONS.items() if bits & bit)),
+        )
 
 
 class ClockSettled:

@@ -6,15 +6,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
-from kbench.types import TimingStats
+from kbench.types import ClockFacts, LoopFacts, TimingStats
 
 
 def summarize_times(
-    samples_ms: Sequence[float], device: str, method: str, meaningful: bool = True, **extra: Any
+    samples_ms: Sequence[float],
+    device: str,
+    method: str,
+    meaningful: bool = True,
+    loop: LoopFacts | None = None,
+    clock: ClockFacts | None = None,
 ) -> TimingStats:
-    """Median, IQR, mean, std, min, n and relative standard error of the mean."""
+    """Median, IQR, mean, std, min, n and relative standard error of the mean, with the loop's facts."""
     xs = sorted(samples_ms)
     n = len(xs)
     mean = statistics.fmean(xs)
@@ -32,5 +36,6 @@ def summarize_times(
         device=device,
         method=method,
         meaningful=meaningful,
-        extra=tuple(sorted(extra.items())),
+        loop=loop,
+        clock=clock,
     )

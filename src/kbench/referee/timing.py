@@ -9,7 +9,7 @@ the candidate is imported, so it cannot inflate it); the Copy's less its own rou
 outputs as the referee takes it (referee/copies.py); the snapshot's less its own copy and the switch back.
 Each part is floored at nothing, so a copy that did not happen takes nothing off the calls; work the runner
 left running past an answer is paid in the next window, or leaves unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
-about time is used (its own account is kept in the extras' `split_ms`, beside the referee's).
+about time is used (its own account is kept in the loop's facts, `split_ms`, beside the referee's).
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
   ms on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs
@@ -40,7 +40,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kbench.referee import Stop, checks
@@ -50,7 +50,7 @@ from kbench.referee.feed import Feed, memory_cap, plain
 from kbench.referee.local import LocalLink
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
-from kbench.types import Status, TimingSettings, TimingStats
+from kbench.types import LoopFacts, Status, TimingSettings, TimingStats
 
 _ns = time.perf_counter_ns
 # Under a watch, batches drawn before each timed batch (the runner cannot tell which), one in WATCH_EVERY
@@ -129,7 +129,7 @@ class _Batches:
         self.copier: Copier | None = None
         self.active_s = 0.0  # the runner's windows: its commands' round trips, from send to answer
         self.calibration: Calibration = getattr(link, "calibration", None) or Calibration()
-        # where the timed batches' seconds went (the loop's extras `split_ms`, per batch): the Run and the
+        # where the timed batches' seconds went (LoopFacts.split_ms, per batch): the Run and the
         # Copy commands from send to answer, the referee's snapshot, what was charged; and the Run's window
         # split at the runner's stamps (untrusted: reported, never used): the command's way to the runner,
         # its calls' launches, a copy's launch (none in a timed batch), its synchronise, its answer's way
@@ -251,15 +251,10 @@ def time_runner(
     Either way more run under it after the loop while it has not `enough` samples."""
     with _window(feed.device) as taken:
         loop = _time(link, feed, layout, settings, mode, checker, watch)
-    if not taken:  # another process held the timing lock past its wait: something may have run beside
-        loop.stats = _with(loop.stats, timing_lock="busy")
+    if not taken and loop.stats.loop is not None:
+        # another process held the timing lock past its wait: something may have run beside the loop
+        loop.stats = replace(loop.stats, loop=replace(loop.stats.loop, timing_lock_busy=True))
     return loop
-
-
-def _with(stats: TimingStats, **extra: Any) -> TimingStats:
-    from dataclasses import replace
-
-    return replace(stats, extra=tuple(sorted({**dict(stats.extra), **extra}.items())))
 
 
 def _time(
@@ -334,24 +329,26 @@ def _time(
     wall = (_ns() - start) / 1e9
     if not times:
         times = [warm[-1] * 1e3]
-    extras = log.extras() | {
-        "batch": size,
-        "calls": len(times) * size,
-        "checked": checker.checked if checker is not None else 0,
-        "warmup": (round((start - t0) / 1e9, 3), len(warm), "settled" if early else "full"),
-        "stop": stop,
-        "wall_s": round(wall, 3),
-        "extra_checked_calls": extra,
-        "watched_batches": watched,
-        "active_s": round(batches.active_s, 4),
-        "copy_ms": round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
-        "overhead_ms": round(batches.calibration.overhead_s * 1e3, 4),
-        "copy_overhead_ms": round(batches.calibration.copy_s * 1e3, 4),
-        "switch_ms": round(batches.calibration.switch_s * 1e3, 4),
-        "split_ms": tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
-    }
+    facts = LoopFacts(
+        batch=size,
+        calls=len(times) * size,
+        checked=checker.checked if checker is not None else 0,
+        warmup_s=round((start - t0) / 1e9, 3),
+        warmup_calls=len(warm),
+        warmup_end="settled" if early else "full",
+        stop=stop,
+        wall_s=round(wall, 3),
+        extra_checked_calls=extra,
+        watched_batches=watched,
+        active_s=round(batches.active_s, 4),
+        copy_ms=round(batches.copier.seconds * 1e3, 4) if batches.copier else 0.0,
+        overhead_ms=round(batches.calibration.overhead_s * 1e3, 4),
+        copy_overhead_ms=round(batches.calibration.copy_s * 1e3, 4),
+        switch_ms=round(batches.calibration.switch_s * 1e3, 4),
+        split_ms=tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
+    )
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
-                            meaningful=not interpreted(), **extras)  # fmt: skip
+                            meaningful=not interpreted(), loop=facts, clock=log.facts())  # fmt: skip
     return Loop(stats=stats, layout=layout, flagged=flagged)
 
 

@@ -59,9 +59,8 @@ def runtime_stats(t: TimingStats | None, hardware: str) -> dict[str, Any]:
     median under its own name; {} when there is no meaningful timing (upstream's `{}` for no timing)."""
     if t is None or not t.meaningful:
         return {}
-    extra = dict(t.extra)
     stats = {"mean": t.mean_ms, "std": t.std_ms, "min": t.min_ms}
-    stats |= {"max": float(extra["max_ms"])} if "max_ms" in extra else {}
+    stats |= {"max": t.upstream.max_ms} if t.upstream is not None and t.upstream.max_ms is not None else {}
     return stats | {"num_trials": t.n, "hardware": hardware, "device": t.device, "median": t.median_ms}
 
 

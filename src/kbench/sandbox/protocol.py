@@ -22,11 +22,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kbench.files import write_atomic
 from kbench.sandbox.procs import KEY_FIFO_ENV
-from kbench.types import JobRole, Problem, Status, TimingSettings, TimingStats
+from kbench.types import JobRole, Problem, Status, TimingSettings, TimingStats, timing_record
 
 JOB_FILE = "job.json"
 RESULT_FILE = "result.json"
@@ -158,6 +158,16 @@ class WorkerResult(BaseModel):
     # candidate runner: "landlock abi N+reads, namespaces user+pid+..." or "none: WHY" (sandbox/confine.py,
     # sandbox/isolate.py)
     confinement: str = ""
+
+    @field_validator("timing", mode="before")
+    @classmethod
+    def _timing(cls, value: Any) -> Any:  # a reference cache entry's timings stored with `extra`
+        return timing_record(value)
+
+    @field_validator("timings", mode="before")
+    @classmethod
+    def _timings(cls, value: Any) -> Any:
+        return {k: timing_record(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def sign(body: str, key: bytes) -> str:

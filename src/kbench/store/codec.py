@@ -2,7 +2,8 @@
 
 Writing uses dataclasses.asdict with enums as their values, so a field added to a dataclass is stored
 without touching this module. Reading is tolerant by design: records outlive code versions, so unknown
-keys are ignored and missing keys take the field's default.
+keys are ignored and missing keys take the field's default; a timing's facts stored as the `extra`
+key-value list are read into their typed groups (types.timing_record).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from kbench.errors import KbenchError
-from kbench.types import Verdict
+from kbench.types import TimingStats, Verdict, timing_record
 
 
 class RecordError(KbenchError):
@@ -77,6 +78,8 @@ def from_dict(cls: type, data: dict[str, Any], where: str = "record") -> Any:
     """Rebuild dataclass `cls` from `data`: unknown keys ignored, missing keys take their default."""
     if not isinstance(data, dict):
         raise RecordError(f"{where}: expected an object for {cls.__name__}, got {type(data).__name__}")
+    if cls is TimingStats:
+        data = timing_record(data)
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):

@@ -2,9 +2,9 @@
 
 Timing a reference costs ~1 s per mode in eager and ~10-20 s per torch.compile mode (its compile), per
 problem, so an evaluation reuses a stored baseline instead of timing that mode again. Every baseline says
-in its `extra` where it came from (`source`: measured by this evaluation's reference job, read from the
-reference disk cache, or reused from the results store, then with `stored_at`) and the timing settings it
-was taken with (`timing_settings`, JSON). A stored baseline stands in for a measurement only when problem,
+in its `provenance` where it came from (`source`: measured by this evaluation's reference job, read from
+the reference disk cache, or reused from the results store, then with `stored_at`) and the timing settings
+it was taken with (`timing_settings`, JSON). A stored baseline stands in for a measurement only when problem,
 preset, dtype, mode, hardware fingerprint and torch version match (the store's key), and its device type
 and recorded timing settings equal the evaluation's: a baseline timed with another budget, batch or
 thread count is not comparable with the candidate's timing. Baselines without recorded settings
@@ -23,12 +23,9 @@ from typing import Any
 
 from kbench.config import RunConfig
 from kbench.store.db import Store
-from kbench.types import TimingStats
+from kbench.types import Provenance, TimingStats
 
-SOURCE = "source"
-SETTINGS = "timing_settings"
-STORED_AT = "stored_at"
-MEASURED, CACHED, STORED = "measured", "cache", "store"  # the values of `source`
+MEASURED, CACHED, STORED = "measured", "cache", "store"  # the values of Provenance.source
 SHARED = "run"  # measured by an earlier evaluation of the same run (reference_pool)
 
 
@@ -37,16 +34,27 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return json.dumps(dict(settings), sort_keys=True)
 
 
-def annotate(stats: TimingStats, **notes: Any) -> TimingStats:
-    """`stats` with `notes` merged into its extras (a note replaces an extra of the same name)."""
-    extra = dict(stats.extra) | notes
-    return replace(stats, extra=tuple(sorted(extra.items())))
+def annotate(
+    stats: TimingStats,
+    source: str | None = None,
+    timing_settings: str | None = None,
+    stored_at: str | None = None,
+) -> TimingStats:
+    """`stats` with the provenance facts given (not None) replacing those it had."""
+    had = stats.provenance or Provenance()
+    facts = Provenance(
+        source=had.source if source is None else source,
+        timing_settings=had.timing_settings if timing_settings is None else timing_settings,
+        stored_at=had.stored_at if stored_at is None else stored_at,
+    )
+    return replace(stats, provenance=facts)
 
 
 def source_of(stats: TimingStats) -> str | None:
     """Where a baseline came from (None for one recorded before baselines said so)."""
-    value = dict(stats.extra).get(SOURCE)
-    return None if value is None else str(value)
+    if stats.provenance is None or not stats.provenance.source:
+        return None
+    return stats.provenance.source
 
 
 def measured(
@@ -57,8 +65,8 @@ def measured(
 ) -> dict[str, TimingStats]:
     """The reference job's timings (by mode) as stats that say how they were taken."""
     source = CACHED if cache_hit else SHARED if shared else MEASURED
-    notes = {SOURCE: source, SETTINGS: settings_text(settings)}
-    return {mode: annotate(stats, **notes) for mode, stats in timings.items()}
+    text = settings_text(settings)
+    return {mode: annotate(stats, source=source, timing_settings=text) for mode, stats in timings.items()}
 
 
 def reusable(
@@ -70,7 +78,10 @@ def reusable(
     return {
         mode: stats
         for mode, stats in stored.items()
-        if mode in modes and stats.device == kind and dict(stats.extra).get(SETTINGS) == wanted
+        if mode in modes
+        and stats.device == kind
+        and stats.provenance is not None
+        and stats.provenance.timing_settings == wanted
     }
 
 
@@ -79,7 +90,7 @@ def lookup(
 ) -> dict[str, TimingStats]:
     """Every stored baseline of one problem under these conditions, marked as reused from the store."""
     found = store.find_baselines(problem_key, preset, dtype, fingerprint, torch_version)
-    return {mode: annotate(stats, **{SOURCE: STORED, STORED_AT: at}) for mode, (stats, at) in found.items()}
+    return {mode: annotate(stats, source=STORED, stored_at=at) for mode, (stats, at) in found.items()}
 
 
 def baselines_for(store: Store, problem_key: str, cfg: RunConfig) -> dict[str, TimingStats]:
