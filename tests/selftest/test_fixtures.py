@@ -8,11 +8,12 @@ their own build it against the session's precompiled header.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kbench.selftest.runner import Fixture, discover, run_fixture
+from kbench.selftest.runner import Fixture, Judges, discover
 
 FIXTURES = discover(gpu=True)
 
@@ -22,11 +23,20 @@ def _param(fx: Fixture) -> object:
     return pytest.param(fx, id=fx.id, marks=marks)
 
 
+@pytest.fixture(scope="module")
+def judges() -> Iterator[dict[bool, Judges]]:
+    """The Evaluators `kbench selftest` judges by, kept open for this module's tests (of one worker): a
+    fixture that needs a GPU is judged as `kbench selftest --device cuda` would, the others as on a CPU
+    (each opens its Evaluators on first use)."""
+    with Judges(gpu=False) as cpu, Judges(gpu=True) as gpu:
+        yield {False: cpu, True: gpu}
+
+
 @pytest.mark.parametrize("fixture", [_param(f) for f in FIXTURES])
-def test_fixture_verdict(fixture: Fixture, shared_builds: Path) -> None:
+def test_fixture_verdict(fixture: Fixture, judges: dict[bool, Judges], shared_builds: Path) -> None:
     # kbench's cache folder is the session's (conftest): its builds are `shared_builds`, whose precompiled
     # header every cpp fixture's build uses
-    outcome = run_fixture(fixture, gpu=fixture.requires_gpu)
+    (outcome,) = judges[fixture.requires_gpu].judge([fixture])
     assert outcome.passed, (
         f"{fixture.id}: expected {fixture.expected}, got {outcome.got} ({outcome.message[:300]})"
     )

@@ -64,26 +64,49 @@ def test_judge_needs_status_rule_and_warnings(tmp_path: Path):
 
 
 @pytest.mark.parametrize(("flag", "shared"), [([], True), (["--no-share"], False)])
-def test_selftest_shares_a_problems_reference_run_unless_told_not_to(
+def test_selftest_judges_through_evaluators_sharing_reference_runs_unless_told_not_to(
     monkeypatch: pytest.MonkeyPatch, flag: list[str], shared: bool
 ):
+    """`kbench selftest` is a client of the engine: one Evaluator per fixture config (backend, static
+    checks on or off), none filing a run, every fixture a submission with its own timeout; `--no-share`
+    gives each evaluation its own reference run."""
+    from concurrent.futures import Future
+
     from typer.testing import CliRunner
 
+    import kbench.api
     from kbench.cli import app
-    from kbench.selftest import runner
-    from kbench.selftest.runner import FixtureOutcome
 
-    given = []
+    opened: list[tuple[object, object]] = []
+    submitted: list[object] = []
 
-    def fake_run(fixture, gpu=False, base=None, references=None):  # type: ignore[no-untyped-def]
-        given.append(references)
-        return FixtureOutcome(fixture, fixture.expected, "", True, 0.0, "")
+    class Ticket:
+        def __init__(self, verdict: Verdict) -> None:
+            self.future: Future[Verdict] = Future()
+            self.future.set_result(verdict)
 
-    monkeypatch.setattr(runner, "run_fixture", fake_run)
+        def verdict(self) -> Verdict:
+            return self.future.result()
+
+    class Evaluator:
+        def __init__(self, config, options):  # type: ignore[no-untyped-def]
+            opened.append((config, options))
+
+        def submit(self, submission):  # type: ignore[no-untyped-def]
+            submitted.append(submission)
+            fixture = next(f for f in chosen if f.path.read_text().endswith(submission.source[-200:]))
+            expected = fixture.expect[0]
+            return Ticket(_verdict(Status(expected.status), expected.rule))
+
+        def close(self) -> None:
+            pass
+
+    chosen = [f for f in discover(gpu=False) if "conv2d_relu/" in f.id]
+    monkeypatch.setattr(kbench.api, "Evaluator", Evaluator)
     result = CliRunner().invoke(app, ["selftest", "--select", "conv2d_relu/", "--format", "json", *flag])
     assert result.exit_code == 0, result.output
-    assert len(given) == len([f for f in discover(gpu=False) if "conv2d_relu/" in f.id]) > 1
-    if shared:  # one pool for the suite: a problem's fixtures share its reference run
-        assert given[0] is not None and all(r is given[0] for r in given)
-    else:  # each fixture's evaluation runs its own reference
-        assert all(r is None for r in given)
+    assert len(submitted) == len(chosen) > 1
+    configs = {(f.backend, f.static) for f in chosen}
+    assert sorted((c.backend, c.static_checks) for c, _ in opened) == sorted(configs)  # type: ignore[attr-defined]
+    assert all(not o.record and o.share_references is shared for _, o in opened)  # type: ignore[attr-defined]
+    assert [s.timeout_s for s in submitted] == [f.timeout_s for f in chosen]  # type: ignore[attr-defined]

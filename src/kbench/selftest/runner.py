@@ -21,17 +21,19 @@ caught by correctness when the allocator reuses an address, by the timing re-che
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbench.backends import get_backend
 from kbench.config import RunConfig
 from kbench.errors import ConfigError
-from kbench.evaluate.reference_pool import ReferencePool
-from kbench.types import Candidate, Problem, Verdict
+from kbench.types import Problem, Verdict
+
+if TYPE_CHECKING:
+    from kbench.api import Evaluator
 
 _KEYS = ("expect", "static", "timeout", "requires", "warns", "include", "min-ms")
 _GROUPS = ("correct", "wrong")
@@ -198,26 +200,57 @@ def caught_as_expected(fixture: Fixture, verdict: Verdict) -> bool:
     return all(w in warned for w in fixture.warns)
 
 
-def run_fixture(
-    fixture: Fixture,
-    gpu: bool = False,
-    base: RunConfig | None = None,
-    references: ReferencePool | None = None,
-) -> FixtureOutcome:
-    from kbench.evaluate.flow import evaluate  # the evaluator under test
+class Judges:
+    """The engine every fixture is judged by: one `Evaluator` (the engine of `kbench run`, the service and
+    the library) per fixture config -- backend, device and preset, static checks on or off -- opened on
+    first use and kept until `close()`, so a problem's fixtures share its reference run (with `share`)
+    and builds run ahead on the Evaluator's builders. A fixture's own `timeout` rides on its submission."""
 
-    cfg = fixture_config(fixture, gpu, base)
-    problem = fixture_problem(fixture)
-    candidate = Candidate(problem.key, fixture.backend, fixture_text(fixture.path), origin=str(fixture.path))
-    start = time.perf_counter()
-    verdict = evaluate(problem, candidate, cfg, references=references)
-    seconds = time.perf_counter() - start
+    def __init__(self, gpu: bool = False, base: RunConfig | None = None, share: bool = True) -> None:
+        self.gpu, self.base, self.share = gpu, base, share
+        self._open: dict[str, Evaluator] = {}
+
+    def evaluator(self, fixture: Fixture) -> Evaluator:
+        from kbench.api import Evaluator, EvaluatorOptions
+
+        cfg = fixture_config(fixture, self.gpu, self.base)
+        cfg = cfg.model_copy(update={"timeout_s": max(cfg.timeout_s, _DEFAULT_TIMEOUT_S)})
+        key = cfg.model_dump_json()
+        if key not in self._open:
+            options = EvaluatorOptions(record=False, share_references=self.share)
+            self._open[key] = Evaluator(cfg, options)
+        return self._open[key]
+
+    def judge(self, fixtures: Iterable[Fixture]) -> list[FixtureOutcome]:
+        """Each fixture's outcome, in the order given; all are queued before the first verdict is read."""
+        from kbench.api import Submission
+
+        tickets = []
+        for f in fixtures:
+            source = fixture_text(f.path)
+            submission = Submission(fixture_problem(f), source, f.backend, timeout_s=f.timeout_s)
+            tickets.append((f, self.evaluator(f).submit(submission)))
+        return [_outcome(f, ticket.verdict()) for f, ticket in tickets]
+
+    def close(self) -> None:
+        for evaluator in self._open.values():
+            evaluator.close()
+        self._open.clear()
+
+    def __enter__(self) -> Judges:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _outcome(fixture: Fixture, verdict: Verdict) -> FixtureOutcome:
     return FixtureOutcome(
         fixture,
         verdict.status.value,
         verdict.rule,
         caught_as_expected(fixture, verdict),
-        seconds,
+        verdict.seconds,
         verdict.message,
     )
 
@@ -233,5 +266,5 @@ def run_suite(
     warm path); off, each runs its own, the path of `kbench eval` and of a problem a batch evaluates once
     (on a GPU the candidate's worker then starts beside the reference's, its outputs kept on the device)."""
     fixtures = [f for f in discover(backends=backends, gpu=gpu) if select in f.id]
-    references = ReferencePool() if share else None
-    return [run_fixture(f, gpu, base, references) for f in fixtures]
+    with Judges(gpu, base, share) as judges:
+        return judges.judge(fixtures)
