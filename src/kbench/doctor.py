@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbench import entries
 from kbench.sandbox import lease, procs
 
 
@@ -60,11 +61,11 @@ class CacheEntry:
 
 
 def _role(command: str, parent_command: str) -> str:
-    if "kbench.sandbox.zygote" in command:
-        return "worker" if "kbench.sandbox.zygote" in parent_command else "starter"
-    if "kbench.referee" in command:
-        return "runner" if "kbench.referee" in parent_command else "referee"
-    if "kbench.backends.jitbuild" in command:
+    if entries.STARTER in command:
+        return "worker" if entries.STARTER in parent_command else "starter"
+    if entries.REFEREE in command:
+        return "runner" if entries.REFEREE in parent_command else "referee"
+    if entries.BUILDER in command:
         return "builder"
     return "child of a worker"
 

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from kbench import entries
 from kbench.backends import CompileCheck
 
 _TIMEOUT_S = 300.0  # one Triton compile is ~1 s on an idle core; imports ~5 s
@@ -96,7 +97,7 @@ def compile_in_clean_process(
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "kbench.backends.tritoncheck", str(path)],
+            [sys.executable, "-m", entries.TRITON_CHECK, str(path)],
             env=env,
             capture_output=True,
             text=True,

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbench import entries
 from kbench.config import RunConfig
 from kbench.hardware import device_name
 from kbench.sandbox.host import stopping
@@ -28,7 +29,6 @@ from kbench.types import Problem
 if TYPE_CHECKING:
     from kbench.analysis.roofline import SOL, FlopCount
 
-COUNT_MODULE = "kbench.worker.counts"
 COUNT_WAIT_S = 120.0  # the count of a large model on a loaded host; past it the host counts itself
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) ->
         logfile = jobdir / "worker.log"
         # the reference's starter (the same start-up); a trusted count: its imports may write bytecode
         env = procs.worker_env(reference_env(cfg, device), bytecode_writes=True)
-        proc = starter.start_worker(COUNT_MODULE, jobdir, tmp, env, logfile, None)
+        proc = starter.start_worker(entries.COUNTS, jobdir, tmp, env, logfile, None)
         if proc is None:
             return None
         try:

@@ -17,23 +17,18 @@ import time
 import traceback
 from pathlib import Path
 
+from kbench import entries
 from kbench.referee import Stop
 from kbench.referee.runner import RunnerProcess
 from kbench.sandbox import isolate, procs
 from kbench.sandbox.protocol import JOB_FILE, LOG_FILE, JobSpec, read_key, write_result
-
-RUNNERS = {
-    "candidate": "kbench.worker.candidate",
-    "build": "kbench.worker.candidate",
-    "reference": "kbench.worker.reference",
-}
 
 
 def main(argv: list[str]) -> int:
     procs.bind_to_parent()  # a worker must never outlive the kbench process that started it
     jobdir, role = Path(argv[1]), argv[2]
     t0 = time.perf_counter()
-    runner = RunnerProcess(RUNNERS[role])  # first: nothing secret is in this process yet
+    runner = RunnerProcess(entries.RUNNER_OF_ROLE[role])  # first: nothing secret is in this process yet
     isolate.protect_self()
     reaper = isolate.subreaper()
     key = read_key()

@@ -31,6 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from kbench import entries
 from kbench.backends import buildcache, fastbuild, pch
 from kbench.backends.jitbuild import compiler_said_no
 from kbench.referee.pchmaker import PchMaker
@@ -310,7 +311,7 @@ class Builder:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         with (staging / "build.log").open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kbench.backends.jitbuild", str(staging / "request.json")],
+                [sys.executable, "-m", entries.BUILDER, str(staging / "request.json")],
                 cwd=staging, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
             self.pids.add(proc.pid)

@@ -44,12 +44,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbench import entries
 from kbench.sandbox import isolate, procs
 from kbench.sandbox.procs import STOP_SIGNALS, worker_env
 from kbench.sandbox.protocol import JOB_FILE, KEY_BYTES, KEY_FIFO_ENV, LOG_FILE, PHASE_FILE, JobSpec
 from kbench.sandbox.starter import ForkedProcess
 
-REFEREE = "kbench.referee"  # every job's process: it forks and commands the job's runner (kbench/referee/)
+REFEREE = entries.REFEREE  # every job's process: it forks and commands the job's runner (kbench/referee/)
 LOG_TAIL_LINES = 60
 KEY_FIFO = "key.fifo"
 KEY_DELIVERY_S = 600.0  # a forked worker opens its key FIFO first thing; a loaded host may be slow

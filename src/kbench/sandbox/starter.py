@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from kbench import entries
 from kbench.sandbox import bytecode, procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
@@ -98,7 +99,7 @@ class Starter:
         self._next = 0
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kbench.sandbox.zygote", *([] if optional_preload else [NO_OPTIONAL])],
+                [sys.executable, "-m", entries.STARTER, *([] if optional_preload else [NO_OPTIONAL])],
                 cwd=self._cwd.name,
                 # its own imports (torch, kbench) may write bytecode; its workers' follow their jobs'
                 env=env | bytecode.env(writes=True),

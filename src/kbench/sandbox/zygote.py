@@ -34,6 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
+from kbench import entries
 from kbench.files import write_atomic
 from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
 
@@ -42,7 +43,7 @@ from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
 # log ("found in sys.modules ... may result in unpredictable behaviour"); their own code takes ~8 ms, while
 # what they import (timing, problems, backends and cpp_extension's setuptools) took a reference worker
 # 5 s to start on an H200 host when only torch was preloaded.
-ENTRIES = ("kbench.referee.__main__", "kbench.worker.candidate", "kbench.worker.reference")
+ENTRIES = (f"{entries.REFEREE}.__main__", entries.CANDIDATE_RUNNER, entries.REFERENCE_RUNNER)
 # What a referee imports once forked, to run its role (its job, feed, checks, timing loop, builds and the
 # problem loader): imported here, every fork would otherwise read (or, without bytecode, compile) ~30
 # modules again, 30-60 ms of every verdict's two referees. Pure Python: no thread, no CUDA.
