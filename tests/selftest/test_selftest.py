@@ -109,4 +109,5 @@ def test_selftest_judges_through_evaluators_sharing_reference_runs_unless_told_n
     configs = {(f.backend, f.static) for f in chosen}
     assert sorted((c.backend, c.static_checks) for c, _ in opened) == sorted(configs)  # type: ignore[attr-defined]
     assert all(not o.record and o.share_references is shared for _, o in opened)  # type: ignore[attr-defined]
+    assert not any(c.reuse_baselines for c, _ in opened)  # type: ignore[attr-defined]
     assert [s.timeout_s for s in submitted] == [f.timeout_s for f in chosen]  # type: ignore[attr-defined]

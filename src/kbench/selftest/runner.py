@@ -214,7 +214,10 @@ class Judges:
         from kbench.api import Evaluator, EvaluatorOptions
 
         cfg = fixture_config(fixture, self.gpu, self.base)
-        cfg = cfg.model_copy(update={"timeout_s": max(cfg.timeout_s, _DEFAULT_TIMEOUT_S)})
+        # hermetic: every fixture's baselines are timed here, none taken from the user's store
+        cfg = cfg.model_copy(
+            update={"timeout_s": max(cfg.timeout_s, _DEFAULT_TIMEOUT_S), "reuse_baselines": False}
+        )
         key = cfg.model_dump_json()
         if key not in self._open:
             options = EvaluatorOptions(record=False, share_references=self.share)
