@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,9 @@ def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: P
     filed_before = len(Store(store).verdicts(ev.run_id or ""))
     tickets = ev.submit_many([Submission("2/1", marked(HONEST, str(i))) for i in range(6)])
     ev.close()  # the running job finishes; the ones still queued are cancelled
+    # a caller waiting on the futures hears of the cancelled ones too (they never reach a lane)
+    done, pending = futures.wait([t.future for t in tickets], timeout=5)
+    assert not pending and len(done) == len(tickets)
     states = [t.state for t in tickets]
     assert set(states) <= {JobState.DONE, JobState.CANCELLED} and JobState.CANCELLED in states
     assert all(t.verdict().status is Status.OK for t in tickets if t.state is JobState.DONE)
@@ -170,3 +174,19 @@ def test_a_stored_problem_file_key_resolves_in_the_configs_own_source(tmp_path: 
     with Evaluator(api_config(tmp_path / "cache", tmp_path / "k.db")) as ev:  # the suite: not there
         with pytest.raises(ProblemError, match="give the file's path"):
             ev.problem(key)
+
+
+def test_a_cancelled_job_wakes_whoever_waits_on_its_future() -> None:
+    """`concurrent.futures.wait` and `as_completed` return a job cancelled while queued at once, not when
+    a lane would have reached it; the lane's later take of it is refused quietly."""
+    from kbench.api.jobs import TicketFuture
+
+    waiting, running = TicketFuture(), TicketFuture()
+    assert running.set_running_or_notify_cancel() and not running.cancel()
+    assert waiting.cancel() and waiting.cancel()  # cancelling twice is no error
+    done, _ = futures.wait([waiting], timeout=1)
+    assert done == {waiting}
+    assert list(futures.as_completed([waiting], timeout=1)) == [waiting]
+    assert waiting.set_running_or_notify_cancel() is False  # the lane that reaches it runs nothing
+    running.set_result(None)  # type: ignore[arg-type]
+    assert set(futures.as_completed([running, waiting], timeout=1)) == {running, waiting}

@@ -3,12 +3,13 @@
 A `Submission` is one candidate for one problem plus where its verdict is filed in the run (sample, turn,
 model). A `Ticket` follows it through the queue: queued -> building -> running -> done (or failed: our own
 error, never a candidate's; or cancelled: closed before it ran). Its `future` is a
-`concurrent.futures.Future[Verdict]`, so threads wait on it and asyncio wraps it.
+`concurrent.futures.Future[Verdict]`, so threads wait on it (`wait`, `as_completed`) and asyncio wraps it.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 import time
 import uuid
 from concurrent.futures import Future, InvalidStateError
@@ -117,6 +118,34 @@ class JobState(str, enum.Enum):
     CANCELLED = "cancelled"  # the Evaluator closed before it ran
 
 
+class TicketFuture(Future[Verdict]):
+    """A job's Future, whose cancellation wakes `concurrent.futures.wait` and `as_completed` at once.
+
+    A plain Future cancelled while queued tells those waiters only when whoever runs it calls
+    `set_running_or_notify_cancel`: a job the Evaluator dropped on closing never reaches a lane, and one a
+    client cancelled reaches it only when the jobs queued before it have run, so a caller waiting on the
+    job's future would wait that long, or for ever."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._notify = threading.Lock()
+        self._notified = False  # its cancellation was told to the waiters
+
+    def set_running_or_notify_cancel(self) -> bool:
+        with self._notify:
+            if self._notified:
+                return False
+            running = super().set_running_or_notify_cancel()
+            self._notified = not running
+            return running
+
+    def cancel(self) -> bool:
+        if not super().cancel():
+            return False
+        self.set_running_or_notify_cancel()  # cancelled: the waiters hear it now
+        return True
+
+
 @dataclass(eq=False)
 class Ticket:
     """One submitted job. `key` is where its verdict is (or will be) filed in the run."""
@@ -127,7 +156,7 @@ class Ticket:
     submission: Submission
     device: str  # the device spec of its lanes: cpu, cuda (every GPU) or cuda:N
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    future: Future[Verdict] = field(default_factory=Future)
+    future: Future[Verdict] = field(default_factory=TicketFuture)
     phase: JobState = JobState.QUEUED
     stored: bool = False  # the verdict was already in the run's store (resubmitted key): not re-judged
     abandoned: bool = False  # the Evaluator was closed with cancel=True while this ran: no verdict
