@@ -3,6 +3,10 @@ an honest one, and one candidate evaluated twice for timing repeatability.
 
     python benchmarks/evaluator_gpu.py --out OUT
 
+The steps go one after another to one `kbench.api.Evaluator` that keeps the problem's reference run for
+every step (benchmarks/engine.py); each candidate is built inside its evaluation, so a step's verdict
+seconds include its build (cold for the first CUDA step, a cache hit after).
+
 Writes result.json and result.md (machine, versions, date, verdicts, times per verdict) to --out.
 """
 
@@ -15,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from common import BENCHMARKS, utc_now
+from engine import shared
 
+from kbench.api import Submission
 from kbench.config import RunConfig
-from kbench.evaluate.flow import evaluate
-from kbench.evaluate.reference_pool import ReferencePool
 from kbench.hardware import environment
 from kbench.problems import get_problem
-from kbench.types import Candidate, Verdict
+from kbench.types import Verdict
 
 CANDIDATES = BENCHMARKS / "candidates"
 # (label, file, backend, statuses that count as expected)
@@ -94,23 +98,14 @@ def main() -> None:
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-gpu-bench-"))
     problem = get_problem(args.problem)
     rows = []
-    pool = ReferencePool()  # one run: the steps on this problem share its reference job
-    for label, name, backend, expected in STEPS:
-        cfg = RunConfig(
-            preset=args.preset,
-            device="cuda",
-            backend=backend,
-            cache_dir=cache,
-            baselines=["eager", "compile"],
-        )
-        v = evaluate(
-            problem,
-            Candidate(problem.key, backend, (CANDIDATES / name).read_text(), origin=name),
-            cfg,
-            references=pool,
-        )
-        rows.append(row(label, v, expected))
-        print(f"{label}: {v.status.value} {v.rule} {v.message[:200]} ({v.seconds:.1f} s)", flush=True)
+    cfg = RunConfig(
+        preset=args.preset, device="cuda", backend="cuda", cache_dir=cache, baselines=["eager", "compile"]
+    )
+    with shared(cfg, build_ahead=False) as ev:  # one run: the steps on this problem share its reference job
+        for label, name, backend, expected in STEPS:
+            v = ev.submit(Submission(problem, (CANDIDATES / name).read_text(), backend)).verdict()
+            rows.append(row(label, v, expected))
+            print(f"{label}: {v.status.value} {v.rule} {v.message[:200]} ({v.seconds:.1f} s)", flush=True)
     a, b = rows[3]["median_ms"], rows[4]["median_ms"]
     data = {
         "date": utc_now(),

@@ -6,7 +6,8 @@
    of about 20 ms (the CPU loop's batch), unsampled and sampled by a watch of every batch
    (referee/perfshare.py) at several periods: the median per-call time over 20 batches and its ratio.
 2. The attack: `benchmarks/candidates/cpp_feels_sampling.py` (PyTorch whenever a probe loop finds no
-   sampling, its kernel otherwise) and the honest candidate, evaluated on problem 2/1 (`small`, cpp),
+   sampling, its kernel otherwise) and the honest candidate, judged one by one on problem 2/1 (`small`,
+   cpp) by a `kbench.api.Evaluator` opened as `kbench eval` opens it (benchmarks/engine.py),
    with every timed batch sampled (kbench's rule) and with only batches drawn among the timed ones sampled
    (the rule before it): status, the candidate's and eager's median ms, and the timed calls' kernel share.
 """
@@ -20,8 +21,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common import ROOT, utc_now, write_report
+
+if TYPE_CHECKING:
+    from kbench.types import Verdict
 
 OPS = {"linear+relu 64x256": "lin", "softmax 256x1024": "soft", "add 64x256": "add"}
 PERIODS_US = (50, 200, 500, 1000)
@@ -64,38 +69,45 @@ def cost(batches: int = 20) -> list[list[object]]:
 
 
 def attack(repeats: int, cache: Path) -> list[list[object]]:
+    from engine import one_by_one
+
+    from kbench.api import Submission
     from kbench.config import RunConfig
     from kbench.evaluate import plan
-    from kbench.evaluate.flow import evaluate
     from kbench.problems import get_problem
-    from kbench.types import CPU_SAMPLE_PERIOD_NS, Candidate
+    from kbench.types import CPU_SAMPLE_PERIOD_NS
 
     fixtures = ROOT / "tests/fixtures/eval"
     shared = (fixtures / "_cpp_ext.py").read_text()
     problem = get_problem("kbench:2/1")
+    cfg = RunConfig(preset="small", device="cpu", backend="cpp", cache_dir=cache, baselines=["eager"],
+                    static_checks=False, reuse_baselines=False)  # fmt: skip
     rows: list[list[object]] = []
-    for rule, period in (("every timed batch", CPU_SAMPLE_PERIOD_NS), ("drawn batches (before)", 0)):
-        plan.CPU_SAMPLE_PERIOD_NS = period  # what the plan gives the reference's and candidate's loops
-        for name, path in (("cpp_feels_sampling", ROOT / "benchmarks/candidates/cpp_feels_sampling.py"),
-                           ("cpp_honest", fixtures / "cpp_honest.py")):  # fmt: skip
-            source = shared + path.read_text()
-            cfg = RunConfig(preset="small", device="cpu", backend="cpp", cache_dir=cache, baselines=["eager"],
-                            static_checks=False, reuse_baselines=False)  # fmt: skip
-            for _ in range(repeats):
-                v = evaluate(problem, Candidate(problem.key, "cpp", source), cfg)
-                loop = v.timing.loop if v.timing else None
-                eager = v.baseline("eager")
-                rows.append([
-                    rule, name, v.status.value,
-                    round(v.timing.median_ms, 4) if v.timing else "-", round(eager.median_ms, 4) if eager else "-",
-                    f"{v.speedup('eager'):.2f}" if v.speedup("eager") else "-",
-                    "-" if v.kernel_share is None else f"{v.kernel_share:.2f}",
-                    "-" if loop is None or loop.timed_kernel_share is None
-                    else f"{loop.timed_kernel_share:.2f} ({loop.timed_share_samples})",
-                ])  # fmt: skip
-                print(" | ".join(map(str, rows[-1])), flush=True)
+    # the Evaluator's evaluations run in this process: each one's plan reads the period set here
+    with one_by_one(cfg) as ev:
+        for rule, period in (("every timed batch", CPU_SAMPLE_PERIOD_NS), ("drawn batches (before)", 0)):
+            plan.CPU_SAMPLE_PERIOD_NS = period  # what the plan gives the reference's and candidate's loops
+            for name, path in (("cpp_feels_sampling", ROOT / "benchmarks/candidates/cpp_feels_sampling.py"),
+                               ("cpp_honest", fixtures / "cpp_honest.py")):  # fmt: skip
+                source = shared + path.read_text()
+                for _ in range(repeats):
+                    rows.append(_row(rule, name, ev.submit(Submission(problem, source, "cpp")).verdict()))
+                    print(" | ".join(map(str, rows[-1])), flush=True)
     plan.CPU_SAMPLE_PERIOD_NS = CPU_SAMPLE_PERIOD_NS
     return rows
+
+
+def _row(rule: str, name: str, v: Verdict) -> list[object]:
+    loop = v.timing.loop if v.timing else None
+    eager = v.baseline("eager")
+    return [
+        rule, name, v.status.value,
+        round(v.timing.median_ms, 4) if v.timing else "-", round(eager.median_ms, 4) if eager else "-",
+        f"{v.speedup('eager'):.2f}" if v.speedup("eager") else "-",
+        "-" if v.kernel_share is None else f"{v.kernel_share:.2f}",
+        "-" if loop is None or loop.timed_kernel_share is None
+        else f"{loop.timed_kernel_share:.2f} ({loop.timed_share_samples})",
+    ]  # fmt: skip
 
 
 def main() -> int:

@@ -2,10 +2,12 @@
 
     python benchmarks/selftest_gpu.py --out OUT [--solutions cuda,triton] [--max-seconds 300]
 
-Same fixtures, configs and judging as `kbench selftest --gpu` (kbench.selftest), but run through the local
-executor: CUDA fixtures are built by CPU builders in parallel first, and evaluations overlap their
-process start on the GPU lease. With --solutions, every shipped CUDA and Triton level-2 solution is
-evaluated too (baseline eager, full preset) and must get `ok` with no warning-free rule firing.
+The fixtures are judged exactly as `kbench selftest --device cuda` judges them (kbench.selftest.runner's
+`Judges`: one `kbench.api.Evaluator` per fixture config), all submitted at once: CUDA fixtures are built
+by CPU builders in parallel first, and evaluations overlap their process start on the GPU lease. The
+prompts' worked examples and, with --solutions, every shipped CUDA and Triton level-2 solution go to one
+more Evaluator (baseline eager, full preset; benchmarks/engine.py) and must get `ok` with no
+warning-free rule firing. Jobs whose evaluation has not started at --max-seconds are cancelled.
 Writes OUT/selftest_gpu.jsonl (one row per verdict, as it arrives) and OUT/selftest_gpu.md.
 """
 
@@ -16,67 +18,60 @@ import datetime as dt
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from engine import arrivals, shared
+
+from kbench.api import Submission
 from kbench.config import RunConfig
-from kbench.evaluate.flow import evaluate
-from kbench.evaluate.prebuild import prebuild
-from kbench.evaluate.reference_pool import ReferencePool
-from kbench.executors import Job
-from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
 from kbench.problems.sources import load_source, make_problem
 from kbench.prompts.builder import EXAMPLES
-from kbench.selftest.runner import caught_as_expected, discover, fixture_config, fixture_problem
+from kbench.selftest.runner import Fixture, Judges, caught_as_expected, discover
+from kbench.selftest.runner import submission as fixture_submission
 from kbench.solutions import shipped_candidate as reference_candidate
-from kbench.types import BuildResult, Candidate, Verdict
+from kbench.types import Verdict
+
+KINDS = ("fixture", "example", "solution")
 
 
-def jobs(solution_backends: list[str], base: RunConfig, fixtures: bool = True) -> list[Job]:
+@dataclass(frozen=True)
+class Item:
+    """One verdict asked for. `label`: its row's name (a fixture's id, an example's backend/stem, a
+    solution's file name); a fixture's header rides along (its expectation, its Judges config)."""
+
+    kind: str  # fixture | example | solution
+    label: str
+    submission: Submission
+    fixture: Fixture | None = None
+
+    @property
+    def name(self) -> str:
+        """The job's name for --skip-passed and --rerun: a solution's with its backend (one file name per
+        problem in every backend)."""
+        return f"{self.submission.backend}/{self.label}" if self.kind == "solution" else self.label
+
+
+def jobs(solution_backends: list[str], fixtures: bool = True) -> list[Item]:
     out = []
     for f in discover(backends=["cuda", "triton"], gpu=True) if fixtures else ():
-        problem = fixture_problem(f)
-        cand = Candidate(problem.key, f.backend, f.path.read_text(), origin=str(f.path))
-        out.append(Job(problem, cand, tag=("fixture", f, fixture_config(f, True, base))))
+        submission = fixture_submission(f)  # as `Judges.judge` submits it
+        out.append(Item("fixture", f.id, submission, f))
     for i, (stem, _) in enumerate(EXAMPLES):  # the prompts' worked examples are honest controls too
         ref = (resources.files("kbench.prompts") / "examples" / "reference" / f"{stem}.py").read_text()
         problem = make_problem("examples", 0, i + 1, stem, ref, None)
         for backend in ("cuda", "triton"):
             text = (resources.files("kbench.prompts") / "examples" / backend / f"{stem}.py").read_text()
-            cfg = base.model_copy(
-                update={"backend": backend, "device": "cuda", "preset": "full", "baselines": ["eager"]}
-            )
-            out.append(
-                Job(
-                    problem,
-                    Candidate(problem.key, backend, text, origin=f"example/{backend}/{stem}"),
-                    tag=("example", f"{backend}/{stem}", cfg),
-                )
-            )
-    if solution_backends:
-        for backend in solution_backends:
-            for p in load_source("kbench"):
-                c = reference_candidate(p, backend) if p.level == 2 else None
-                if c is not None:
-                    cfg = base.model_copy(
-                        update={
-                            "backend": backend,
-                            "device": "cuda",
-                            "preset": "full",
-                            "baselines": ["eager"],
-                        }
-                    )
-                    out.append(Job(p, c, tag=("solution", c.origin, cfg)))
+            out.append(Item("example", f"{backend}/{stem}", Submission(problem, text, backend)))
+    for backend in solution_backends:
+        for p in load_source("kbench"):
+            c = reference_candidate(p, backend) if p.level == 2 else None
+            if c is not None:
+                out.append(Item("solution", Path(c.origin).name, Submission(p, c.source, backend)))
     return out
-
-
-def _name(job: Job) -> str:
-    kind, what, _ = job.tag
-    if kind == "solution":  # one file name per problem in every backend
-        return f"{job.candidate.backend}/{Path(what).name}"
-    return str(what.id if kind == "fixture" else what)
 
 
 def _row_name(row: dict[str, Any]) -> str | None:
@@ -86,6 +81,98 @@ def _row_name(row: dict[str, Any]) -> str | None:
     if row["kind"] == "solution":
         return f"{row['backend']}/{row['name']}" if "backend" in row else None
     return str(row["name"])
+
+
+def _todo(args: argparse.Namespace) -> list[Item]:
+    todo = jobs([b for b in args.solutions.split(",") if b], fixtures=not args.controls_only)
+    if not args.skip_passed:
+        return todo
+    rows_before = [
+        json.loads(line) for f in args.skip_passed for line in f.read_text().splitlines() if line.strip()
+    ]
+    again = [part for part in args.rerun.split(",") if part]
+    passed = {n for n in (_row_name(r) for r in rows_before if r["passed"]) if n is not None}
+    passed = {n for n in passed if not any(part in n for part in again)}
+    todo = [j for j in todo if j.name not in passed or (args.fixtures_again and j.kind != "solution")]
+    # the jobs named by --rerun first, then the controls still missing, then the rest
+    todo.sort(key=lambda j: (not any(part in j.name for part in again), j.kind != "solution"))
+    return todo
+
+
+def _row(item: Item, v: Verdict) -> dict[str, Any]:
+    if item.fixture is not None:
+        expected, passed = item.fixture.expected, caught_as_expected(item.fixture, v)
+    else:
+        expected, passed = "ok", v.ok and not v.rule
+    return {
+        "kind": item.kind,
+        "name": item.label,
+        "expected": expected,
+        "got": f"{v.status.value} {v.rule}".strip(),
+        "device": v.device,
+        "backend": item.submission.backend,
+        "passed": passed,
+        "seconds": round(v.seconds, 1),
+        "warnings": list(v.warnings),
+        "speedup_eager": v.speedup("eager"),
+        "message": v.message[:300],
+        "phases": dict(v.phases),
+    }
+
+
+def judge(todo: list[Item], base: RunConfig, max_seconds: float, log: Any) -> list[dict[str, Any]]:
+    """Every item submitted at once, each row logged and printed as its verdict comes."""
+    controls_cfg = base.model_copy(update={"device": "cuda", "preset": "full", "baselines": ["eager"]})
+    rows: list[dict[str, Any]] = []
+    deadline = time.monotonic() + max_seconds
+    with Judges(gpu=True, base=base) as judges, shared(controls_cfg) as controls:
+        tickets = [
+            (judges.evaluator(j.fixture) if j.fixture else controls).submit(j.submission) for j in todo
+        ]
+        for i, ticket in arrivals(tickets, deadline):
+            item = todo[i]
+            if ticket.error() is not None:
+                print(f"ERROR {item.kind} {item.label}: {ticket.error()!r}", flush=True)
+                continue
+            v = ticket.verdict()
+            row = _row(item, v)
+            rows.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(
+                ("pass " if row["passed"] else "FAIL ") + f"{item.kind} {row['name']}: expected "
+                f"{row['expected']}, got {row['got']} ({v.seconds:.0f} s)",
+                flush=True,
+            )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], todo: int, wall: float, solutions: str) -> list[str]:
+    env = environment()
+    lines = [
+        "# GPU selftest: anti-cheat fixtures and shipped solutions",
+        "",
+        f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
+        f"Python {env.get('python')}, {dt.date.today().isoformat()}. Wall time {wall:.0f} s for {len(rows)} of "
+        f"{todo} verdicts (`python benchmarks/selftest_gpu.py{' --solutions ' + solutions if solutions else ''}`).",
+        "",
+    ]
+    for kind in KINDS:
+        mine = [r for r in rows if r["kind"] == kind]
+        if mine:
+            lines += [
+                f"{kind}s: {sum(r['passed'] for r in mine)}/{len(mine)} got their expected verdict",
+                "",
+                "| name | expected | got | pass | s |",
+                "|---|---|---|---|---|",
+            ]
+            lines += [
+                f"| {r['name']} | {r['expected']} | {r['got']} | {'yes' if r['passed'] else '**NO**'} | "
+                f"{r['seconds']} |"
+                for r in sorted(mine, key=lambda r: r["name"])
+            ]
+            lines.append("")
+    return lines
 
 
 def main() -> None:
@@ -117,101 +204,14 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=300.0)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    base = RunConfig(cache_dir=args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-")))
-    todo = jobs([b for b in args.solutions.split(",") if b], base, fixtures=not args.controls_only)
-    if args.skip_passed:
-        rows_before = [
-            json.loads(line) for f in args.skip_passed for line in f.read_text().splitlines() if line.strip()
-        ]
-        again = [part for part in args.rerun.split(",") if part]
-        passed = {n for n in (_row_name(r) for r in rows_before if r["passed"]) if n is not None}
-        passed = {n for n in passed if not any(part in n for part in again)}
-        todo = [j for j in todo if _name(j) not in passed or (args.fixtures_again and j.tag[0] != "solution")]
-        # the jobs named by --rerun first, then the controls still missing, then the rest
-        todo.sort(key=lambda j: (not any(part in _name(j) for part in again), j.tag[0] != "solution"))
-    deadline = time.monotonic() + args.max_seconds
-    pool = ReferencePool()  # one reference run per problem (and per fixture config), as `kbench run` does
-    rows: list[dict[str, Any]] = []
-    log = (args.out / "selftest_gpu.jsonl").open("w")
-
-    def build(job: Job) -> BuildResult | None:
-        if time.monotonic() > deadline:  # its evaluation will not run: no builder's time for it
-            return None
-        kind, _, cfg = job.tag
-        return prebuild(job.candidate, cfg, "cuda", batch=len(todo))
-
-    def run(job: Job, device: str, built: BuildResult | None) -> Verdict | None:
-        if time.monotonic() > deadline:
-            return None
-        _, _, cfg = job.tag
-        return evaluate(
-            job.problem, job.candidate, cfg.model_copy(update={"device": device}), references=pool
-        )
-
-    def on_result(job: Job, v: Verdict | None) -> None:
-        kind, what, _ = job.tag
-        if v is None:
-            return
-        if kind == "fixture":
-            name, expected, passed = what.id, what.expected, caught_as_expected(what, v)
-        else:
-            name, expected = (Path(what).name if kind == "solution" else what), "ok"
-            passed = v.ok and not v.rule
-        row = {
-            "kind": kind,
-            "name": name,
-            "expected": expected,
-            "got": f"{v.status.value} {v.rule}".strip(),
-            "device": v.device,
-            "backend": job.candidate.backend,
-            "passed": passed,
-            "seconds": round(v.seconds, 1),
-            "warnings": list(v.warnings),
-            "speedup_eager": v.speedup("eager"),
-            "message": v.message[:300],
-            "phases": dict(v.phases),
-        }
-        rows.append(row)
-        log.write(json.dumps(row) + "\n")
-        log.flush()
-        print(
-            ("pass " if passed else "FAIL ") + f"{kind} {name}: expected {expected}, got {row['got']} "
-            f"({v.seconds:.0f} s)",
-            flush=True,
-        )
-
+    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="kbench-selftest-"))
+    base = RunConfig(cache_dir=cache, gpu_slots=args.slots)
+    todo = _todo(args)
     t0 = time.monotonic()
-    LocalExecutor(device="cuda", slots=args.slots).run(
-        todo,
-        build,
-        run,
-        on_result,  # type: ignore[arg-type]
-    )
+    with (args.out / "selftest_gpu.jsonl").open("w") as log:
+        rows = judge(todo, base, args.max_seconds, log)
     wall = time.monotonic() - t0
-    env = environment()
-    lines = [
-        "# GPU selftest: anti-cheat fixtures and shipped solutions",
-        "",
-        f"{env.get('gpu')}, torch {env.get('torch')}, triton {env.get('triton')}, nvcc {env.get('nvcc')}, "
-        f"Python {env.get('python')}, {dt.date.today().isoformat()}. Wall time {wall:.0f} s for {len(rows)} of "
-        f"{len(todo)} verdicts (`python benchmarks/selftest_gpu.py{' --solutions ' + args.solutions if args.solutions else ''}`).",
-        "",
-    ]
-    for kind in ("fixture", "example", "solution"):
-        mine = [r for r in rows if r["kind"] == kind]
-        if mine:
-            lines += [
-                f"{kind}s: {sum(r['passed'] for r in mine)}/{len(mine)} got their expected verdict",
-                "",
-                "| name | expected | got | pass | s |",
-                "|---|---|---|---|---|",
-            ]
-            lines += [
-                f"| {r['name']} | {r['expected']} | {r['got']} | {'yes' if r['passed'] else '**NO**'} | "
-                f"{r['seconds']} |"
-                for r in sorted(mine, key=lambda r: r["name"])
-            ]
-            lines.append("")
+    lines = markdown(rows, len(todo), wall, args.solutions)
     (args.out / "selftest_gpu.md").write_text("\n".join(lines))
     print("\n".join(lines[:4]))
 

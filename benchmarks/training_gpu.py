@@ -3,12 +3,14 @@
     python benchmarks/training_gpu.py --out OUT [--backends triton,cuda] [--max-seconds 480]
 
 Every shipped level-5 solution of the backends asked for, and the prompts' forward-and-backward example,
-evaluated as any candidate is (kbench.evaluate.flow.evaluate through the local executor: sandboxed, the
-step's outputs and every gradient compared on fixed and secret seeds, the timed calls checked, the
-backward ablation), at the `full` preset against eager and torch.compile (its backward compiled too).
+judged as any candidate is (submitted together to one `kbench.api.Evaluator`, benchmarks/engine.py:
+built ahead on CPU builders, evaluated on `--slots` lanes per GPU sharing each problem's reference run;
+sandboxed, the step's outputs and every gradient compared on fixed and secret seeds, the timed calls
+checked, the backward ablation), at the `full` preset against eager and torch.compile (its backward
+compiled too).
 Writes OUT/training.jsonl (a row per verdict, as it arrives) and OUT/training.md: status, the step's time,
 each pass's speedup over eager and torch.compile, the fraction of the step's speed of light, and geometric
-means over the ok verdicts. Problems whose evaluation would start past --max-seconds are left out and the
+means over the ok verdicts. Jobs whose evaluation has not started at --max-seconds are cancelled and the
 table says how many. `--device cpu --backends cpp --preset small` runs the same pipeline on a CPU.
 """
 
@@ -23,24 +25,23 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from engine import arrivals, shared
+
 from kbench import metrics as m
+from kbench.api import Submission
 from kbench.config import RunConfig
-from kbench.evaluate.flow import evaluate
-from kbench.evaluate.prebuild import prebuild
-from kbench.evaluate.reference_pool import ReferencePool
-from kbench.executors import Job
-from kbench.executors.local import LocalExecutor
 from kbench.hardware import environment
 from kbench.problems.sources import load_source, make_problem
 from kbench.prompts.builder import TRAINING_EXAMPLES
 from kbench.report.passes import PASSES, pass_geomeans
 from kbench.solutions import shipped_candidate
-from kbench.types import BuildResult, Candidate, Verdict
+from kbench.types import Verdict
 
 MODES = ("eager", "compile")
 
 
-def jobs(backends: list[str], cfg: RunConfig) -> list[Job]:
+def jobs(backends: list[str]) -> list[tuple[str, Submission]]:
+    """Each candidate's name in the table and its submission, the prompts' example first."""
     out = []
     for stem, _ in TRAINING_EXAMPLES:  # the prompts' worked example, an honest control too
         ref = (resources.files("kbench.prompts") / "examples" / "reference" / f"{stem}.py").read_text()
@@ -48,27 +49,14 @@ def jobs(backends: list[str], cfg: RunConfig) -> list[Job]:
         for backend in backends:
             path = resources.files("kbench.prompts") / "examples" / backend / f"{stem}.py"
             if path.is_file():
-                cand = Candidate(problem.key, backend, path.read_text(), origin=f"example/{backend}/{stem}")
-                out.append(
-                    Job(
-                        problem,
-                        cand,
-                        tag=(f"example/{backend}/{stem}", cfg.model_copy(update={"backend": backend})),
-                    )
-                )
+                out.append((f"example/{backend}/{stem}", Submission(problem, path.read_text(), backend)))
     for p in load_source("kbench"):
         if p.level != 5:
             continue
         for backend in backends:
             c = shipped_candidate(p, backend)
             if c is not None:
-                out.append(
-                    Job(
-                        p,
-                        c,
-                        tag=(f"{backend}/{p.number}_{p.name}", cfg.model_copy(update={"backend": backend})),
-                    )
-                )
+                out.append((f"{backend}/{p.number}_{p.name}", Submission(p, c.source, backend)))
     return out
 
 
@@ -141,38 +129,27 @@ def main() -> None:
         device=args.device,
         preset=args.preset,
         baselines=list(MODES),
+        gpu_slots=args.slots,
     )
-    todo = jobs([b for b in args.backends.split(",") if b], cfg)
-    deadline = time.monotonic() + args.max_seconds
-    pool = ReferencePool()
+    todo = jobs([b for b in args.backends.split(",") if b])
     rows: list[dict[str, Any]] = []
     verdicts: list[Verdict] = []
     log = (args.out / "training.jsonl").open("w")
-
-    def build(job: Job) -> BuildResult | None:
-        if time.monotonic() > deadline:
-            return None
-        return prebuild(job.candidate, job.tag[1], args.device, batch=len(todo))
-
-    def run(job: Job, device: str, built: BuildResult | None) -> Verdict | None:
-        if time.monotonic() > deadline:
-            return None
-        return evaluate(
-            job.problem, job.candidate, job.tag[1].model_copy(update={"device": device}), references=pool
-        )
-
-    def on_result(job: Job, v: Verdict | None) -> None:
-        if v is None:
-            return
-        row = row_of(job.tag[0], v)
-        rows.append(row)
-        verdicts.append(v)
-        log.write(json.dumps(row) + "\n")
-        log.flush()
-        print(f"{row['status']:>10} {row['name']} step {row['step_ms']} ({v.seconds:.0f} s)", flush=True)
-
     t0 = time.monotonic()
-    LocalExecutor(device=args.device, slots=args.slots).run(todo, build, run, on_result)  # type: ignore[arg-type]
+    with shared(cfg) as ev:
+        tickets = ev.submit_many(submission for _, submission in todo)
+        for i, ticket in arrivals(tickets, t0 + args.max_seconds):
+            name = todo[i][0]
+            if ticket.error() is not None:
+                print(f"     error {name}: {ticket.error()!r}", flush=True)
+                continue
+            v = ticket.verdict()
+            row = row_of(name, v)
+            rows.append(row)
+            verdicts.append(v)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(f"{row['status']:>10} {row['name']} step {row['step_ms']} ({v.seconds:.0f} s)", flush=True)
     command = "python benchmarks/training_gpu.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "cache_dir")
     )

@@ -24,8 +24,9 @@ upstream flow's process works out again each time, as Triton does in any fresh p
 verdict's row also says what its timing loops did (`loops`: calls, why they stopped, warm-up, seconds),
 for the candidate and each baseline.
 
-Warm: in one process with one reference pool (as `kbench run` or a long-lived evaluator keeps it), the
-solution of each `--warm` problem is judged once (cold) and then `--repeats` more times: the warm
+Warm: in one process, one `kbench.api.Evaluator` that keeps each problem's reference run (as `kbench run`
+or a long-lived evaluator keeps it; benchmarks/engine.py, each candidate built inside its evaluation)
+judges the solution of each `--warm` problem once (cold) and then `--repeats` more times: the warm
 verdicts' seconds, median and max.
 
 Order: cold, warm, then big. With `--max-seconds`, a problem is not started once the time left would
@@ -194,34 +195,34 @@ def cold(
 
 
 def warm(problems: list[str], args: argparse.Namespace, folder: Path, clock: Clock) -> list[dict[str, Any]]:
-    from kbench.config import resolve
-    from kbench.evaluate.flow import evaluate
-    from kbench.evaluate.reference_pool import ReferencePool
-    from kbench.problems import get_problem
-    from kbench.types import Candidate
+    from engine import shared
 
-    pool = ReferencePool()
+    from kbench.api import Submission
+    from kbench.config import resolve
+    from kbench.problems import get_problem
+
     rows = []
     with tempfile.TemporaryDirectory(prefix="kbench-warm-") as cache:
         cfg = resolve(flags={"backend": args.backend, "preset": args.preset, "baselines": ["eager"],
                              "cache_dir": Path(cache), "device": args.device})  # fmt: skip
-        for problem in problems:
-            if not clock.fits(f"warm {problem}"):
-                continue
-            started = time.monotonic()
-            prob = get_problem(problem)
-            cand = Candidate(prob.key, args.backend, _solution(problem, args.backend, folder).read_text())
-            seconds, statuses, phases = [], [], []
-            for _ in range(args.repeats + 1):
-                v = evaluate(prob, cand, cfg, references=pool)
-                seconds.append(v.seconds)
-                statuses.append(v.status.value)
-                phases.append(dict(v.phases))
-            row = {"problem": problem, "output_mib": _output_mib(problem, args.preset), "cold_s": seconds[0],
-                   "warm_s": seconds[1:], "statuses": statuses, "warm_phases": phases[-1]}  # fmt: skip
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            clock.done(started)
+        with shared(cfg, build_ahead=False) as ev:
+            for problem in problems:
+                if not clock.fits(f"warm {problem}"):
+                    continue
+                started = time.monotonic()
+                prob, source = get_problem(problem), _solution(problem, args.backend, folder).read_text()
+                seconds, statuses, phases = [], [], []
+                for _ in range(args.repeats + 1):
+                    v = ev.submit(Submission(prob, source, args.backend)).verdict()
+                    seconds.append(v.seconds)
+                    statuses.append(v.status.value)
+                    phases.append(dict(v.phases))
+                row = {"problem": problem, "output_mib": _output_mib(problem, args.preset),
+                       "cold_s": seconds[0], "warm_s": seconds[1:], "statuses": statuses,
+                       "warm_phases": phases[-1]}  # fmt: skip
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                clock.done(started)
     return rows
 
 

@@ -5,18 +5,21 @@ host's memory while a candidate floods its log.
     python benchmarks/walls.py --out OUT --device cuda [--before DIR]     # on a GPU, Triton, full preset
 
 Every part runs in a fresh Python process of its own against one source tree (`src/` of this checkout,
-and of `--before DIR`, another checkout of kbench: e.g. `git worktree add DIR <commit>` of the version
-without the referee), problem 2/1: on the CPU the honest cpp fixture at the small preset, with
-`--device cuda` the shipped Triton solution at the full preset (no flood: `--flood-gb 0` is implied):
+and of `--before DIR`, another checkout of kbench whose `kbench.api` has `EvaluatorOptions`: e.g.
+`git worktree add DIR <commit>`), problem 2/1: on the CPU the honest cpp fixture at the small preset, with
+`--device cuda` the shipped Triton solution at the full preset (no flood: `--flood-gb 0` is implied).
+Every verdict comes from a `kbench.api.Evaluator`:
 
-- latency: `evaluate` of the honest cpp fixture (tests/fixtures/eval/cpp_honest.py), build and reference
-  caches warm (one verdict first), median seconds of `--verdicts` verdicts, timed (`measure`) and not;
-- throughput: `--throughput` verdicts of that candidate through one `kbench.api.Evaluator`
-  (`submit_many`, timed), verdicts per minute from the first submission to the last verdict;
-- flood: a candidate that writes GB of text to its stderr at import, then runs honestly: the host's
-  resident memory before and at its peak during the verdict (sampled every 10 ms from /proc/self/status),
-  and the verdict. The tree without the bounded log is flooded with `--before-flood-gb` only (its host
-  reads the whole log: a 2 GB flood would take the machine down).
+- latency: the honest cpp fixture (tests/fixtures/eval/cpp_honest.py) judged one by one, as `kbench eval`
+  judges (each verdict its own reference run, benchmarks/engine.py), build and reference caches warm (one
+  verdict first), median seconds of `--verdicts` verdicts, timed (`measure`) and not;
+- throughput: `--throughput` verdicts of that candidate through one Evaluator that files them in a run of
+  a scratch store and shares the reference (`submit_many`, timed), verdicts per minute from the first
+  submission to the last verdict;
+- flood: a candidate that writes GB of text to its stderr at import, then runs honestly, judged one by
+  one: the host's resident memory before and at its peak during the verdict (sampled every 10 ms from
+  /proc/self/status), and the verdict. The tree without the bounded log is flooded with
+  `--before-flood-gb` only (its host reads the whole log: a 2 GB flood would take the machine down).
 
 Writes OUT/walls.md and OUT/walls.json; `--record` files the record under results/<hardware>/walls.jsonl.
 """
@@ -104,28 +107,28 @@ def _config(cache: Path, measure: bool) -> Any:
                      baselines=["eager"], measure=measure, store=cache / "kbench.db")  # fmt: skip
 
 
-def _verdict(source: str, cache: Path, measure: bool) -> Any:
-    from kbench.evaluate.flow import evaluate
-    from kbench.problems import get_problem
-    from kbench.types import Candidate
+def _judge(ev: Any, source: str) -> Any:
+    from kbench.api import Submission
 
-    problem = get_problem("kbench:2/1")
-    return evaluate(problem, Candidate(problem.key, _backend(), source), _config(cache, measure))
+    return ev.submit(Submission("kbench:2/1", source, _backend())).verdict()
 
 
 def part_latency(cache: Path, n: int) -> dict[str, Any]:
+    from engine import one_by_one
+
     out: dict[str, Any] = {}
     for measure in (False, True):
-        first = _verdict(_honest(), cache, measure)  # warms the caches of this kind of verdict
-        assert first.status.value == "ok", first.message + first.log_tail
-        seconds, medians = [], []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            v = _verdict(_honest(), cache, measure)
-            seconds.append(time.perf_counter() - t0)
-            assert v.status.value == "ok", v.message + v.log_tail
-            if v.timing is not None:
-                medians.append(v.timing.median_ms)
+        with one_by_one(_config(cache, measure)) as ev:
+            first = _judge(ev, _honest())  # warms the caches of this kind of verdict, and the warm starter
+            assert first.status.value == "ok", first.message + first.log_tail
+            seconds, medians = [], []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                v = _judge(ev, _honest())
+                seconds.append(time.perf_counter() - t0)
+                assert v.status.value == "ok", v.message + v.log_tail
+                if v.timing is not None:
+                    medians.append(v.timing.median_ms)
         key = "timed" if measure else "untimed"
         out[key] = {"median_s": statistics.median(seconds), "min_s": min(seconds), "n": n}
         if medians:
@@ -134,23 +137,31 @@ def part_latency(cache: Path, n: int) -> dict[str, Any]:
 
 
 def part_throughput(cache: Path, n: int) -> dict[str, Any]:
+    from engine import one_by_one
+
     from kbench.api import Evaluator, Submission
 
-    _verdict(_honest(), cache, True)
-    with Evaluator(_config(cache, True), model="walls-bench") as ev:
-        t0 = time.perf_counter()
-        tickets = ev.submit_many([Submission("2/1", _honest(), _backend(), sample=i) for i in range(n)])
-        statuses = [t.verdict().status.value for t in tickets]
-        seconds = time.perf_counter() - t0
+    cfg = _config(cache, True)
+    # open while the batch runs: the last Evaluator to close stops the warm starter the batch's workers use
+    with one_by_one(cfg) as warm:
+        _judge(warm, _honest())
+        with Evaluator(cfg, model="walls-bench") as ev:
+            t0 = time.perf_counter()
+            tickets = ev.submit_many([Submission("2/1", _honest(), _backend(), sample=i) for i in range(n)])
+            statuses = [t.verdict().status.value for t in tickets]
+            seconds = time.perf_counter() - t0
     return {"n": n, "seconds": seconds, "per_min": 60 * n / seconds, "ok": statuses.count("ok")}
 
 
 def part_flood(cache: Path, gb: float) -> dict[str, Any]:
-    _verdict(_honest(), cache, False)
-    with PeakRss() as rss:
-        t0 = time.perf_counter()
-        v = _verdict(_flooding(gb), cache, False)
-        seconds = time.perf_counter() - t0
+    from engine import one_by_one
+
+    with one_by_one(_config(cache, False)) as ev:
+        _judge(ev, _honest())
+        with PeakRss() as rss:
+            t0 = time.perf_counter()
+            v = _judge(ev, _flooding(gb))
+            seconds = time.perf_counter() - t0
     return {"gb": gb, "rss_before_mib": rss.before, "rss_peak_mib": rss.peak, "seconds": seconds,
             "status": v.status.value, "tail_chars": len(v.log_tail)}  # fmt: skip
 

@@ -4,8 +4,10 @@
 
 1. Bare start: a worker module that imports torch and kbench's worker, reads its key and exits, through
    sandbox.host.run_worker: wall seconds from the call to its return, median of `--repeats`.
-2. Whole verdicts: `evaluate` of an honest candidate (cpp on the CPU, Triton on a GPU) with the build and
-   reference caches warm, `measure=False`: median verdict seconds and the workers' wall time, per mode.
+2. Whole verdicts: an honest candidate (cpp on the CPU, Triton on a GPU) judged one by one by a
+   `kbench.api.Evaluator` opened as `kbench eval` opens it (benchmarks/engine.py) with `worker_start` set to
+   the mode, the build and reference caches warm, `measure=False`: median verdict seconds and the workers'
+   wall time, per mode.
 The starter's own start (one torch import) is paid once per process and is left out of both (one
 warm-up run per mode first).
 """
@@ -20,14 +22,13 @@ import time
 from pathlib import Path
 
 from common import ROOT, utc_now, write_report
+from engine import one_by_one
 
+from kbench.api import Submission
 from kbench.config import RunConfig
-from kbench.evaluate.flow import evaluate
 from kbench.hardware import environment
-from kbench.problems import get_problem
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import JobSpec
-from kbench.types import Candidate
 from kbench.types import Problem as ProblemSpec
 
 BARE = (
@@ -53,7 +54,6 @@ def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
 
 def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
     backend, path = CANDIDATES[device]
-    problem = get_problem("kbench:2/1")
     source = (ROOT / path).read_text()
     if path.startswith("tests/fixtures/eval/"):
         first = source.splitlines()[0]
@@ -62,13 +62,14 @@ def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[fl
     cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
                     cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
     totals, workers = [], []
-    for i in range(repeats + 1):
-        v = evaluate(problem, Candidate(problem.key, backend, source), cfg)
-        assert v.ok, v.message + v.log_tail
-        if i:
-            phases = dict(v.phases)
-            totals.append(v.seconds)
-            workers.append(phases.get("ref:worker", 0.0) + phases.get("cand:worker", 0.0))
+    with one_by_one(cfg) as ev:
+        for i in range(repeats + 1):
+            v = ev.submit(Submission("kbench:2/1", source, backend)).verdict()
+            assert v.ok, v.message + v.log_tail
+            if i:
+                phases = dict(v.phases)
+                totals.append(v.seconds)
+                workers.append(phases.get("ref:worker", 0.0) + phases.get("cand:worker", 0.0))
     return totals, workers
 
 
@@ -93,9 +94,10 @@ def main() -> int:
         f"# Worker start, {args.device} ({utc_now()})", "",
         f"kbench {env.get('kbench')}, torch {env.get('torch')}, python {env.get('python')}, "
         f"{env.get('cpu')} x {env.get('cpu_count')}, gpu {env.get('gpu')}", "",
-        f"Medians of {args.repeats} runs after one warm-up per mode. Bare start: a worker that imports torch and "
-        "kbench's worker and exits. Verdict: `evaluate` of an honest candidate on problem 2/1 with warm build "
-        "and reference caches and `measure=False` (two workers: reference and candidate).", "",
+        f"Medians of {args.repeats} runs after one warm-up per mode. Bare start: a worker that imports "
+        "torch and kbench's worker and exits. Verdict: an honest candidate on problem 2/1 judged as "
+        "`kbench eval` judges, with warm build and reference caches and `measure=False` (two workers: "
+        "reference and candidate).", "",
         "| start | bare worker s | verdict s | reference + candidate worker wall s |", "|---|---|---|---|",
         *[f"| {m} | {b:.3f} | {t:.2f} | {w:.2f} |" for m, b, t, w in rows], "",
     ]  # fmt: skip

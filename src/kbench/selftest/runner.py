@@ -33,7 +33,7 @@ from kbench.errors import ConfigError
 from kbench.types import Problem, Verdict
 
 if TYPE_CHECKING:
-    from kbench.api import Evaluator
+    from kbench.api import Evaluator, Submission
 
 _KEYS = ("expect", "static", "timeout", "requires", "warns", "include", "min-ms")
 _GROUPS = ("correct", "wrong")
@@ -226,13 +226,7 @@ class Judges:
 
     def judge(self, fixtures: Iterable[Fixture]) -> list[FixtureOutcome]:
         """Each fixture's outcome, in the order given; all are queued before the first verdict is read."""
-        from kbench.api import Submission
-
-        tickets = []
-        for f in fixtures:
-            source = fixture_text(f.path)
-            submission = Submission(fixture_problem(f), source, f.backend, timeout_s=f.timeout_s)
-            tickets.append((f, self.evaluator(f).submit(submission)))
+        tickets = [(f, self.evaluator(f).submit(submission(f))) for f in fixtures]
         return [_outcome(f, ticket.verdict()) for f, ticket in tickets]
 
     def close(self) -> None:
@@ -245,6 +239,15 @@ class Judges:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def submission(fixture: Fixture) -> Submission:
+    """The fixture as the engine takes it: its problem, its text (with what it includes), its backend and
+    its own timeout."""
+    from kbench.api import Submission
+
+    source = fixture_text(fixture.path)
+    return Submission(fixture_problem(fixture), source, fixture.backend, timeout_s=fixture.timeout_s)
 
 
 def _outcome(fixture: Fixture, verdict: Verdict) -> FixtureOutcome:
