@@ -166,7 +166,8 @@ MEASUREMENTS: dict[str, Measurement] = {
         "g++ time of every shipped bindings file, torch/extension.h vs the lean bindings header",
     ),
     "cpu-main-job": Measurement(
-        "benchmarks/cpu_main_job.py --out {out}/cpu_main_job.md", "per-phase seconds of the CPU main job"
+        "benchmarks/cpu_main_job.py --cache-dir {cache} --out {out}/cpu_main_job.md",
+        "per-phase seconds of the CPU main job",
     ),
     "first-hour": Measurement(
         "benchmarks/first_hour.py --repo . --out {out}",
