@@ -19,6 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 
 from kbench.api import Evaluator, EvaluatorOptions, Ticket
 from kbench.config import RunConfig
+from kbench.types import Verdict
 
 
 def _own_baselines(cfg: RunConfig) -> RunConfig:
@@ -55,3 +56,15 @@ def arrivals(tickets: Sequence[Ticket], deadline: float) -> Iterator[tuple[int, 
         for future in sorted(done, key=index.__getitem__):
             if not future.cancelled():
                 yield index[future], tickets[index[future]]
+
+
+def verdicts(
+    tickets: Sequence[Ticket], deadline: float, labels: Sequence[str]
+) -> Iterator[tuple[int, Verdict]]:
+    """`arrivals`' verdicts; a job that ended in kbench's own error is printed with its label, and skipped."""
+    for i, ticket in arrivals(tickets, deadline):
+        error = ticket.error()
+        if error is not None:
+            print(f"ERROR {labels[i]}: {error!r}", flush=True)
+            continue
+        yield i, ticket.verdict()

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine import arrivals, shared
+from engine import shared, verdicts
 
 from kbench.api import Submission
 from kbench.config import RunConfig
@@ -129,12 +129,8 @@ def judge(todo: list[Item], base: RunConfig, max_seconds: float, log: Any) -> li
         tickets = [
             (judges.evaluator(j.fixture) if j.fixture else controls).submit(j.submission) for j in todo
         ]
-        for i, ticket in arrivals(tickets, deadline):
+        for i, v in verdicts(tickets, deadline, [f"{j.kind} {j.label}" for j in todo]):
             item = todo[i]
-            if ticket.error() is not None:
-                print(f"ERROR {item.kind} {item.label}: {ticket.error()!r}", flush=True)
-                continue
-            v = ticket.verdict()
             row = _row(item, v)
             rows.append(row)
             log.write(json.dumps(row) + "\n")

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine import arrivals, shared
+from engine import shared, verdicts
 
 from kbench import metrics as m
 from kbench.api import Submission
@@ -133,27 +133,22 @@ def main() -> None:
     )
     todo = jobs([b for b in args.backends.split(",") if b])
     rows: list[dict[str, Any]] = []
-    verdicts: list[Verdict] = []
+    judged: list[Verdict] = []
     log = (args.out / "training.jsonl").open("w")
     t0 = time.monotonic()
     with shared(cfg) as ev:
         tickets = ev.submit_many(submission for _, submission in todo)
-        for i, ticket in arrivals(tickets, t0 + args.max_seconds):
-            name = todo[i][0]
-            if ticket.error() is not None:
-                print(f"     error {name}: {ticket.error()!r}", flush=True)
-                continue
-            v = ticket.verdict()
-            row = row_of(name, v)
+        for i, v in verdicts(tickets, t0 + args.max_seconds, [name for name, _ in todo]):
+            row = row_of(todo[i][0], v)
             rows.append(row)
-            verdicts.append(v)
+            judged.append(v)
             log.write(json.dumps(row) + "\n")
             log.flush()
             print(f"{row['status']:>10} {row['name']} step {row['step_ms']} ({v.seconds:.0f} s)", flush=True)
     command = "python benchmarks/training_gpu.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "cache_dir")
     )
-    text = markdown(rows, verdicts, len(todo), time.monotonic() - t0, command)
+    text = markdown(rows, judged, len(todo), time.monotonic() - t0, command)
     (args.out / "training.md").write_text(text)
     print(text)
 
