@@ -204,6 +204,11 @@ class LoopFacts:
     # samples were counted (referee/cpushare.py)
     timed_kernel_share: float | None = None
     timed_share_samples: int = 0
+    # a call alone: the median of single-call batches run after the loop, less the same deductions (ms);
+    # None where the batches held one call. A batch's time per call far under it would mean calls run
+    # together (docs/anti-cheat.md): reported, not judged
+    single_call_ms: float | None = None
+    single_calls: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from kbench.referee.calibrate import calibrate
 from kbench.referee.feed import Feed
 from kbench.referee.local import LocalLink
 from kbench.referee.stats import summarize_times
-from kbench.referee.timing import batch_size, loop_length, time_runner, warmed
+from kbench.referee.timing import SINGLE_CALLS, batch_size, loop_length, time_runner, warmed
 from kbench.sandbox.commands import OutputMeta
 from kbench.types import TimingSettings
 
@@ -92,20 +92,26 @@ def test_batch_size_and_loop_length() -> None:
     assert loop_length(0.001, 7, settings, checked=50) % 7 == 0
 
 
-def test_work_done_while_copying_is_charged_to_the_calls() -> None:
+def test_work_done_while_copying_is_charged_to_the_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runner that answers its calls at once and does their work while it copies their outputs gains
-    nothing: the copy's window is charged beyond its round trip and what the same copy takes the referee."""
+    nothing: the copy's window is charged beyond its round trip and what the same copy takes the referee.
+    On a clock only the calls' work moves, so the two loops' times compare exactly, whatever the load."""
+    from kbench.referee import timing
+
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
 
     class Deferred(LocalLink):
         def copy(self, outputs: list[int]) -> None:
-            time.sleep(0.002 * len(outputs))  # the calls' real work, done now
+            clock.now += 2_000_000 * len(outputs)  # the calls' real work, done now
             super().copy(outputs)
 
     feed = _feed()
-    honest = time_runner(LocalLink(Sleepy(2.0), feed), feed, _layout(), FAST)
+    honest = time_runner(LocalLink(Ticking(2.0, clock), feed), feed, _layout(), FAST)
     feed2 = _feed()
-    cheat = time_runner(Deferred(Sleepy(0.0), feed2), feed2, _layout(), FAST)
-    assert cheat.stats.median_ms >= 0.8 * honest.stats.median_ms
+    cheat = time_runner(Deferred(Ticking(0.0, clock), feed2), feed2, _layout(), FAST)
+    assert honest.stats.median_ms == pytest.approx(2.0)
+    assert cheat.stats.median_ms >= 0.99 * honest.stats.median_ms
 
 
 def test_the_calibrated_round_trip_is_deducted_from_each_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -445,7 +451,10 @@ def test_a_watch_of_every_batch_samples_each_timed_batch_and_keeps_its_time(
     facts = loop.stats.loop
     assert facts is not None
     assert loop.stats.median_ms == pytest.approx(10.0) and loop.stats.mean_ms == pytest.approx(10.0)
-    assert facts.watched_batches == loop.stats.n == watch.entered  # every timed batch, no other
+    # every timed batch and the single-call ones after the loop (sampled alike), no other
+    assert facts.watched_batches == loop.stats.n + facts.single_calls == watch.entered
+    # a call alone costs what it costs in a batch here (the fake runner's calls take a fixed time each)
+    assert facts.single_calls == SINGLE_CALLS and facts.single_call_ms == pytest.approx(loop.stats.median_ms)
     assert facts.calls == loop.stats.n * facts.batch and "timed" not in order[order.index("watched") :]
 
 

@@ -7,9 +7,9 @@ then it snapshots the slots into memory of its own and waits for that. The Run's
 what a batch costs beyond its work (referee/calibrate.py: batches of known work on the same runner, before
 the candidate is imported, so it cannot inflate it); the Copy's less its own round trip and one copy of the
 outputs as the referee takes it (referee/copies.py); the snapshot's less its own copy and the switch back.
-Each part is floored at nothing, so a copy that did not happen takes nothing off the calls; work the runner
-left running past an answer is paid in the next window, or leaves unfinished outputs for the checks. A call's time is its batch's time over B. Nothing the runner reports
-about time is used (its own account is kept in the loop's facts, `split_ms`, beside the referee's).
+Each part is floored at nothing: a copy that did not happen takes nothing off the calls; work left running
+past an answer is paid in the next window, or leaves unfinished outputs for the checks. A call's time is its
+batch's time over B; nothing the runner reports about time is used (its stamps: `split_ms`, for the record).
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
   ms on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs
@@ -20,15 +20,13 @@ about time is used (its own account is kept in the loop's facts, `split_ms`, bes
 - Length: N calls, fixed before the first timed batch from the warm-up's estimate: at least
   `settings.min_runs` batches, `settings.min_time_s` of calls and the checked calls (referee/checks.py),
   at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
-- Checked calls: after each batch's snapshot, some of its calls are drawn and compared with the reference's
-  output in this process (referee/checks.py), a candidate's loop only.
-- Inputs: every call's own; after each batch every input slot is compared with its pristine copy.
+- Checked calls: after each batch's snapshot, some are drawn and compared with the reference's output here
+  (referee/checks.py). Inputs: every call's own, each slot compared with its pristine copy after each batch.
+  After the loop, SINGLE_CALLS one-call batches give a call's latency alone (`single_call_ms`).
 - GPU: the loop holds the device's timing lock (sandbox/timinglock.py); L2 is flushed by the referee before
   each batch (its own write of 2x the L2 size); NVML's SM clock is logged (`clocks_moved`); the warm-up
   ends early once the clock has settled at its maximum (`ClockSettled`).
-
-The statistics (referee/stats.py) are over batches: `n` is their number, `median_ms` the median of their
-per-call times, `calls` the calls.
+Statistics (referee/stats.py) are over batches: `n` batches, `median_ms` the median of their per-call times.
 """
 
 from __future__ import annotations
@@ -57,6 +55,7 @@ _ns = time.perf_counter_ns
 # or as many as the watch's `wanted_s` of calls needs, run sampled beside the timed ones; after the loop,
 # more while fewer than WATCH_MIN ran or the watch has not `enough` (within the loop's budget)
 WATCH_EVERY, WATCH_MIN = 4, 3
+SINGLE_CALLS = 8  # one-call batches after the loop, for the record
 
 
 class Watch(Protocol):
@@ -251,8 +250,7 @@ def time_runner(
     Either way more run under it after the loop while it has not `enough` samples."""
     with _window(feed.device) as taken:
         loop = _time(link, feed, layout, settings, mode, checker, watch)
-    if not taken and loop.stats.loop is not None:
-        # another process held the timing lock past its wait: something may have run beside the loop
+    if not taken and loop.stats.loop is not None:  # another process held the lock past its wait
         loop.stats = replace(loop.stats, loop=replace(loop.stats.loop, timing_lock_busy=True))
     return loop
 
@@ -297,6 +295,7 @@ def _time(
     stop = "done"
     flagged = None
     extra = watched = 0
+    singles: list[float] = []
     try:
         every = watch is not None and watch.every
         batches.every = every  # the timed batches (and the later ones) under the watch, times kept
@@ -313,6 +312,10 @@ def _time(
             if (_ns() - start) / 1e9 > settings.budget_s and first + size < calls:
                 stop = "budget"
                 break
+        for _ in range(SINGLE_CALLS if size > 1 else 0):  # not timed: a call alone, for the record
+            l2.flush()
+            singles.append(batches.one(1, calls + extra, share, watched=True) * 1e3)
+            extra, watched = extra + 1, watched + (watch is not None)
         while watch is not None and (watched < WATCH_MIN or not watch.enough()):
             if (_ns() - start) / 1e9 > settings.budget_s and watched >= WATCH_MIN:
                 break
@@ -346,6 +349,8 @@ def _time(
         copy_overhead_ms=round(batches.calibration.copy_s * 1e3, 4),
         switch_ms=round(batches.calibration.switch_s * 1e3, 4),
         split_ms=tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
+        single_call_ms=round(statistics.median(singles), 6) if singles else None,
+        single_calls=len(singles),
     )
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
                             meaningful=not interpreted(), loop=facts, clock=log.facts())  # fmt: skip
@@ -353,8 +358,7 @@ def _time(
 
 
 def _watch_odds(watch: Watch | None, calls: int, size: int, per_call_s: float) -> float:
-    """The chance of a watched batch before each timed one: one in WATCH_EVERY, or what the watch's
-    `wanted_s` of calls asks of the loop's batches."""
+    """The chance of a watched batch before each timed one: 1 in WATCH_EVERY, or what `wanted_s` asks."""
     if watch is None:
         return 0.0
     batches = max(1, math.ceil(calls / size))
