@@ -204,9 +204,10 @@ class LoopFacts:
     # samples were counted (referee/cpushare.py)
     timed_kernel_share: float | None = None
     timed_share_samples: int = 0
-    # a call alone: the median of single-call batches run after the loop, less the same deductions (ms);
-    # None where the batches held one call. A batch's time per call far under it would mean calls run
-    # together (docs/anti-cheat.md): reported, not judged
+    # a call alone: the least of SINGLE_CALLS one-call batches run after the loop, each less the same
+    # deductions but for the Run's, which is a batch of no calls run just before it, capped by the
+    # calibration's (ms); None where the batches held one call. The batch-together rule sets it against
+    # the time per call in batches (evaluate/judge.py `check_batching`)
     single_call_ms: float | None = None
     single_calls: int = 0
 

@@ -15,8 +15,9 @@ from kbench.referee import Stop, checks
 from kbench.referee.calibrate import calibrate
 from kbench.referee.feed import Feed
 from kbench.referee.local import LocalLink
+from kbench.referee.sizing import batch_size, loop_length
 from kbench.referee.stats import summarize_times
-from kbench.referee.timing import SINGLE_CALLS, batch_size, loop_length, time_runner, warmed
+from kbench.referee.timing import SINGLE_CALLS, time_runner, warmed
 from kbench.sandbox.commands import OutputMeta
 from kbench.types import TimingSettings
 
@@ -409,10 +410,10 @@ def _watched_loop(
     link = LocalLink(model, feed)
     run = link.run
 
-    def logged(calls: Any, mode: str, outputs: Any) -> Any:
-        if order[-1:] != ["watched"] or model.ms < 1.0:
+    def logged(calls: Any, mode: str, outputs: Any, repeat: int = 0) -> Any:
+        if calls and (order[-1:] != ["watched"] or model.ms < 1.0):  # an empty batch is no call's
             order.append("timed")
-        return run(calls, mode, outputs)
+        return run(calls, mode, outputs, repeat)
 
     link.run = logged  # type: ignore[method-assign]
     loop = time_runner(link, feed, _layout(), dataclasses.replace(FAST, min_runs=min_runs), watch=watch)
@@ -474,3 +475,33 @@ def test_wilson_upper_bounds_a_share_by_its_samples() -> None:
     assert wilson_upper(0.8, 30, 3.1) > 0.9  # an honest share is never bounded under itself
     assert wilson_upper(0.5, 10_000, 3.1) == pytest.approx(0.5155, abs=2e-3)
     assert wilson_upper(1.0, 5, 3.1) == 1.0
+
+
+@pytest.mark.parametrize(("empty_ms", "deducted_ms"), [(0.3, 0.3), (5.0, 1.0)])
+def test_a_call_alone_is_charged_less_an_empty_batch_never_more_than_the_calibration(
+    monkeypatch: pytest.MonkeyPatch, empty_ms: float, deducted_ms: float
+) -> None:
+    """Each one-call batch after the loop is charged less a batch of no calls run just before it: less
+    than the calibration's overhead where the loop's conditions make batches cheaper (0.3 against 1 ms),
+    never more (a runner that answers empty batches slowly, 5 ms, cannot shrink its call alone)."""
+    from kbench.referee import timing
+    from kbench.referee.calibrate import Calibration
+
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
+    model, feed = Ticking(0.5, clock), _feed()
+    link = LocalLink(model, feed)
+    link.calibration = Calibration(overhead_s=1e-3)  # type: ignore[attr-defined]
+    run = link.run
+
+    def costly(calls: Any, mode: str, outputs: Any, repeat: int = 0) -> Any:
+        clock.now += int((1.0 if calls else empty_ms) * 1e6)  # every batch's own 1 ms, or an empty one's
+        return run(calls, mode, outputs, repeat)
+
+    link.run = costly  # type: ignore[method-assign]
+    loop = time_runner(link, feed, _layout(), FAST)
+    facts = loop.stats.loop
+    assert facts is not None and facts.single_calls == SINGLE_CALLS
+    # a batch of B calls: 1 ms + B x 0.5 ms, less the calibrated 1 ms; a call alone: 1.5 ms less the deduction
+    assert loop.stats.median_ms == pytest.approx(0.5)
+    assert facts.single_call_ms == pytest.approx(1.5 - deducted_ms)

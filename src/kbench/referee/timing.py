@@ -22,7 +22,9 @@ batch's time over B; nothing the runner reports about time is used (its stamps: 
   at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
 - Checked calls: after each batch's snapshot, some are drawn and compared with the reference's output here
   (referee/checks.py). Inputs: every call's own, each slot compared with its pristine copy after each batch.
-  After the loop, SINGLE_CALLS one-call batches give a call's latency alone (`single_call_ms`).
+  After the loop, SINGLE_CALLS one-call batches give a call alone (`single_call_ms`, their least), each
+  charged less a batch of no calls run just before it (under the loop's own conditions), never less than the
+  calibration's overhead: a runner that answers an empty batch slowly cannot shrink its call alone.
 - GPU: the loop holds the device's timing lock (sandbox/timinglock.py); L2 is flushed by the referee before
   each batch (its own write of 2x the L2 size); NVML's SM clock is logged (`clocks_moved`); the warm-up
   ends early once the clock has settled at its maximum (`ClockSettled`).
@@ -46,6 +48,7 @@ from kbench.referee.calibrate import Calibration
 from kbench.referee.copies import L2, Copier
 from kbench.referee.feed import Feed, memory_cap, plain
 from kbench.referee.local import LocalLink
+from kbench.referee.sizing import batch_size, fit_batch, loop_length
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
 from kbench.types import LoopFacts, Status, TimingSettings, TimingStats
@@ -55,7 +58,7 @@ _ns = time.perf_counter_ns
 # or as many as the watch's `wanted_s` of calls needs, run sampled beside the timed ones; after the loop,
 # more while fewer than WATCH_MIN ran or the watch has not `enough` (within the loop's budget)
 WATCH_EVERY, WATCH_MIN = 4, 3
-SINGLE_CALLS = 8  # one-call batches after the loop, for the record
+SINGLE_CALLS = 8  # one-call batches after the loop: a call alone, for the batch-together rule
 
 
 class Watch(Protocol):
@@ -136,10 +139,13 @@ class _Batches:
         self.counted = 0
         self.every = False  # every batch under the watch: set once the warm-up is over
 
-    def one(self, size: int, first: int, share: float, watched: bool = False) -> float:
+    def one(
+        self, size: int, first: int, share: float, watched: bool = False, overhead_s: float | None = None
+    ) -> float:
         """Run calls first..first+size-1 and check the mutation of their inputs and, with probability
         `share` each, their outputs; their per-call seconds. `watched`: under the watch (a watch of
-        `every` batch: whenever the loop has started)."""
+        `every` batch: whenever the loop has started). `overhead_s`: deducted from the Run's window in
+        place of the calibration's (never more: see `empty`)."""
         filled = [self.feed.fill(j, secrets.randbelow(2**62)) for j in range(size)]
         outs = self.feed.output_slots(self.layout, size)
         if self.copier is None or len(self.copier.scratch) != size:
@@ -165,7 +171,7 @@ class _Batches:
         # or leaves unfinished outputs for the checks.
         run_s, copy_s, snap_s = (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9
         cal, copier_s = self.calibration, self.copier.seconds
-        charged = max(0.0, run_s - cal.overhead_s)
+        charged = max(0.0, run_s - (cal.overhead_s if overhead_s is None else overhead_s))
         charged += max(0.0, copy_s - cal.copy_s - copier_s)
         charged += max(0.0, snap_s - copier_s - cal.switch_s)
         self.active_s += run_s + copy_s
@@ -177,6 +183,19 @@ class _Batches:
             for j in checks.drawn(size, share):  # drawn now, after the calls ran
                 self.checker.check(first + j, filled[j].pristine, filled[j].literals, seen[j])
         return charged / size
+
+    def empty(self) -> float:
+        """The Run window of a batch of no calls (a calibration batch of no work), now: what a batch costs
+        beyond its calls under the loop's own conditions, which may be less than the calibration found
+        before the candidate's import. The runner's code may be the candidate's by now, so it is only
+        ever used capped by the calibration (`min`): a runner that answers it slowly gains nothing."""
+        slot = self.feed.calibration_slot()
+        self.feed.ready()
+        t0 = _ns()
+        self.link.run([], "", [slot.ident], 0)
+        took = (_ns() - t0) / 1e9
+        self.link.copy([])
+        return took
 
     def _account(self, t0: int, t1: int, parts: dict[str, float]) -> None:
         """Add one batch to the split: the referee's measures, and the runner's stamps in the Run's window
@@ -201,35 +220,6 @@ class _Batches:
                     f"timed call {first + j} returned outputs shaped unlike its correctness calls",
                     "timing-output-mismatch",
                 )
-
-
-def batch_size(per_call_s: float, settings: TimingSettings, cap: int) -> int:
-    """Calls per batch: about `target_batch_s` of them, at least 1, at most `cap`."""
-    if per_call_s <= 0:
-        return max(1, min(cap, settings.max_batch))
-    return max(1, min(cap, settings.max_batch, round(settings.target_batch_s / per_call_s)))
-
-
-def loop_length(
-    per_call_s: float, batch: int, settings: TimingSettings, checked: int, wall_per_call_s: float = 0.0
-) -> int:
-    """N: the loop's calls, a whole number of batches: `min_runs` batches, `min_time_s` of calls and
-    `checked` calls at least; at most what the budget allows at `wall_per_call_s` of the referee's wall
-    time per call (its own work included), never fewer than `checked`."""
-    wanted = max(
-        settings.min_runs * batch, math.ceil(settings.min_time_s / max(per_call_s, 1e-9) - 1e-6), checked
-    )
-    wall = max(per_call_s, wall_per_call_s, 1e-9)
-    most = max(checked, int(settings.budget_s / wall * 0.8))
-    calls = min(wanted, most) if most >= batch else wanted
-    return max(batch, math.ceil(calls / batch) * batch)
-
-
-def fit_batch(batch: int, per_call_wall_s: float, settings: TimingSettings) -> int:
-    """A batch small enough that `min_runs` of them fit the budget, where the referee's own work per call
-    (fresh inputs, checks) is what the wall time is made of: at least 1."""
-    room = int(settings.budget_s * 0.8 / max(per_call_wall_s, 1e-9) / max(settings.min_runs, 1))
-    return max(1, min(batch, room))
 
 
 def time_runner(
@@ -296,6 +286,7 @@ def _time(
     flagged = None
     extra = watched = 0
     singles: list[float] = []
+    calibrated = batches.calibration.overhead_s
     try:
         every = watch is not None and watch.every
         batches.every = every  # the timed batches (and the later ones) under the watch, times kept
@@ -312,9 +303,12 @@ def _time(
             if (_ns() - start) / 1e9 > settings.budget_s and first + size < calls:
                 stop = "budget"
                 break
-        for _ in range(SINGLE_CALLS if size > 1 else 0):  # not timed: a call alone, for the record
+        for _ in range(SINGLE_CALLS if size > 1 else 0):  # not timed: a call alone (`single_call_ms`)
             l2.flush()
-            singles.append(batches.one(1, calls + extra, share, watched=True) * 1e3)
+            now = batches.empty()
+            l2.flush()
+            single = batches.one(1, calls + extra, share, watched=True, overhead_s=min(now, calibrated))
+            singles.append(single * 1e3)
             extra, watched = extra + 1, watched + (watch is not None)
         while watch is not None and (watched < WATCH_MIN or not watch.enough()):
             if (_ns() - start) / 1e9 > settings.budget_s and watched >= WATCH_MIN:
@@ -349,7 +343,7 @@ def _time(
         copy_overhead_ms=round(batches.calibration.copy_s * 1e3, 4),
         switch_ms=round(batches.calibration.switch_s * 1e3, 4),
         split_ms=tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
-        single_call_ms=round(statistics.median(singles), 6) if singles else None,
+        single_call_ms=round(min(singles), 6) if singles else None,
         single_calls=len(singles),
     )
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
