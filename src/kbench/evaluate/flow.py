@@ -30,6 +30,7 @@ from kbench.evaluate.device_outputs import Receiver, premirror
 from kbench.evaluate.floor import speed_of_light
 from kbench.evaluate.judge import (
     WorkerOutcome,
+    check_batching,
     check_outputs,
     check_timing,
 )
@@ -323,6 +324,9 @@ class OneVerdict:
             ev.acct.nested["judge:sol"] = time.perf_counter() - t0
             ev.sol_ms = sol.sol_ms if sol is not None else None
             checked = check_timing(checked, sol.floor_ms if sol is not None else None)
+            if checked.status is Status.OK:
+                eager = ref.timings.get("eager") or ev.reused.get("eager")
+                checked = check_batching(checked, eager, ev.plan.device)
         return checked
 
     def check_disk(self, judged: WorkerOutcome) -> None:

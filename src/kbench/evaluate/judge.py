@@ -2,7 +2,7 @@
 
 Order of precedence: timeout > forged result > crash (no result) > the job's own failure status (decided by
 its referee, the checked timed calls' included) > structural/value mismatch on the correctness seeds > child
-process left behind > speed of light.
+process left behind > speed of light > calls run together.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kbench.problems.compare import Comparison, compare, seed_label, summarize_c
 from kbench.sandbox.host import WorkerExit
 from kbench.sandbox.protocol import ForgedResult, TensorFile, WorkerResult, read_result
 from kbench.sandbox.tensorfiles import load_tensors
-from kbench.types import Correctness, Status
+from kbench.types import Correctness, Status, TimingStats
 
 _OOM_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "OutOfMemoryError")
 
@@ -167,4 +167,45 @@ def check_timing(outcome: WorkerOutcome, sol_ms: float | None) -> WorkerOutcome:
             " (every output byte written once at peak bandwidth, or half the compute at peak rate)"
         )
         return WorkerOutcome(Status.CHEAT, msg, "beyond-speed-of-light", result, outcome.correctness)
+    return outcome
+
+
+# The batch-together rule (`check_batching`): calls made one after another overlap at most one call's launch
+# with another's kernel, so a call alone takes at most twice a call's time in batches; beyond TOGETHER_RATIO
+# times, plus TOGETHER_MARGIN_MS of measurement noise, the batches ran their calls together
+TOGETHER_RATIO = 3.0
+TOGETHER_MARGIN_MS = 0.005
+
+
+def check_batching(outcome: WorkerOutcome, reference: TimingStats | None, device: str) -> WorkerOutcome:
+    """`cheat batch-together` when a call alone (the loop's `single_call_ms`, the least of its one-call
+    batches) took more than TOGETHER_RATIO times the candidate's time per call in batches: a runner whose
+    batch's calls were computed together (one launch over every call's inputs) pays one call's launch per
+    batch, not per call. From the call alone is taken what a call alone costs the reference beyond its own
+    time per call (`reference`, the eager baseline's loop): what the referee's per-batch costs and a cold
+    device add to any call alone. On a GPU only: on a CPU a batch's fixed costs vary by more than a small
+    call's time (a warning says the rule was off where it cannot be applied)."""
+    result = outcome.result
+    timing = result.timing if result is not None else None
+    if timing is None or not device.startswith("cuda") or not timing.meaningful:
+        return outcome
+    alone = timing.loop.single_call_ms if timing.loop is not None else None
+    if alone is None:  # a batch of one call: nothing to set against
+        return outcome
+    base = reference.loop.single_call_ms if reference is not None and reference.loop is not None else None
+    if reference is None or base is None:
+        outcome.warnings.append("batch-together rule off: the reference's call alone is not on record")
+        return outcome
+    beyond = max(0.0, base - reference.median_ms)
+    limit = TOGETHER_RATIO * timing.median_ms + TOGETHER_MARGIN_MS
+    if alone - beyond > limit:
+        msg = (
+            f"a call alone took {alone:.4g} ms ({alone - beyond:.4g} ms beyond what a call alone costs the "
+            f"reference), over {TOGETHER_RATIO:g}x its {timing.median_ms:.4g} ms per call in batches: calls "
+            "made one after another overlap at most a launch with a kernel, so its batches' calls were "
+            "computed together"
+        )
+        return WorkerOutcome(
+            Status.CHEAT, msg, "batch-together", result, outcome.correctness, outcome.warnings
+        )
     return outcome

@@ -1,0 +1,65 @@
+"""The host's judgements on a timing (evaluate/judge.py): the batch-together rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbench.evaluate.judge import TOGETHER_MARGIN_MS, TOGETHER_RATIO, WorkerOutcome, check_batching
+from kbench.sandbox.protocol import WorkerResult
+from kbench.types import LoopFacts, Status, TimingStats
+
+
+def _stats(
+    per_call_ms: float, alone_ms: float | None, device: str = "cuda", meaningful: bool = True
+) -> TimingStats:
+    loop = LoopFacts(batch=64, single_call_ms=alone_ms, single_calls=0 if alone_ms is None else 8)
+    return TimingStats(per_call_ms, per_call_ms, 0.0, 0.0, per_call_ms, 10, 0.0, device=device,
+                       meaningful=meaningful, loop=loop)  # fmt: skip
+
+
+def _ok(per_call_ms: float, alone_ms: float | None, **kw: object) -> WorkerOutcome:
+    return WorkerOutcome(Status.OK, result=WorkerResult(timing=_stats(per_call_ms, alone_ms, **kw)))  # type: ignore[arg-type]
+
+
+EAGER = _stats(0.040, 0.055)  # the reference: 15 us more for a call alone than per call in batches
+
+
+def test_calls_run_together_are_caught() -> None:
+    # one launch over a batch's calls: 1 us per call in batches, 25 us for a call alone (its launch)
+    judged = check_batching(_ok(0.001, 0.025), EAGER, "cuda")
+    assert (judged.status, judged.rule) == (Status.CHEAT, "batch-together")
+    assert "0.025 ms" in judged.message and "0.001 ms per call in batches" in judged.message
+
+
+@pytest.mark.parametrize(
+    ("per_call", "alone"),
+    [
+        (0.020, 0.030),  # launch-bound: back to back, each launch hides the last kernel
+        (0.010, 0.020 + 0.015),  # a call alone twice its time in batches, plus the reference's excess
+        (0.500, 0.510),  # kernel-bound
+        (0.002, 0.002 * TOGETHER_RATIO + TOGETHER_MARGIN_MS + 0.015),  # at the limit: not over it
+    ],
+)
+def test_honest_overlap_and_the_reference_excess_pass(per_call: float, alone: float) -> None:
+    judged = check_batching(_ok(per_call, alone), EAGER, "cuda")
+    assert judged.status is Status.OK and not judged.warnings
+
+
+def test_the_reference_excess_is_what_a_cold_call_alone_costs_anyone() -> None:
+    # a call alone costs the reference 0.2 ms beyond its time per call (a cold cache, the referee's per-batch
+    # costs): the candidate's call alone is judged less that much
+    slow_alone = _stats(0.100, 0.300)
+    assert check_batching(_ok(0.010, 0.230), slow_alone, "cuda").status is Status.OK
+    assert check_batching(_ok(0.010, 0.250), slow_alone, "cuda").rule == "batch-together"
+
+
+def test_off_where_it_cannot_judge() -> None:
+    for outcome, reference, device in [
+        (_ok(0.001, 0.025, device="cpu"), EAGER, "cpu"),  # the CPU: a batch's fixed costs are too noisy
+        (_ok(0.001, 0.025, meaningful=False), EAGER, "cuda"),  # Triton's interpreter
+        (_ok(0.001, None), EAGER, "cuda"),  # batches of one call
+    ]:
+        assert check_batching(outcome, reference, device).status is Status.OK
+    off = check_batching(_ok(0.001, 0.025), _stats(0.04, None), "cuda")
+    assert off.status is Status.OK
+    assert off.warnings == ["batch-together rule off: the reference's call alone is not on record"]
