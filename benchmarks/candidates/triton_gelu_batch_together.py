@@ -1,36 +1,11 @@
-# The batch-together attack (docs/anti-cheat.md) on a GPU, for tiny_gelu_problem.py: the honest Triton GELU,
-# and the runner's Run handler rebound (static checks off) so that a batch's calls run as one launch over
-# their stacked inputs, each output right. benchmarks/batch_together.py sets it against its honest twin.
+# The batch-together attack (docs/anti-cheat.md) on a GPU, for tiny_gelu_problem.py: prepended with its honest
+# twin (triton_gelu_honest.py, whose `gelu` it calls), it rebinds the runner's Run handler (static checks off)
+# so that a batch's calls run as one launch over their stacked inputs, each output right.
+# benchmarks/batch_together.py sets it against the twin.
+# ruff: noqa: F821
 import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
 
-
-@triton.jit
-def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m)
-    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    t = 2.0 * tl.sigmoid(2.0 * inner) - 1.0
-    tl.store(y_ptr + offs, 0.5 * x * (1.0 + t), mask=m)
-
-
-def gelu(x):
-    x = x.contiguous()
-    y = torch.empty_like(x)
-    n = x.numel()
-    gelu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
-    return y
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return gelu(x)
-
-
-import kbench.worker.runner as runner  # noqa: E402
+import kbench.worker.runner as runner
 
 _run = runner.Server.run
 
