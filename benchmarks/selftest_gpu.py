@@ -99,6 +99,20 @@ def _todo(args: argparse.Namespace) -> list[Item]:
     return todo
 
 
+def _alone(v: Verdict) -> dict[str, Any]:
+    """Time per call in batches and a call alone, the candidate's and its eager baseline's: the two numbers
+    the batch-together rule sets against each other (evaluate/judge.py)."""
+    eager = dict(v.baselines).get("eager") if v.baselines else None
+    return {
+        f"{who}_{what}": value
+        for who, t in (("candidate", v.timing), ("eager", eager))
+        for what, value in (
+            ("ms", t.median_ms if t is not None else None),
+            ("alone_ms", t.loop.single_call_ms if t is not None and t.loop is not None else None),
+        )
+    }
+
+
 def _row(item: Item, v: Verdict) -> dict[str, Any]:
     if item.fixture is not None:
         expected, passed = item.fixture.expected, caught_as_expected(item.fixture, v)
@@ -115,6 +129,7 @@ def _row(item: Item, v: Verdict) -> dict[str, Any]:
         "seconds": round(v.seconds, 1),
         "warnings": list(v.warnings),
         "speedup_eager": v.speedup("eager"),
+        **_alone(v),
         "message": v.message[:300],
         "phases": dict(v.phases),
     }
