@@ -37,7 +37,8 @@ def local_ray(short_tmp: Path):  # type: ignore[no-untyped-def]
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     # Ray workers cannot import a test module: ship this module's functions by value.
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, _temp_dir=str(short_tmp / "ray"))
+    # four logical CPUs: two lanes (half of them), so one job can hang while another is judged beside it
+    ray.init(num_cpus=4, num_gpus=0, include_dashboard=False, _temp_dir=str(short_tmp / "ray"))
     yield
     ray.shutdown()
 
@@ -51,10 +52,10 @@ def test_ray_runs_every_job_once_on_cpu(local_ray: None) -> None:
         assert verdict.device == "cpu"
         assert verdict.message.startswith(f"built {tag} ")  # each job got its own build
 
-    # Evaluations run in the long-lived lane actors (num_cpus=2: one lane), never in a build's process.
+    # Evaluations run in the long-lived lane actors (num_cpus=4: two lanes), never in a build's process.
     eval_pids = {v.message.split("pid=")[1] for v in got.values()}
     build_pids = {v.message.split("in=")[1].split()[0] for v in got.values()}
-    assert len(eval_pids) == 1
+    assert 1 <= len(eval_pids) <= 2
     assert not eval_pids & build_pids
 
 
@@ -155,3 +156,51 @@ def test_the_evaluator_on_ray_judges_and_files_like_the_local_one(
     with Store(store) as db:
         filed = dict(db.verdicts(run_id))
     assert {(k.sample, v.status) for k, v in filed.items()} == {(0, Status.OK), (1, Status.MISMATCH)}
+
+
+def _held(job: Job, device: str, built: BuildResult | None) -> Verdict:
+    """Job "held" runs until its file `release` exists (a candidate that hangs); any other at once."""
+    import time
+
+    if job.tag[0] == "held":
+        release = Path(job.tag[1]) / "release"
+        deadline = time.monotonic() + 120
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device, message=job.tag[0])
+
+
+def test_a_job_that_comes_later_is_judged_while_an_earlier_one_hangs(local_ray: None, tmp_path: Path) -> None:
+    """A run takes an open feed as it comes (an Evaluator's): a job put in while another hangs goes to a
+    free lane at once and its verdict comes back while the first still runs; the run ends once the feed
+    is closed and every job it took has its verdict."""
+    import queue
+    import threading
+    import time
+
+    feed: queue.Queue[Job | None] = queue.Queue()
+
+    def stream():  # type: ignore[no-untyped-def]
+        while (job := feed.get()) is not None:
+            yield job
+
+    got: queue.Queue[str] = queue.Queue()
+    executor = get_executor("ray")
+    runner = threading.Thread(
+        target=executor.run, args=(stream(), _build, _held, lambda j, v: got.put(v.message)), daemon=True
+    )
+    runner.start()
+    try:
+        feed.put(Job(PROBLEM, Candidate(PROBLEM.key, "cpp", "a"), tag=("held", str(tmp_path))))
+        time.sleep(1.0)  # the first job is on its lane by now (or soon): the second comes after it
+        feed.put(Job(PROBLEM, Candidate(PROBLEM.key, "cpp", "b"), tag=("later", str(tmp_path))))
+        assert got.get(timeout=60) == "later"  # while "held" still runs
+        (tmp_path / "release").touch()
+        assert got.get(timeout=60) == "held"
+        feed.put(None)  # the feed closes: the run ends
+        runner.join(timeout=30)
+        assert not runner.is_alive()
+    finally:
+        (tmp_path / "release").touch()
+        feed.put(None)
+        executor.close()  # type: ignore[attr-defined]

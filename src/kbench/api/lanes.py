@@ -4,9 +4,11 @@ One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that ha
 `Feed` of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as
 soon as it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU
 builders, each GPU's lanes take turns on the device lease and run the references of jobs still building,
-a CPU gets one lane, exactly as in a batch of `kbench run`. (An
-executor that takes its whole batch up front would get what is queued now and be called again for what
-comes later: Ray, whose workers are given each job's work as a portable copy, api/runner.py.) A
+a CPU gets one lane, exactly as in a batch of `kbench run`. Ray, whose workers are given each job's work
+as a portable copy (api/runner.py), takes the same open feed (`takes_open_feed`): a job submitted while
+others run starts in the next free lane slot, never after the jobs ahead of it have all ended, so one that
+hangs holds only its own slot. (An executor that takes its whole batch up front gets what is queued now
+and is called again for what comes later.) A
 cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different pumps, so neither
 waits behind the other's device.
 
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 
 from kbench.api.runner import Runner
 from kbench.config import RunConfig
-from kbench.executors import Executor, Job, executor_options, get_executor, is_streaming
+from kbench.executors import Executor, Job, executor_options, get_executor, is_streaming, takes_open_feed
 
 Devices = tuple[str, ...]  # GPU lanes chosen by the caller (local executor), else every GPU of the spec
 
@@ -64,6 +66,11 @@ class Feed:
             self._changed.notify_all()
         return left
 
+    def waiting(self) -> int:
+        """Jobs queued and not handed out yet."""
+        with self._changed:
+            return len(self._jobs)
+
     def wait(self) -> bool:
         """Block until a job is queued (True) or the feed is closed (False)."""
         with self._changed:
@@ -96,6 +103,7 @@ class Pump:
     def __init__(self, cfg: RunConfig, spec: str, runner: Runner, devices: Devices) -> None:
         self.feed = Feed()
         self.streaming = is_streaming(cfg.executor)
+        self.open_feed = takes_open_feed(cfg.executor)
         gpus = list(devices) if spec.startswith("cuda") else None
         options = executor_options(cfg.model_copy(update={"device": spec}), gpus)
         self._make = lambda: get_executor(cfg.executor, **options)
@@ -112,6 +120,8 @@ class Pump:
                     executor = executor or self._make()
                     if self.streaming:
                         executor.run(self.feed.stream(), *self._runner.local_fns())
+                    elif self.open_feed:  # one run for the feed's life: later jobs start beside earlier
+                        self._runner.run_elsewhere(executor, self.feed.stream(), self.feed.waiting)
                     else:
                         self._runner.run_elsewhere(executor, list(self.feed.drain()))
                 except BaseException as exc:  # the executor's own failure: its jobs fail, the pump goes on
@@ -127,8 +137,8 @@ class Pump:
                 if error is not None:  # a failed executor is not used again: the next job makes another
                     _close(executor)
                     executor = None
-                elif self.streaming:
-                    return  # a streaming run ends only when the feed is closed
+                elif self.streaming or self.open_feed:
+                    return  # a run over the open feed ends only when the feed is closed
         finally:
             _close(executor)
 

@@ -14,7 +14,7 @@ signal) becomes the job's error, so one bad job never stops the queue the others
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kbench.api.jobs import EvaluatorClosed, JobState, Ticket, shortened
@@ -184,22 +184,32 @@ class Runner:
             return
         ticket.finish(verdict)
 
-    def run_elsewhere(self, executor: Executor, jobs: list[Job]) -> None:
-        """Hand a batch to an executor that runs the work in other processes (Ray): each job that has not
+    def run_elsewhere(
+        self, executor: Executor, jobs: Iterable[Job], batch: Callable[[], int] | None = None
+    ) -> None:
+        """Hand jobs to an executor that runs the work in other processes (Ray): each job that has not
         ended goes as a portable copy (its ticket stays here, marked running: from now on it cannot be
-        cancelled, only abandoned), and each verdict that comes back settles its ticket here."""
+        cancelled, only abandoned), and each verdict that comes back settles its ticket here. `jobs`: a
+        batch (a list), or a feed that stays open, read as the executor takes it (`batch`: the builds
+        queued with a job taken then, for its Order; a list's length otherwise)."""
         tickets: dict[str, Ticket] = {}
-        portable = []
-        for job in jobs:
-            ticket: Ticket = job.tag
-            if ticket.done() or not ticket.future.set_running_or_notify_cancel():
-                continue
-            ticket.phase = JobState.BUILDING if self.stages.build_ahead else JobState.RUNNING
-            tickets[ticket.id] = ticket
-            portable.append(self._portable(job, self.order(ticket, len(jobs))))
+        listed = jobs if isinstance(jobs, list) else None
+
+        def portable() -> Iterator[Job]:
+            for job in jobs:
+                ticket: Ticket = job.tag
+                if ticket.done() or not ticket.future.set_running_or_notify_cancel():
+                    continue
+                ticket.phase = JobState.BUILDING if self.stages.build_ahead else JobState.RUNNING
+                tickets[ticket.id] = ticket
+                size = len(listed) if listed is not None else (batch() + 1 if batch is not None else 1)
+                yield self._portable(job, self.order(ticket, size))
 
         def settle(job: Job, verdict: Verdict) -> None:
             ticket = tickets[job.tag.ref]
             self.result(Job(job.problem, job.candidate, tag=ticket), verdict)
 
-        executor.run(portable, self.stages.build, self.stages.evaluate, settle)
+        # a batch's copies are made up front (every ticket running before the executor starts); a
+        # feed's as the executor takes them
+        taken: Iterable[Job] = list(portable()) if listed is not None else portable()
+        executor.run(taken, self.stages.build, self.stages.evaluate, settle)

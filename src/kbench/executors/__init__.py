@@ -29,6 +29,7 @@ __all__ = [
     "executor_options",
     "get_executor",
     "is_streaming",
+    "takes_open_feed",
     "register_executor",
 ]
 
@@ -37,8 +38,9 @@ __all__ = [
 class _Kind:
     factory: Callable[..., Executor]
     options: Callable[[RunConfig], dict[str, object]]  # the factory's options from a run config
-    streaming: bool  # run() takes jobs from an iterator as they come
+    streaming: bool  # run() takes jobs from an iterator as they come, on the host's threads
     devices: bool  # takes the list of GPU devices it may use (`devices=`)
+    open_feed: bool = False  # run() takes portable jobs from an iterator that stays open (Ray)
 
 
 _REGISTRY: dict[str, _Kind] = {}
@@ -49,9 +51,10 @@ def register_executor(
     options: Callable[[RunConfig], dict[str, object]] = lambda cfg: {},
     streaming: bool = False,
     devices: bool = False,
+    open_feed: bool = False,
 ) -> Callable[[Callable[..., Executor]], Callable[..., Executor]]:
     def deco(factory: Callable[..., Executor]) -> Callable[..., Executor]:
-        _REGISTRY[name] = _Kind(factory, options, streaming, devices)
+        _REGISTRY[name] = _Kind(factory, options, streaming, devices, open_feed)
         return factory
 
     return deco
@@ -76,6 +79,12 @@ def executor_options(cfg: RunConfig, devices: list[str] | None = None) -> dict[s
 
 def is_streaming(name: str) -> bool:
     return _kind(name).streaming
+
+
+def takes_open_feed(name: str) -> bool:
+    """Whether the executor's run() takes its (portable) jobs from an iterator as they come, so that one
+    run can last as long as an Evaluator's feed; otherwise it is handed each batch as a list."""
+    return _kind(name).open_feed
 
 
 def get_executor(name: str, **options: object) -> Executor:

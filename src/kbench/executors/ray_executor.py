@@ -9,14 +9,16 @@ process of a GPU task after every call (`max_calls=1` is its default for tasks w
 as tasks would import torch and kbench and start a warm starter afresh for every verdict. Builds run as
 CPU tasks (`num_cpus=1`) and reach the lanes in completion order. Without GPUs (or `gpus_per_job=0`) the
 lanes evaluate on the CPU, one job at a time each, half as many lanes as the cluster has CPUs. Results
-come back to the host, which alone writes the store. The lanes outlive a run: an Evaluator's pump runs
-one executor for each batch its queue hands over, and `close` (the pump's end) ends the lanes, and their
-evaluation workers with them.
+come back to the host, which alone writes the store. A run takes its jobs as they come: an Evaluator's
+pump hands it the Evaluator's open feed, so a job submitted while others run is built and goes to the next
+free lane slot at once, and one that hangs holds only its own slot. The lanes outlive a run; `close` (the
+pump's end) ends them, and their evaluation workers with them.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import tempfile
 import threading
 from collections import deque
@@ -30,6 +32,7 @@ from kbench.executors.base import BuildFn, EvalFn, Job, PrefetchFn, ResultFn
 from kbench.types import BuildResult, Verdict
 
 _init_lock = threading.Lock()
+FEED_POLL_S = 0.05  # how often a run whose feed is open looks for new jobs while others are in flight
 
 
 def _init_for_good(ray: Any, kwargs: dict[str, Any]) -> None:
@@ -148,27 +151,65 @@ class RayExecutor:
         on_result: ResultFn,
         prefetch: PrefetchFn | None = None,
     ) -> None:
-        """`prefetch` is not used here: a lane actor takes only built jobs, and each evaluation runs (or
-        shares) its reference when it starts."""
+        """Every job of `jobs`, taken as it comes: an iterator that stays open (an Evaluator's feed) hands
+        over jobs while earlier ones build and run, and each goes to a free lane slot as soon as it is
+        built, so a job that hangs holds its own slot only, never the jobs that come after it. Returns
+        once `jobs` is exhausted and every job taken has its result. `prefetch` is not used here: a lane
+        actor takes only built jobs, and each evaluation runs (or shares) its reference when it starts."""
         ray = self._init()
-        todo = list(jobs)
-        if not todo:
-            return
-        lanes, device, slots = self._lanes(ray, len(todo))
-        busy = [0] * len(lanes)
+        arrived: queue.Queue[Any] = queue.Queue()
+        end = object()
+
+        def take() -> None:
+            try:
+                for job in jobs:
+                    arrived.put(job)
+            except BaseException as exc:  # the feed's own failure ends the run with it
+                arrived.put(exc)
+            finally:
+                arrived.put(end)
+
+        threading.Thread(target=take, name="kbench-ray-feed", daemon=True).start()
         build_task = ray.remote(num_cpus=1, num_gpus=0)(_build_remote)
         build_ref, eval_ref = ray.put(build), ray.put(evaluate)
-        pending_builds = {build_task.remote(build_ref, job): job for job in todo}
+        pending_builds: dict[Any, Job] = {}
         ready: deque[tuple[Job, Any]] = deque()  # built, waiting for a lane slot
         pending_evals: dict[Any, tuple[Job, int]] = {}
+        lanes: list[Any] = []
+        busy: list[int] = []
+        device, slots, open_ = "cpu", 1, True
         try:
-            while pending_builds or pending_evals or ready:
+            while open_ or pending_builds or pending_evals or ready:
+                idle = not (pending_builds or pending_evals or ready)
+                while open_:  # what has arrived (with nothing in flight, wait for it)
+                    try:
+                        item = arrived.get(timeout=None) if idle else arrived.get_nowait()
+                    except queue.Empty:
+                        break
+                    idle = False
+                    if item is end:
+                        open_ = False
+                    elif isinstance(item, BaseException):
+                        raise item
+                    else:
+                        pending_builds[build_task.remote(build_ref, item)] = item
+                if pending_builds or ready:
+                    lanes, device, slots = self._lanes(
+                        ray, len(pending_builds) + len(ready) + len(pending_evals)
+                    )
+                    busy += [0] * (len(lanes) - len(busy))
                 while ready and min(busy) < slots:
                     lane = busy.index(min(busy))
                     job, built = ready.popleft()
                     pending_evals[lanes[lane].evaluate.remote(eval_ref, job, device, built)] = (job, lane)
                     busy[lane] += 1
-                done, _ = ray.wait(list(pending_builds) + list(pending_evals), num_returns=1)
+                refs = list(pending_builds) + list(pending_evals)
+                if not refs:
+                    continue
+                # while the feed is open, look for new jobs between results (FEED_POLL_S at most)
+                done, _ = ray.wait(refs, num_returns=1, timeout=FEED_POLL_S if open_ else None)
+                if not done:
+                    continue
                 ref = done[0]
                 if ref in pending_builds:
                     ready.append((pending_builds.pop(ref), ref))
@@ -196,7 +237,7 @@ def _ray_options(cfg: RunConfig) -> dict[str, object]:
     return {"address": cfg.ray_address, "tmp_dir": tmp_dir, "slots": cfg.gpu_slots}
 
 
-@register_executor("ray", _ray_options)
+@register_executor("ray", _ray_options, open_feed=True)
 def _make_ray(**options: object) -> RayExecutor:
     allowed = {"address", "gpus_per_job", "num_cpus", "slots", "tmp_dir"}
     return RayExecutor(**{k: v for k, v in options.items() if k in allowed})  # type: ignore[arg-type]
