@@ -35,9 +35,9 @@ test: install-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(JOBS) --dist loadgroup --durations=25
 
 lint: install-test
-	$(BIN)/ruff check src tests examples
-	$(BIN)/ruff format --check src tests examples
-	$(BIN)/mypy src
+	$(BIN)/ruff check src tests examples benchmarks
+	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy src benchmarks
 	$(BIN)/lint-imports
 
 clean:

@@ -126,7 +126,7 @@ def main() -> None:
 def check(stats, out, first, split, args, t1, t2, summary) -> str:  # type: ignore[no-untyped-def]
     rows = [r for r in journal_lines(out) if r["final"]]
     numbers = [r["number"] for r in rows]
-    second_asked = {int(VARIANT_RE.search(r.last_user).group(1)) for r in stats.seen[split:]}
+    second_asked = {int(m.group(1)) for r in stats.seen[split:] if (m := VARIANT_RE.search(r.last_user))}
     reasked = first & second_asked
     answered_twice = sum(1 for n in stats.answered.values() if n > 1)
     ok = {

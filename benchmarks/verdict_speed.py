@@ -170,7 +170,7 @@ def cold(
     part: str = "cold",
 ) -> list[dict[str, Any]]:
     """Each problem's cold verdict against the upstream flow's; `part` names the list in what is left out."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for problem in problems:
         if not clock.fits(f"{part} {problem}"):
             continue

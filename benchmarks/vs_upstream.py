@@ -375,7 +375,9 @@ def measured_on(parts: dict[str, dict[str, Any] | None], ran: dict[str, Any]) ->
     machine fingerprint where the parts name more than one (their figures are then not side by side)."""
     envs = {name: p["env"] for name in PARTS if (p := parts.get(name)) and p.get("env")}
     prints = {name: machine_print(env) for name, env in envs.items()}
-    last = max((info for info in ran.values() if info.get("ended")), key=lambda i: i["ended"], default={})
+    last: dict[str, Any] = max(
+        (info for info in ran.values() if info.get("ended")), key=lambda i: i["ended"], default={}
+    )
     return {
         "env": next(iter(envs.values()), None),
         "machines": prints if len(set(prints.values())) > 1 else {},

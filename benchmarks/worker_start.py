@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 from common import ROOT, utc_now, write_report
 from engine import one_by_one
@@ -52,7 +53,9 @@ def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
     return times
 
 
-def verdicts(mode: str, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
+def verdicts(
+    mode: Literal["fork", "spawn"], repeats: int, cache: Path, device: str
+) -> tuple[list[float], list[float]]:
     backend, path = CANDIDATES[device]
     source = (ROOT / path).read_text()
     if path.startswith("tests/fixtures/eval/"):
@@ -81,7 +84,8 @@ def main() -> int:
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="kbench-start-"))
     rows = []
-    for mode in ("spawn", "fork"):
+    modes: tuple[Literal["fork", "spawn"], ...] = ("spawn", "fork")
+    for mode in modes:
         b = bare(mode, args.repeats, folder, args.device)
         t, w = verdicts(mode, args.repeats, folder / "cache", args.device)
         rows.append((mode, statistics.median(b), statistics.median(t), statistics.median(w)))

@@ -27,4 +27,4 @@ def _together(self, cmd):
     return one
 
 
-runner.Server.run = _together
+runner.Server.run = _together  # type: ignore[method-assign]
