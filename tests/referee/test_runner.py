@@ -157,5 +157,8 @@ def test_a_runners_tool_folders_are_never_importable(tmp_path: Path) -> None:
     env = runner_env(tmp_path, "cpu")
     inside = [Path(v) for v in env.values() if v.startswith(str(tmp_path) + "/")]
     names = {p.relative_to(tmp_path).parts[0] for p in inside}
-    assert {"triton-cache", "xdg-cache"} <= names
+    assert {"triton-cache", "xdg-cache", "inductor-cache"} <= names
     assert [n for n in names if n.isidentifier()] == []
+    # Inductor's cache (torch.compile, Helion's generated kernels) is the runner's own, never a folder
+    # under a temporary directory another job shares
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor-cache")

@@ -36,12 +36,15 @@ RUNNER_FOLDERS = {
     "triton": "triton-cache",
     "nv": "nv-cache",
     "cache": "xdg-cache",
+    "inductor": "inductor-cache",
 }
 
 
 def runner_env(run: Path, device: str) -> dict[str, str]:
     """Where a runner's tools keep their files: all in its own folder (nothing shared with another job:
-    Triton's and the CUDA driver's kernel caches included, which a candidate could otherwise poison)."""
+    Triton's, Inductor's (torch.compile, and the code Helion generates) and the CUDA driver's kernel caches
+    included, which a candidate could otherwise poison). Inductor's is named outright: its default lies
+    under the temporary folder the warm starter read before this one was set."""
     f = {k: run / v for k, v in RUNNER_FOLDERS.items()}
     return {
         "HOME": str(f["home"]),
@@ -51,6 +54,7 @@ def runner_env(run: Path, device: str) -> dict[str, str]:
         "CUDA_CACHE_PATH": str(f["nv"]),
         "TORCH_EXTENSIONS_DIR": str(f["tmp"] / "extensions"),
         "XDG_CACHE_HOME": str(f["cache"]),
+        "TORCHINDUCTOR_CACHE_DIR": str(f["inductor"]),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
