@@ -52,6 +52,9 @@ def _decode(value: Any) -> Any:
 class Launch(TypedDict):
     name: str  # the kernel's name in the candidate's launches
     qualname: str  # where the child finds it in the candidate's module
+    # the file of a kernel defined outside the candidate's (a DSL's generated module: Helion's), where the
+    # child finds it instead; "" for the candidate's own
+    file: str
     signature: dict[str, str]  # argument types the dry run saw
     constexprs: dict[str, Any]  # constexpr values, encoded (`_encode`)
 
@@ -80,7 +83,12 @@ def request(launches: dict[str, Any], candidate_file: str, cache_dir: str, arch:
             skipped.append(f"{name}: not compile-checked ({exc})")
             continue
         qualname = launch.fn.__qualname__
-        items.append(Launch(name=name, qualname=qualname, signature=launch.signature, constexprs=constexprs))
+        code = getattr(launch.fn, "__code__", None)
+        file = code.co_filename if code is not None else ""
+        if not file or Path(file).resolve() == Path(candidate_file).resolve():
+            file = ""
+        items.append(Launch(name=name, qualname=qualname, file=file, signature=launch.signature,
+                            constexprs=constexprs))  # fmt: skip
     return CheckRequest(candidate_file=candidate_file, cache_dir=cache_dir, arch=arch, launches=items,
                         skipped=skipped)  # fmt: skip
 
@@ -127,18 +135,32 @@ def _find(module: Any, qualname: str) -> Any:
 
 
 def _import(candidate_file: str, cache_dir: str) -> Any:
-    import importlib.util
-
     from kbench.backends import KernelRecorder
     from kbench.backends.buildcache import install
 
     install(KernelRecorder(), Path(cache_dir) / "builds")  # a mixed candidate loads its cached build
-    spec = importlib.util.spec_from_file_location("kbench_candidate", candidate_file)
+    return _load("kbench_candidate", candidate_file)
+
+
+def _load(name: str, path: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["kbench_candidate"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _module_of(item: Launch, candidate: Any, others: dict[str, Any]) -> Any:
+    """The module the launched kernel is defined in: the candidate's, or a generated one, loaded once."""
+    file = item.get("file", "")
+    if not file:
+        return candidate
+    if file not in others:
+        others[file] = _load(f"kbench_generated_{len(others)}", file)
+    return others[file]
 
 
 def main(argv: list[str]) -> int:
@@ -148,10 +170,11 @@ def main(argv: list[str]) -> int:
     req: CheckRequest = json.loads(path.read_text())
     module = _import(req["candidate_file"], req["cache_dir"])
     ok, logs = True, []
+    generated: dict[str, Any] = {}
     for item in req["launches"]:
         try:
-            fn = _find(module, item["qualname"])
-        except (LookupError, AttributeError) as exc:
+            fn = _find(_module_of(item, module, generated), item["qualname"])
+        except (LookupError, AttributeError, OSError) as exc:
             logs.append(f"{item['name']}: not compile-checked ({exc})")
             continue
         constexprs = {k: _decode(v) for k, v in item["constexprs"].items()}
