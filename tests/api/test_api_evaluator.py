@@ -103,7 +103,9 @@ def test_a_resubmitted_key_gets_its_stored_verdict_and_a_run_continues(
 def test_our_misconfiguration_raises_at_submission(ev: Evaluator, cache: Path, tmp_path: Path) -> None:
     with pytest.raises(ProblemError, match="no problem 9/999"):
         ev.submit(Submission("9/999", HONEST))
-    with pytest.raises(ConfigError, match="unknown backend 'fortran'; choose one of: cpp, cuda, triton"):
+    with pytest.raises(
+        ConfigError, match="unknown backend 'fortran'; choose one of: cpp, cuda, helion, triton"
+    ):
         ev.submit(Submission("2/1", HONEST, backend="fortran"))
     with pytest.raises(ConfigError, match="cuda backend needs a CUDA device"):
         ev.submit(Submission("2/1", HONEST, backend="cuda"))

@@ -35,8 +35,8 @@ def _build(load: Any, arguments: dict[str, Any], root: Path, key: str, recorder:
 
 
 def test_registry() -> None:
-    assert backend_names() == ["cpp", "cuda", "triton"]
-    with pytest.raises(ConfigError, match="choose one of: cpp, cuda, triton"):
+    assert backend_names() == ["cpp", "cuda", "helion", "triton"]  # helion: a plugin (entry point)
+    with pytest.raises(ConfigError, match="choose one of: cpp, cuda, helion, triton"):
         get_backend("rocm")
 
 

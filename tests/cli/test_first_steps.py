@@ -42,7 +42,7 @@ def test_env_says_which_backends_run_here() -> None:
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     backends = info["backends"]
-    assert sorted(backends) == ["cpp", "cuda", "triton"]
+    assert sorted(backends) == ["cpp", "cuda", "helion", "triton"]  # helion: a plugin (entry point)
     if info["gpu"] is None:
         cuda = backends["cuda"]
         assert {k: cuda[k] for k in ("runs", "device", "here")} == {
@@ -53,6 +53,9 @@ def test_env_says_which_backends_run_here() -> None:
         assert backends["cpp"]["device"] == "cpu"
     # each says which version of its tool builds its kernels, where that tool is installed
     assert backends["triton"]["version"] == importlib.metadata.version("triton")
+    assert backends["helion"]["version"] == importlib.metadata.version("helion")
+    if info["gpu"] is None:  # a DSL over Triton: its interpreter runs it without a GPU
+        assert backends["helion"]["runs"] is True and backends["helion"]["device"] == "cpu"
     compiler = shutil.which("c++") or shutil.which("g++")
     assert (backends["cpp"]["version"] is None) == (compiler is None)
     table = runner.invoke(app, ["env"])

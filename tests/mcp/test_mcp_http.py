@@ -102,7 +102,9 @@ def test_each_tool_refuses_with_one_line(server: dict[str, Any]) -> None:
     )
     texts = [text_of(r) for r in refused]
     assert all(r.is_error and not r.structured_content for r in refused), texts
-    assert all("unknown backend 'fortran'; choose one of: cpp, cuda, triton" in t for t in texts[:4]), texts
+    assert all(
+        "unknown backend 'fortran'; choose one of: cpp, cuda, helion, triton" in t for t in texts[:4]
+    ), texts
     assert all("list_problems" in t for t in texts[4:]), texts
     with Store(server["store"]) as store:
         assert all(store.verdicts(r.run_id) == [] for r in store.runs())  # nothing was judged

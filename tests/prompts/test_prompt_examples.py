@@ -34,8 +34,12 @@ def _text(*parts: str) -> str:
 
 
 def _exec(source: str, name: str) -> types.ModuleType:
+    import linecache
+
     module = types.ModuleType(name)
     sys.modules[name] = module
+    # its text where `inspect.getsource` looks (Helion reads its kernels' source to compile them)
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     exec(compile(source, name, "exec"), module.__dict__)
     return module
 
@@ -91,38 +95,45 @@ def test_cpp_example_matches_reference(stem: str, kbench_builds: None) -> None:
     _check_against_reference(stem, "cpp")
 
 
-_TRITON_SCRIPT = """
+_INTERPRETED_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from test_prompt_examples import STEMS, _check_against_reference
 out = {}
 for stem in STEMS:
     try:
-        _check_against_reference(stem, "triton")
+        _check_against_reference(stem, sys.argv[2])
         out[stem] = "ok"
     except Exception as exc:
         out[stem] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
+INTERPRETED = ("helion", "triton")  # the backends whose examples run on the CPU in Triton's interpreter
 
 
-@pytest.fixture(scope="module")
-def triton_results() -> dict[str, str]:
-    """All Triton examples in one interpreter process: TRITON_INTERPRET must be set before triton is
+@pytest.fixture(scope="module", params=INTERPRETED)
+def interpreted_results(request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
+    """A backend's examples in one interpreter process: TRITON_INTERPRET must be set before triton is
     imported (its own library functions are compiled at import), and the import costs ~2 s."""
-    pytest.importorskip("triton")
-    env = os.environ | {"TRITON_INTERPRET": "1"}
+    backend = request.param
+    pytest.importorskip(backend, reason=f"the {backend} extra is not installed")
+    from kbench.backends import get_backend
+
+    env = os.environ | get_backend(backend).job_env("cpu")  # a CPU worker's: the interpreter, and more
     proc = subprocess.run(
-        [sys.executable, "-c", _TRITON_SCRIPT, str(Path(__file__).parent)],
+        [sys.executable, "-c", _INTERPRETED_SCRIPT, str(Path(__file__).parent), backend],
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return backend, dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 @pytest.mark.parametrize("stem", STEMS)
-def test_triton_example_matches_reference_interpreted(stem: str, triton_results: dict[str, str]) -> None:
-    assert triton_results[stem] == "ok"
+def test_interpreted_example_matches_reference(
+    stem: str, interpreted_results: tuple[str, dict[str, str]]
+) -> None:
+    backend, results = interpreted_results
+    assert results[stem] == "ok", f"{backend}: {results[stem]}"
 
 
 def _cuda_strings(source: str) -> tuple[str, list[str]]:

@@ -113,6 +113,11 @@ class Backend:
         backend, read from its text, in order of appearance."""
         return []
 
+    def kernel_symbols(self, names: list[str]) -> list[str]:
+        """The names the kernels `names` (`find_kernels`') run under on the device, as its profiler lists
+        them (a DSL that generates its kernels may name them otherwise)."""
+        return names
+
     def version(self) -> str | None:
         """The version of the tool that builds its kernels, None where it is not installed."""
         return None

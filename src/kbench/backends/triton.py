@@ -107,8 +107,10 @@ class TritonBackend(Backend):
     gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
     triton_kernels = True
-    code_names = ("triton", "tl")
-    runner_imports = ("triton.testing",)  # do_bench belongs in the guards' snapshot of the timers
+    code_names: tuple[str, ...] = ("triton", "tl")
+    runner_imports: tuple[str, ...] = (
+        "triton.testing",
+    )  # do_bench belongs in the guards' snapshot of the timers
     missing_kernel = "no @triton.jit function"
     detect_rank = 1
 

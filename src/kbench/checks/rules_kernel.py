@@ -226,6 +226,6 @@ def _tf32_keywords(call: ast.Call) -> Iterator[Hit]:
     for kw in call.keywords:
         value = kw.value.value if isinstance(kw.value, ast.Constant) else None
         if (kw.arg == "allow_tf32" and value is True) or (
-            kw.arg == "input_precision" and value == "tf32"
+            kw.arg in ("input_precision", "dot_precision") and value == "tf32"  # Triton's, Helion's
         ):  # "tf32x3" splits each operand in three TF32 parts: fp32-level accuracy, not a downgrade
             yield Hit(call.lineno, f"requests TF32 ({kw.arg}={value!r}) on an fp32 problem")

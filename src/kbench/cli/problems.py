@@ -29,7 +29,9 @@ def list_cmd(
     level: int | None = typer.Option(None, "--level", "-l"),
     tag: list[str] = typer.Option([], "--tag", "-t", help="keep problems with this tag (repeatable)"),
     solutions: str | None = typer.Option(
-        None, "--solutions", help="keep problems with a shipped solution for this backend: cpp, cuda, triton"
+        None,
+        "--solutions",
+        help="keep problems with a shipped solution for this backend (kbench list-backends)",
     ),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:

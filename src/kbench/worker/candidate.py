@@ -150,7 +150,7 @@ class CandidateRole(Role):
     def profile(self, inputs: list[Any]) -> Any:
         from kbench.backends.profile import cpu_calls, gpu_kernels
 
-        names = set(self.spec.kernel_names) | self.recorder.defined
+        names = set(self.backend.kernel_symbols(list(self.spec.kernel_names))) | self.recorder.defined
         try:
             if self.device.type == "cuda":
                 use = gpu_kernels(lambda: self.model_obj(*inputs), names)  # a training step: both passes
