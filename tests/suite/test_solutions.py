@@ -1,5 +1,5 @@
-"""The shipped solutions (level 2, and level 5's training steps): Triton ones run correctly under
-TRITON_INTERPRET=1 and cpp ones on CPU, both against their problem's `small` preset (a training problem's
+"""The shipped solutions (level 2, and level 5's training steps): Triton and Helion ones run correctly
+under TRITON_INTERPRET=1 and cpp ones on CPU, both against their problem's `small` preset (a training problem's
 step: outputs and every gradient); CUDA ones define a matching ModelNew and their kernel part compiles
 for sm_90 with nvcc (without torch headers). GPU correctness and speed: benchmarks/solutions.py.
 
@@ -30,7 +30,7 @@ from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 100, "triton": 145, "cpp": 16}
+MIN_COUNTS = {"cuda": 100, "triton": 145, "cpp": 16, "helion": 10}
 MIN_TRAINING = {"cpp": 10, "triton": 32}  # level 5's solutions, of the counts above
 
 
@@ -161,12 +161,12 @@ def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
             assert code == 0, f"{name}:\n{err}"
 
 
-def _check_triton_all() -> dict[str, str]:
+def _check_interpreted_all(backend: str) -> dict[str, str]:
     """Run in a fresh interpreter: TRITON_INTERPRET must be set before triton is first imported (triton's
     own @jit helpers such as tl.sigmoid are bound to the compiler or the interpreter at import)."""
     problems = {f"{p.level}/{p.number}_{p.name}": p for p in load_source("kbench")}
     results = {}
-    for path in _paths("triton"):
+    for path in _paths(backend):
         try:
             _check_against_reference(problems[_key(path)], _import(path).ModelNew)
             results[_key(path)] = "ok"
@@ -175,15 +175,27 @@ def _check_triton_all() -> dict[str, str]:
     return results
 
 
-@pytest.fixture(scope="module")
-def triton_results() -> dict[str, str]:
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+def _interpreted_results(backend: str) -> dict[str, str]:
+    from kbench.backends import get_backend
+
+    pytest.importorskip(backend, reason=f"the {backend} extra is not installed")
+    env = {**os.environ, **get_backend(backend).job_env("cpu")}  # a CPU worker's: the interpreter, and more
     run = subprocess.run(
-        [sys.executable, __file__, "--check-triton"], capture_output=True, text=True, env=env, timeout=900
-    )
+        [sys.executable, __file__, "--check-interpreted", backend],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def triton_results() -> dict[str, str]:
+    return _interpreted_results("triton")
+
+
+@pytest.fixture(scope="module")
+def helion_results() -> dict[str, str]:
+    return _interpreted_results("helion")
 
 
 @pytest.mark.slow
@@ -191,6 +203,13 @@ def triton_results() -> dict[str, str]:
 @pytest.mark.parametrize("path", _paths("triton"), ids=lambda p: p.stem)
 def test_triton_solution_matches_reference(path: Path, triton_results: dict[str, str]) -> None:
     assert triton_results.get(_key(path)) == "ok", triton_results.get(_key(path))
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("helion-solutions")  # one worker: the module's one interpreter run serves them all
+@pytest.mark.parametrize("path", _paths("helion"), ids=lambda p: p.stem)
+def test_helion_solution_matches_reference(path: Path, helion_results: dict[str, str]) -> None:
+    assert helion_results.get(_key(path)) == "ok", helion_results.get(_key(path))
 
 
 @pytest.fixture(scope="module")
@@ -258,5 +277,5 @@ def test_cpp_solutions_were_built_with_the_precompiled_header(cpp_builds: list[s
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--check-triton"]:
-        print(json.dumps(_check_triton_all()))
+    if sys.argv[1:2] == ["--check-interpreted"]:
+        print(json.dumps(_check_interpreted_all(sys.argv[2])))
