@@ -111,3 +111,25 @@ def test_selftest_judges_through_evaluators_sharing_reference_runs_unless_told_n
     assert all(not o.record and o.share_references is shared for _, o in opened)  # type: ignore[attr-defined]
     assert not any(c.reuse_baselines for c, _ in opened)  # type: ignore[attr-defined]
     assert [s.timeout_s for s in submitted] == [f.timeout_s for f in chosen]  # type: ignore[attr-defined]
+
+
+def test_fixtures_of_a_backend_that_cannot_run_here_are_left_out_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fixture for a backend this machine lacks (a plugin not installed, or its tools missing) is left
+    out of the suite with the reason, not run to a failure; named with --backend, it is taken anyway."""
+    from kbench.backends import get_backend
+    from kbench.selftest.runner import discover, missing_backends
+
+    for group in ("correct", "wrong"):
+        (tmp_path / "p" / group).mkdir(parents=True)
+    (tmp_path / "p" / "correct" / "honest.cpp.py").write_text("# expect: ok\n")
+    (tmp_path / "p" / "correct" / "honest.fortran.py").write_text("# expect: ok\n")
+    (tmp_path / "p" / "wrong" / "nan.triton.py").write_text("# expect: mismatch\n")
+    monkeypatch.setattr(type(get_backend("triton")), "version", lambda self: None)
+    assert missing_backends(tmp_path) == {
+        "fortran": "no such backend is registered here",
+        "triton": "its tools are not installed (pip install 'kbench[triton]')",
+    }
+    assert [(f.name, f.backend) for f in discover(tmp_path)] == [("honest", "cpp")]
+    assert [f.backend for f in discover(tmp_path, backends=["triton"])] == ["triton"]

@@ -29,11 +29,12 @@ def selftest_cmd(
     Exits 1 when any fixture got another verdict.
     """
     from kbench.errors import ConfigError
-    from kbench.selftest.runner import run_suite
+    from kbench.selftest.runner import missing_backends, run_suite
 
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"--device must be cpu or cuda (got {device!r})")
     outcomes = run_suite(backends=backend or None, gpu=device == "cuda", select=select, share=share)
+    missing = {} if backend else missing_backends()
     if fmt is Format.json:
         print_json(
             [
@@ -56,6 +57,8 @@ def selftest_cmd(
             mark = "[green]yes[/]" if o.passed else "[bold red]NO[/]"
             table.add_row(o.fixture.id, o.fixture.expected, o.got, mark, f"{o.seconds:.1f}")
         console.print(table)
+        for name, why in missing.items():
+            console.print(f"[yellow]skipped[/] the {name} fixtures: {why}")
         console.print(
             f"{sum(o.passed for o in outcomes)}/{len(outcomes)} fixtures got their expected verdict"
         )

@@ -148,17 +148,42 @@ def load_fixture(path: Path) -> Fixture:
     )
 
 
+def fixture_backend(path: Path) -> str:
+    """The backend a fixture file is for: the last part of its name (`honest.cuda.py`: cuda)."""
+    return path.name.removesuffix(".py").rsplit(".", 1)[1]
+
+
+def missing_backends(root: Path | None = None) -> dict[str, str]:
+    """The backends some fixture is for that cannot run here, and why: not registered (a plugin whose
+    package is not installed), or its tool missing (`Backend.version()` is None: its extra not installed)."""
+    from kbench.backends import backend_names
+
+    missing = {}
+    for backend in sorted({fixture_backend(p) for p in (root or fixture_root()).glob("*/*/*.py")}):
+        if backend not in backend_names():
+            missing[backend] = "no such backend is registered here"
+        elif get_backend(backend).version() is None:
+            missing[backend] = f"its tools are not installed (pip install 'kbench[{backend}]')"
+    return missing
+
+
 def discover(
     root: Path | None = None, backends: Iterable[str] | None = None, gpu: bool = False
 ) -> list[Fixture]:
-    """Fixtures under `root`, honest controls first (they warm the shared build cache)."""
+    """Fixtures under `root`, honest controls first (they warm the shared build cache). Without `backends`,
+    those of every backend that can run here (`missing_backends` says which cannot, and why); a backend
+    named in `backends` is taken whatever, so that its evaluation says what it lacks."""
     root = root or fixture_root()
     wanted = set(backends) if backends else None
+    skipped = set() if wanted is not None else set(missing_backends(root))
     fixtures = []
     for group in _GROUPS:
         for path in sorted(root.glob(f"*/{group}/*.py")):
+            backend = fixture_backend(path)
+            if (wanted is not None and backend not in wanted) or backend in skipped:
+                continue
             fx = load_fixture(path)
-            if (wanted is None or fx.backend in wanted) and (gpu or not fx.requires_gpu):
+            if gpu or not fx.requires_gpu:
                 if fx.requires_cpus and len(os.sched_getaffinity(0)) < 2:
                     continue  # one CPU: a second core's use cannot be shown here
                 fixtures.append(fx)
