@@ -159,6 +159,7 @@ def test_a_runners_tool_folders_are_never_importable(tmp_path: Path) -> None:
     names = {p.relative_to(tmp_path).parts[0] for p in inside}
     assert {"triton-cache", "xdg-cache", "inductor-cache"} <= names
     assert [n for n in names if n.isidentifier()] == []
-    # Inductor's cache (torch.compile, Helion's generated kernels) is the runner's own, never a folder
-    # under a temporary directory another job shares
+    # Inductor's cache (torch.compile, Helion's generated kernels) is a candidate runner's own, never a
+    # folder under a temporary directory another job shares; a trusted runner (a reference's) keeps its own
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor-cache")
+    assert "TORCHINDUCTOR_CACHE_DIR" not in runner_env(tmp_path, "cpu", untrusted=False)

@@ -40,11 +40,13 @@ RUNNER_FOLDERS = {
 }
 
 
-def runner_env(run: Path, device: str) -> dict[str, str]:
+def runner_env(run: Path, device: str, untrusted: bool = True) -> dict[str, str]:
     """Where a runner's tools keep their files: all in its own folder (nothing shared with another job:
     Triton's, Inductor's (torch.compile, and the code Helion generates) and the CUDA driver's kernel caches
-    included, which a candidate could otherwise poison). Inductor's is named outright: its default lies
-    under the temporary folder the warm starter read before this one was set."""
+    included, which a candidate could otherwise poison). Inductor's is named outright for a candidate's
+    runner (its default lies under the temporary folder the warm starter read before this one was set); a
+    trusted runner keeps the one it was started with (a reference's torch.compile: the cache's trusted
+    folder, evaluate/prebuild.py `reference_env`, warm across jobs)."""
     f = {k: run / v for k, v in RUNNER_FOLDERS.items()}
     return {
         "HOME": str(f["home"]),
@@ -54,9 +56,8 @@ def runner_env(run: Path, device: str) -> dict[str, str]:
         "CUDA_CACHE_PATH": str(f["nv"]),
         "TORCH_EXTENSIONS_DIR": str(f["tmp"] / "extensions"),
         "XDG_CACHE_HOME": str(f["cache"]),
-        "TORCHINDUCTOR_CACHE_DIR": str(f["inductor"]),
         "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    } | ({"TORCHINDUCTOR_CACHE_DIR": str(f["inductor"])} if untrusted else {})
 
 
 class Job:
@@ -102,7 +103,7 @@ class Job:
         """Send the runner its walls; wait until it stands behind them."""
         for sub in RUNNER_FOLDERS.values():
             (self.run / sub).mkdir(parents=True, exist_ok=True)
-        env = runner_env(self.run, self.spec.device)
+        env = runner_env(self.run, self.spec.device, untrusted)
         cache = Path(self.spec.cache_dir)
         reads = None
         self.builds.mkdir(exist_ok=True)  # Landlock grants reads on what exists
