@@ -57,6 +57,7 @@ def _import(path: Path) -> ModuleType:
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: Helion finds a kernel's helpers through it
     spec.loader.exec_module(module)
     return module
 
