@@ -10,8 +10,10 @@ inside an evaluation (`HELION_AUTOTUNE_EFFORT=none`): a candidate gives its `hel
 default configuration is used. Helion's generated code and configs go to Inductor's cache, which is the
 runner's own (referee/job.py `runner_env`), never a folder another job reads.
 
-Limit of the CPU path: Triton's interpreter lacks some `libdevice` functions that Helion lowers `torch.tanh`
-and `torch.erf` to (an `InterpreterError` on the CPU; they compile for sm_90 and run on a GPU).
+Limits of the CPU path: Helion lowers `torch.tanh`, `torch.erf`, `torch.exp` and `torch.rsqrt` to
+`libdevice` calls that Triton's interpreter lacks (an `InterpreterError` on the CPU; they compile for sm_90
+and run on a GPU), and `torch.amax` to a reduction the interpreter runs element by element (slow, right).
+`hl.inline_triton` with `tl.exp` / `tl.max` runs on both (the shipped solutions do so).
 """
 
 from __future__ import annotations
