@@ -153,6 +153,14 @@ MEASUREMENTS: dict[str, Measurement] = {
         "benchmarks/worker_start.py --out {out}/worker-start.md",
         "a worker spawned against one forked by the starter",
     ),
+    "batch-together": Measurement(
+        "benchmarks/batch_together.py --device cuda --repeats 2 --survey 36 --out {out}/batch_together.jsonl",
+        "the batch-together attack against its honest twin, and honest solutions' call alone (GPU)",
+    ),
+    "batch-together-cpu": Measurement(
+        "benchmarks/batch_together.py --device cpu --repeats 4 --out {out}/batch_together.jsonl",
+        "the batch-together attack in C++ against its honest twin (CPU)",
+    ),
     "sampling-overhead": Measurement(
         "benchmarks/sampling_overhead.py --out {out}/sampling-overhead.md",
         "the CPU referee's sampling: its cost per period, and a candidate that feels it (CPU)",
