@@ -118,6 +118,12 @@ class Backend:
         them (a DSL that generates its kernels may name them otherwise)."""
         return names
 
+    def low_precision(self, ctx: Any) -> list[tuple[int, str]]:
+        """Where `ctx` (a parsed candidate, as in `find_kernels`) computes in a precision below fp32 in
+        this backend's own spelling that the shared rule (checks/rules_kernel.py precision-downgrade:
+        PyTorch's and Triton's dtypes, TF32 keywords, C/CUDA types) cannot know: (line, what it uses)."""
+        return []
+
     def version(self) -> str | None:
         """The version of the tool that builds its kernels, None where it is not installed."""
         return None

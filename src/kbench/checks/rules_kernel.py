@@ -220,6 +220,8 @@ def precision_downgrade(ctx: CheckContext) -> Iterator[Hit]:
     for cs in ctx.code_strings:
         if m := _C_LOW_PRECISION.search(cs.text):
             yield Hit(cs.line, f"C/C++/CUDA source uses {m.group(0)} on an fp32 problem")
+    for line, what in get_backend(ctx.backend).low_precision(ctx):
+        yield Hit(line, f"uses {what} on an fp32 problem")
 
 
 def _tf32_keywords(call: ast.Call) -> Iterator[Hit]:
