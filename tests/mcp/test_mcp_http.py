@@ -86,6 +86,7 @@ def test_problem_tools_over_http(server: dict[str, Any]) -> None:
 def test_each_tool_refuses_with_one_line(server: dict[str, Any]) -> None:
     """Refusals are MCP tool errors naming what to do, and judge nothing. The submit is of 2/2: 2/1's is
     test_submit_is_final_and_stored's, after which a submit of 2/1 answers that verdict again."""
+    from kbench.backends import backend_names
     from kbench.store import Store
 
     source = fixture_source("cpp_honest.py")
@@ -103,7 +104,7 @@ def test_each_tool_refuses_with_one_line(server: dict[str, Any]) -> None:
     texts = [text_of(r) for r in refused]
     assert all(r.is_error and not r.structured_content for r in refused), texts
     assert all(
-        "unknown backend 'fortran'; choose one of: cpp, cuda, helion, triton" in t for t in texts[:4]
+        f"unknown backend 'fortran'; choose one of: {', '.join(backend_names())}" in t for t in texts[:4]
     ), texts
     assert all("list_problems" in t for t in texts[4:]), texts
     with Store(server["store"]) as store:

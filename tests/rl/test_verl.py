@@ -43,7 +43,7 @@ def test_verl_calls_it_by_path_and_every_item_gets_a_score(
             data_source="kbench", solution_str=WRONG, ground_truth="", extra_info={"problem": "2/1"}
         )
     finally:
-        module.evaluator().close()
+        module.shared_evaluator().close()
     honest, wrong, empty, unknown = batch
     assert honest["score"] == 1.0 and honest["correct"] == 1.0 and honest["status"] == "ok", honest
     assert wrong["score"] == 0.0 and wrong["status"] == "mismatch" and not wrong["error"]

@@ -13,6 +13,7 @@ fails the batch.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,24 @@ from kbench.rl.reward import Reward, as_reward
 from kbench.types import Status, Verdict
 
 log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_evaluator: Evaluator | None = None
+
+
+def shared_evaluator() -> Evaluator:
+    """The process's Evaluator for the adapters a trainer loads by name (verl's reward function, the
+    verifiers taskset): opened on first use from kbench's defaults and the KBENCH_* environment, closed at
+    exit."""
+    global _evaluator
+    with _lock:
+        if _evaluator is None or _evaluator.closed:
+            import atexit
+
+            from kbench.config import resolve
+
+            _evaluator = Evaluator(resolve(None, {}))
+            atexit.register(_evaluator.close)
+        return _evaluator
 
 
 def completion_text(completion: Any) -> str:

@@ -23,30 +23,12 @@ GPU; `KBENCH_STORE`, `KBENCH_CACHE_DIR` ...), and closed at exit; its verdicts a
 
 from __future__ import annotations
 
-import atexit
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-from kbench.api import Evaluator
-from kbench.rl.adapters import evaluate_texts
+from kbench.rl.adapters import evaluate_texts, shared_evaluator
 from kbench.rl.reward import as_reward
 from kbench.types import Status, Verdict
-
-_lock = threading.Lock()
-_evaluator: Evaluator | None = None
-
-
-def evaluator() -> Evaluator:
-    """The process's Evaluator, opened on first use from the KBENCH_* environment."""
-    global _evaluator
-    with _lock:
-        if _evaluator is None or _evaluator.closed:
-            from kbench.config import resolve
-
-            _evaluator = Evaluator(resolve(None, {}))
-            atexit.register(_evaluator.close)
-        return _evaluator
 
 
 def compute_score(
@@ -75,7 +57,7 @@ def compute_score_batch(
     ]
     try:
         score = as_reward(reward)
-        ev = evaluator()
+        ev = shared_evaluator()
     except Exception as exc:  # the evaluator itself cannot open: every item says why, none raises
         return [_failed(f"kbench could not start: {exc}") for _ in solution_strs]
     verdicts = evaluate_texts(ev, problems, list(solution_strs), None, ev.config.model or "verl")
