@@ -119,17 +119,26 @@ def test_fixtures_of_a_backend_that_cannot_run_here_are_left_out_and_said(
     """A fixture for a backend this machine lacks (a plugin not installed, or its tools missing) is left
     out of the suite with the reason, not run to a failure; named with --backend, it is taken anyway."""
     from kbench.backends import get_backend
-    from kbench.selftest.runner import discover, missing_backends
+    from kbench.errors import ConfigError
+    from kbench.selftest.runner import discover, gpu_only, missing_backends
 
     for group in ("correct", "wrong"):
         (tmp_path / "p" / group).mkdir(parents=True)
     (tmp_path / "p" / "correct" / "honest.cpp.py").write_text("# expect: ok\n")
     (tmp_path / "p" / "correct" / "honest.fortran.py").write_text("# expect: ok\n")
     (tmp_path / "p" / "wrong" / "nan.triton.py").write_text("# expect: mismatch\n")
+    (tmp_path / "p" / "wrong" / "stale.cpp.py").write_text("# expect: cheat\n# requires: gpu\n")
+
+    def lacks_triton(self: object, device: str) -> None:
+        raise ConfigError("triton is not installed: pip install 'kbench[triton]'")
+
     monkeypatch.setattr(type(get_backend("triton")), "version", lambda self: None)
-    assert missing_backends(tmp_path) == {
+    monkeypatch.setattr(type(get_backend("triton")), "check_environment", lacks_triton)
+    assert missing_backends(tmp_path) == {  # the reason is the backend's own check's, with its fix
         "fortran": "no such backend is registered here",
-        "triton": "its tools are not installed (pip install 'kbench[triton]')",
+        "triton": "triton is not installed: pip install 'kbench[triton]'",
     }
     assert [(f.name, f.backend) for f in discover(tmp_path)] == [("honest", "cpp")]
     assert [f.backend for f in discover(tmp_path, backends=["triton"])] == ["triton"]
+    assert gpu_only(root=tmp_path) == {"cpp": 1}  # said on the CPU: left out because it needs a GPU
+    assert [f.name for f in discover(tmp_path, gpu=True)] == ["honest", "stale"]

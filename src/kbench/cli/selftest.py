@@ -29,7 +29,7 @@ def selftest_cmd(
     Exits 1 when any fixture got another verdict.
     """
     from kbench.errors import ConfigError
-    from kbench.selftest.runner import missing_backends, run_suite
+    from kbench.selftest.runner import gpu_only, missing_backends, run_suite
 
     if device not in ("cpu", "cuda"):
         raise ConfigError(f"--device must be cpu or cuda (got {device!r})")
@@ -59,6 +59,9 @@ def selftest_cmd(
         console.print(table)
         for name, why in missing.items():
             console.print(f"[yellow]skipped[/] the {name} fixtures: {why}")
+        for name, count in ({} if device == "cuda" else gpu_only(backend or None)).items():
+            if name not in missing:
+                console.print(f"[yellow]skipped[/] {count} {name} fixtures: they need a GPU (--device cuda)")
         console.print(
             f"{sum(o.passed for o in outcomes)}/{len(outcomes)} fixtures got their expected verdict"
         )

@@ -130,7 +130,7 @@ def expectations(spec: str) -> tuple[Expectation, ...]:
 
 
 def load_fixture(path: Path) -> Fixture:
-    stem, backend = path.name.removesuffix(".py").rsplit(".", 1)
+    stem, backend = _name_parts(path)
     head = parse_header(path.read_text(), str(path))
     return Fixture(
         path=path,
@@ -148,9 +148,15 @@ def load_fixture(path: Path) -> Fixture:
     )
 
 
+def _name_parts(path: Path) -> tuple[str, str]:
+    """A fixture file's name and backend: `honest.cuda.py` is (honest, cuda)."""
+    stem, _, backend = path.name.removesuffix(".py").rpartition(".")
+    return stem, backend
+
+
 def fixture_backend(path: Path) -> str:
     """The backend a fixture file is for: the last part of its name (`honest.cuda.py`: cuda)."""
-    return path.name.removesuffix(".py").rsplit(".", 1)[1]
+    return _name_parts(path)[1]
 
 
 def missing_backends(root: Path | None = None) -> dict[str, str]:
@@ -162,9 +168,22 @@ def missing_backends(root: Path | None = None) -> dict[str, str]:
     for backend in sorted({fixture_backend(p) for p in (root or fixture_root()).glob("*/*/*.py")}):
         if backend not in backend_names():
             missing[backend] = "no such backend is registered here"
-        elif get_backend(backend).version() is None:
-            missing[backend] = f"its tools are not installed (pip install 'kbench[{backend}]')"
+        elif (b := get_backend(backend)).version() is None:
+            try:  # its own check names the fix (an extra to install, a compiler to put on PATH)
+                b.check_environment("cuda" if b.needs_gpu else "cpu")
+                missing[backend] = "its tools are not installed"
+            except ConfigError as exc:
+                missing[backend] = str(exc)
     return missing
+
+
+def gpu_only(backends: Iterable[str] | None = None, root: Path | None = None) -> dict[str, int]:
+    """How many fixtures of each backend only a GPU runs (`discover` leaves them out on the CPU)."""
+    counts: dict[str, int] = {}
+    for fx in discover(root, backends, gpu=True):
+        if fx.requires_gpu:
+            counts[fx.backend] = counts.get(fx.backend, 0) + 1
+    return counts
 
 
 def discover(
