@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
-TEST_EXTRAS ?= dev,triton,llm,hf,ray,serve,rl,trl,mcp,helion
+TEST_EXTRAS ?= dev,triton,llm,hf,ray,serve,rl,trl,mcp,verifiers,helion,tilelang,cute
 # pytest-xdist workers: one per core (`-n auto`); JOBS=0 runs the suite in one process.
 JOBS ?= auto
 BIN := $(VENV)/bin

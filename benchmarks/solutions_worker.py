@@ -1,6 +1,6 @@
 """Worker side of benchmarks/solutions.py: runs inside subprocesses, one batch or one warm-up job each.
 
-    solutions_worker.py --batch baseline|cuda|triton --out DIR --problems 1,2,3 [--device cuda --preset full]
+    solutions_worker.py --batch baseline|BACKEND --out DIR --problems 1,2,3 [--device cuda --preset full]
     solutions_worker.py --warm cuda:7 --out DIR
 
 A batch appends one JSON line per problem to DIR/BATCH.jsonl as soon as it has it; a failing solution is a
@@ -22,9 +22,11 @@ from typing import Any
 
 from common import ROOT
 
+from kbench.backends import get_backend, gpu_backends
+
 SOLUTIONS = ROOT / "src" / "kbench" / "suite" / "solutions"
-BACKENDS = ("cuda", "triton")
-BATCHES = ("baseline", *BACKENDS)
+BACKENDS = ("cuda", "triton")  # timed by default; any other backend whose kernels run on a GPU when named
+BATCHES = ("baseline", *gpu_backends(True))
 CACHE = Path(tempfile.gettempdir()) / "kbench-solutions-cache"  # builds stay out of the results folder
 BUILDS = CACHE / "builds"
 
@@ -250,7 +252,7 @@ def warm(args: argparse.Namespace) -> None:
         path = solution_path(kind, int(pid))
         assert path is not None
         module = _import(path)
-        if kind == "triton":
+        if not get_backend(kind).prebuilds:  # JIT-compiled at the first call: run once
             _, loaded, inputs = _setup(args, int(pid))
             with torch.no_grad():
                 _model(args, loaded, module.ModelNew)(*inputs)
@@ -261,7 +263,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", choices=BATCHES)
-    ap.add_argument("--warm", help="KIND:ID with KIND one of cuda, triton, compile")
+    ap.add_argument("--warm", help="KIND:ID with KIND a GPU backend (cuda, triton, ...) or compile")
     ap.add_argument("--problems", default="", help="level-2 ids (default: the whole level)")
     ap.add_argument("--budget-s", type=float, default=0.5)
     ap.add_argument("--no-compile", action="store_true")

@@ -42,7 +42,8 @@ def test_env_says_which_backends_run_here() -> None:
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     backends = info["backends"]
-    assert sorted(backends) == ["cpp", "cuda", "helion", "triton"]  # helion: a plugin (entry point)
+    # cute, helion, tilelang: plugins (entry points)
+    assert sorted(backends) == ["cpp", "cuda", "cute", "helion", "tilelang", "triton"]
     if info["gpu"] is None:
         cuda = backends["cuda"]
         assert {k: cuda[k] for k in ("runs", "device", "here")} == {
@@ -53,9 +54,13 @@ def test_env_says_which_backends_run_here() -> None:
         assert backends["cpp"]["device"] == "cpu"
     # each says which version of its tool builds its kernels, where that tool is installed
     assert backends["triton"]["version"] == importlib.metadata.version("triton")
-    assert backends["helion"]["version"] == importlib.metadata.version("helion")
-    if info["gpu"] is None:  # a DSL over Triton: its interpreter runs it without a GPU
-        assert backends["helion"]["runs"] is True and backends["helion"]["device"] == "cpu"
+    for dsl, package in (("helion", "helion"), ("tilelang", "tilelang"), ("cute", "nvidia-cutlass-dsl")):
+        assert backends[dsl]["version"] == importlib.metadata.version(package)
+    if info["gpu"] is None:  # Helion in Triton's interpreter, TileLang compiled to C; CuTe only compiles
+        for dsl, how in (("helion", "in Triton's interpreter"), ("tilelang", "compiled to C")):
+            assert backends[dsl]["runs"] is True and backends[dsl]["device"] == "cpu"
+            assert how in backends[dsl]["here"]
+        assert backends["cute"]["runs"] is False and "compile for sm_90a here" in backends["cute"]["here"]
     compiler = shutil.which("c++") or shutil.which("g++")
     assert (backends["cpp"]["version"] is None) == (compiler is None)
     table = runner.invoke(app, ["env"])

@@ -170,3 +170,105 @@ def test_cuda_example_source_is_well_formed(stem: str) -> None:
 @pytest.mark.parametrize("stem", STEMS)
 def test_cuda_example_matches_reference_on_gpu(stem: str) -> None:
     _check_against_reference(stem, "cuda", "cuda")
+
+
+CUTE_STEMS = [stem for stem, _ in EXAMPLES]  # CuTe has no training example
+
+
+@pytest.fixture(scope="module")
+def cute_checks() -> dict[str, object]:
+    """The CuTe examples compile-checked for sm_90a (the DSL runs nothing without a GPU): each through one
+    forward of its reference's small shapes in a clean process, two at a time (each imports cutlass)."""
+    pytest.importorskip("cutlass", reason="the cute extra is not installed")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kbench.backends.cutecheck import check_file
+
+    root = resources.files("kbench.prompts") / "examples"
+    with ThreadPoolExecutor(2) as pool:
+        jobs = {
+            s: pool.submit(
+                check_file,
+                str(root / "cute" / f"{s}.py"),
+                "sm_90",
+                str(root / "reference" / f"{s}.py"),
+                "small",
+            )  # fmt: skip
+            for s in CUTE_STEMS
+        }
+        return {s: job.result() for s, job in jobs.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("prompt-examples-cute")
+@pytest.mark.parametrize("stem", CUTE_STEMS)
+def test_cute_example_compiles_for_sm90a(stem: str, cute_checks: dict[str, object]) -> None:
+    check = cute_checks[stem]
+    assert check.ok, check.log  # type: ignore[attr-defined]
+    assert "compiled for sm_90a" in check.log and check.kernels  # type: ignore[attr-defined]
+
+
+TILELANG_CPU_STEMS = ["add", "gelu"]  # TileLang lowers them to C; its GEMM's tile ops run only on a GPU
+_TILELANG_SCRIPT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from kbench.backends import KernelRecorder, get_backend
+get_backend("tilelang").install_hooks(KernelRecorder(), Path(sys.argv[2]))  # as a CPU worker builds them
+import builtins, test_prompt_examples as t
+from test_prompt_examples import TILELANG_CPU_STEMS, _check_against_reference
+def compile_alone(source, name, mode):  # as a candidate's file is imported: no `from __future__` of the
+    # test file inherited (TileLang evaluates string annotations itself and misses names only they use)
+    return builtins.compile(source, name, mode, dont_inherit=True)
+t.compile = compile_alone
+out = {}
+for stem in TILELANG_CPU_STEMS:
+    try:
+        _check_against_reference(stem, "tilelang")
+        out[stem] = "ok"
+    except Exception as exc:
+        out[stem] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def tilelang_cpu_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The TileLang examples that run on the CPU, in one process with a CPU worker's environment and hooks
+    (TileLang's C target, built without vectorization): importing TileLang costs ~3 s, each kernel ~2 s."""
+    pytest.importorskip("tilelang", reason="the tilelang extra is not installed")
+    from kbench.backends import get_backend
+
+    home = tmp_path_factory.mktemp("tilelang-home")  # TileLang's kernel cache: this run's own
+    env = os.environ | get_backend("tilelang").job_env("cpu") | {"HOME": str(home), "TMPDIR": str(home)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TILELANG_SCRIPT, str(Path(__file__).parent), str(home)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("prompt-examples-tilelang")
+@pytest.mark.parametrize("stem", TILELANG_CPU_STEMS)
+def test_tilelang_example_matches_reference_on_the_cpu(
+    stem: str, tilelang_cpu_results: dict[str, str]
+) -> None:
+    assert tilelang_cpu_results[stem] == "ok", tilelang_cpu_results[stem]
+
+
+@pytest.mark.slow
+def test_tilelang_gemm_example_compiles_for_sm90a() -> None:
+    """Its T.alloc_shared / T.alloc_fragment tiles do not lower to C: compiled for sm_90a (nvcc) through one
+    forward of its reference's small shapes instead."""
+    pytest.importorskip("tilelang", reason="the tilelang extra is not installed")
+    from kbench.backends import get_backend
+
+    root = resources.files("kbench.prompts") / "examples"
+    check = get_backend("tilelang").compile_check(
+        _text("tilelang", "gemm_leaky_relu.py"),
+        "sm_90",
+        problem=str(root / "reference" / "gemm_leaky_relu.py"),
+    )
+    assert check.ok and check.kernels, check.log

@@ -1,7 +1,8 @@
-"""The shipped solutions (level 2, and level 5's training steps): Triton and Helion ones run correctly
-under TRITON_INTERPRET=1 and cpp ones on CPU, both against their problem's `small` preset (a training problem's
-step: outputs and every gradient); CUDA ones define a matching ModelNew and their kernel part compiles
-for sm_90 with nvcc (without torch headers). GPU correctness and speed: benchmarks/solutions.py.
+"""The shipped solutions (level 2, and level 5's training steps), against their problem's `small` preset
+(a training problem's step: outputs and every gradient): Triton and Helion ones run correctly under
+TRITON_INTERPRET=1, TileLang ones through TileLang's C target, cpp ones on the CPU; CUDA ones define a
+matching ModelNew and their kernel part compiles for sm_90 with nvcc (without torch headers); CuTe ones
+compile for sm_90a (the DSL runs nothing on a CPU). GPU correctness and speed: benchmarks/solutions.py.
 
 Solution files are read as text (ast) wherever possible: importing a CUDA solution would build it.
 """
@@ -30,7 +31,7 @@ from kbench.problems.sources import load_source
 from kbench.types import Problem
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "src" / "kbench" / "suite" / "solutions"
-MIN_COUNTS = {"cuda": 100, "triton": 145, "cpp": 16, "helion": 10}
+MIN_COUNTS = {"cuda": 100, "triton": 145, "cpp": 16, "helion": 10, "cute": 10, "tilelang": 11}
 MIN_TRAINING = {"cpp": 10, "triton": 32}  # level 5's solutions, of the counts above
 
 
@@ -206,11 +207,51 @@ def test_triton_solution_matches_reference(path: Path, triton_results: dict[str,
     assert triton_results.get(_key(path)) == "ok", triton_results.get(_key(path))
 
 
+@pytest.fixture(scope="module")
+def tilelang_results() -> dict[str, str]:
+    return _interpreted_results("tilelang")  # TileLang's C target on the CPU (its worker's environment)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tilelang-solutions")  # one worker: the module's one run serves them all
+@pytest.mark.parametrize("path", _paths("tilelang"), ids=lambda p: p.stem)
+def test_tilelang_solution_matches_reference(path: Path, tilelang_results: dict[str, str]) -> None:
+    assert tilelang_results.get(_key(path)) == "ok", tilelang_results.get(_key(path))
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("helion-solutions")  # one worker: the module's one interpreter run serves them all
 @pytest.mark.parametrize("path", _paths("helion"), ids=lambda p: p.stem)
 def test_helion_solution_matches_reference(path: Path, helion_results: dict[str, str]) -> None:
     assert helion_results.get(_key(path)) == "ok", helion_results.get(_key(path))
+
+
+@pytest.fixture(scope="module")
+def cute_results() -> dict[str, str]:
+    """Each CuTe solution compiled for sm_90a at its problem's small preset, without a GPU (the DSL runs
+    nothing on the CPU: backends/cutecheck.py runs one forward whose launches are skipped); two children
+    at a time, each importing cutlass (3-11 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kbench.backends import get_backend
+
+    pytest.importorskip("cutlass", reason="the cute extra is not installed")
+    backend = get_backend("cute")
+    problem_files = {f"{p.level}/{p.number}_{p.name}": p.path for p in load_source("kbench")}
+
+    def check(path: Path) -> tuple[str, str]:
+        res = backend.compile_check(path.read_text(), "sm_90", problem_files[_key(path)], "small")
+        return _key(path), "ok" if res.ok and res.kernels else f"kernels {res.kernels}:\n{res.log}"
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(check, _paths("cute")))
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("cute-solutions")  # one worker: the module's compile run serves them all
+@pytest.mark.parametrize("path", _paths("cute"), ids=lambda p: p.stem)
+def test_cute_solution_compiles_for_sm90(path: Path, cute_results: dict[str, str]) -> None:
+    assert cute_results.get(_key(path)) == "ok", cute_results.get(_key(path))
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,8 @@ class Backend:
     gpu_kernels = False  # its kernels are GPU kernels: its shipped solutions run where there is a GPU
     needs_gpu = False  # cannot run at all without a GPU (Triton has its CPU interpreter)
     default_on = ""  # "gpu" / "cpu": the backend a run on such a machine gets when it names none
+    cpu_run = ""  # how its GPU kernels run on a CPU, where they do ("in Triton's interpreter")
+    cpu_compile = ""  # what a machine without a GPU can still check of a GPU-only backend's kernels
     triton_kernels = False  # Triton compiles its kernels: its workers use Triton's cache (its key looked
     # up by the host first), and its compile check, on a CPU host too
     code_names: tuple[str, ...] = ()  # dotted names its kernel code calls (`tl.sum` is a kernel's, not

@@ -106,6 +106,7 @@ class TritonBackend(Backend):
     title = "Triton"
     gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
+    cpu_run = "in Triton's interpreter"
     triton_kernels = True
     code_names: tuple[str, ...] = ("triton", "tl")
     runner_imports: tuple[str, ...] = (

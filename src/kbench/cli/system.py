@@ -52,12 +52,17 @@ def backends_here(gpu: bool) -> dict[str, dict[str, Any]]:
                 raise ConfigError("needs a CUDA GPU, and torch sees none here")
             backend.check_environment(device)
         except ConfigError as exc:
-            found[name] = {"runs": False, "device": None, "here": f"no: {exc}", "version": backend.version()}
+            why = f"no: {exc}" + (
+                f"; {backend.cpu_compile}" if backend.cpu_compile and backend.version() else ""
+            )
+            found[name] = {"runs": False, "device": None, "here": why, "version": backend.version()}
             continue
         if device == "cuda":
             here = "yes, on the GPU"
-        elif backend.gpu_kernels:  # Triton's interpreter: right or wrong, but no time worth reading
-            here = "yes, on the CPU in its interpreter: correctness only, times mean nothing"
+        elif (
+            backend.gpu_kernels
+        ):  # an interpreter or the host's compiler: right or wrong, but no time worth reading
+            here = f"yes, on the CPU {backend.cpu_run}: correctness only, times mean nothing"
         else:
             here = "yes, on the CPU"
         found[name] = {"runs": True, "device": device, "here": here, "version": backend.version()}

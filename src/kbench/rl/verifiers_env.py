@@ -30,6 +30,7 @@ from kbench.rl.adapters import evaluate_texts, shared_evaluator
 from kbench.rl.reward import as_reward
 from kbench.types import Status, Verdict
 
+
 class KernelData(vf.TaskData):
     """One problem: its address in the evaluator's source, and the backend its prompt asks for."""
 

@@ -1,0 +1,104 @@
+"""Residual add + LayerNorm as one CuTe DSL row kernel.
+
+One 256-thread CTA per row: each thread loads its ceil(dim / 256) elements of x + residual into registers
+(one read of each input), the row mean and then the variance of the centred values (two-pass, as exact as
+torch's) come from warp shuffles plus an 8-slot shared-memory merge, and the normalised, affine row is
+written once. Columns past dim are masked out of both sums. Compiled once per input shape with
+`cute.compile`; compiles for sm_90a without a GPU, runs only on one.
+"""
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import torch
+import torch.nn as nn
+from cutlass.cute.runtime import from_dlpack
+
+THREADS = 256
+WARPS = THREADS // 32
+
+
+@cute.jit
+def block_sum(val: cutlass.Float32, red: cute.Tensor) -> cutlass.Float32:
+    val = cute.arch.warp_reduction_sum(val)
+    if cute.arch.lane_idx() == 0:
+        red[cute.arch.warp_idx()] = val
+    cute.arch.barrier()
+    total = red[0]
+    for w in cutlass.range_constexpr(1, WARPS):
+        total = total + red[w]
+    # second barrier: the next block_sum overwrites red, which slower warps may still be reading
+    cute.arch.barrier()
+    return total
+
+
+@cute.kernel
+def add_layernorm_kernel(
+    gx: cute.Tensor, gr: cute.Tensor, gw: cute.Tensor, gb: cute.Tensor, gy: cute.Tensor, eps: cutlass.Float32
+):
+    tidx, _, _ = cute.arch.thread_idx()
+    row, _, _ = cute.arch.block_idx()
+    dim = gx.shape[1]
+    per = (dim + THREADS - 1) // THREADS
+    smem = cutlass.memory.SmemAllocator()
+    red = smem.allocate_tensor(cutlass.Float32, cute.make_layout(WARPS), 16)
+    vals = cute.make_rmem_tensor(per, cutlass.Float32)
+
+    part = cutlass.Float32(0.0)
+    for j in cutlass.range_constexpr(per):
+        col = tidx + j * THREADS
+        v = cutlass.Float32(0.0)
+        if col < dim:
+            v = gx[row, col] + gr[row, col]
+        vals[j] = v
+        part = part + v
+    mean = block_sum(part, red) / dim
+
+    part = cutlass.Float32(0.0)
+    for j in cutlass.range_constexpr(per):
+        col = tidx + j * THREADS
+        if col < dim:
+            d = vals[j] - mean
+            part = part + d * d
+    rstd = cute.math.rsqrt(block_sum(part, red) / dim + eps)
+
+    for j in cutlass.range_constexpr(per):
+        col = tidx + j * THREADS
+        if col < dim:
+            gy[row, col] = (vals[j] - mean) * rstd * gw[col] + gb[col]
+
+
+@cute.jit
+def add_layernorm(
+    mx: cute.Tensor,
+    mr: cute.Tensor,
+    mw: cute.Tensor,
+    mb: cute.Tensor,
+    my: cute.Tensor,
+    eps: cutlass.Float32,
+    stream: cuda.CUstream,
+):
+    kernel = add_layernorm_kernel(mx, mr, mw, mb, my, eps)
+    kernel.launch(grid=[mx.shape[0], 1, 1], block=[THREADS, 1, 1], stream=stream)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(dim)
+        self._compiled: dict[tuple, object] = {}
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        dim = x.shape[-1]
+        x2 = x.contiguous().view(-1, dim)
+        r2 = residual.contiguous().view(-1, dim)
+        y = torch.empty_like(x2)
+        ln = self.layer_norm
+        args = [from_dlpack(t.detach()) for t in (x2, r2, ln.weight, ln.bias, y)]
+        eps = cutlass.Float32(ln.eps)
+        stream = cuda.CUstream(torch.cuda.current_stream(x.device).cuda_stream)
+        key = (tuple(x2.shape), x.dtype)
+        if key not in self._compiled:
+            self._compiled[key] = cute.compile(add_layernorm, *args, eps, stream)
+        self._compiled[key](*args, eps, stream)
+        return y.view(x.shape)
