@@ -107,6 +107,7 @@ class Backend:
     runner_imports: tuple[str, ...] = ()  # imported by its runner before the guards' snapshot of torch
     missing_kernel = "no kernel found"  # rule no-kernel: what its source lacks
     detect_rank = 100  # which backend's kernels a source is taken for first (rule no-kernel's hint)
+    package = ""  # the distribution that builds its kernels ("triton"), whose version `version()` gives
     prompt_package = "kbench.prompts"  # holds its prompt text: templates/backends/NAME.md, examples/NAME/
 
     def find_kernels(self, ctx: Any) -> list[str]:
@@ -127,8 +128,16 @@ class Backend:
         return []
 
     def version(self) -> str | None:
-        """The version of the tool that builds its kernels, None where it is not installed."""
-        return None
+        """The version of the tool that builds its kernels, None where it is not installed: by default its
+        `package`'s (a distribution's name)."""
+        if not self.package:
+            return None
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(self.package)
+        except PackageNotFoundError:
+            return None
 
     def check_environment(self, device: str) -> None:
         """Raise ConfigError (with the fix) when this machine cannot run candidates of this backend."""

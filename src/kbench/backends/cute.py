@@ -54,6 +54,7 @@ def _decorated(ctx: Any, node: ast.AST, names: tuple[str, ...]) -> bool:
 @register_backend("cute")
 class CuteBackend(Backend):
     title = "CuTe DSL"
+    package = "nvidia-cutlass-dsl"
     prompt_title = "CuTe DSL (NVIDIA CUTLASS's Python DSL)"
     prebuilds = False  # compiled at run time by the DSL, on the GPU host
     gpu_kernels = True
@@ -93,14 +94,6 @@ class CuteBackend(Backend):
                     if kw.arg == "force_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value:
                         found.append((node.lineno, "from_dlpack(force_tf32=True)"))
         return found
-
-    def version(self) -> str | None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("nvidia-cutlass-dsl")
-        except PackageNotFoundError:
-            return None
 
     def check_environment(self, device: str) -> None:
         if self.version() is None:

@@ -32,6 +32,7 @@ PREFIX = "_helion_"  # the generated Triton kernel of a Helion kernel `f` is `_h
 @register_backend("helion")
 class HelionBackend(TritonBackend):
     title = "Helion"
+    package = "helion"
     code_names = ("helion", "hl", "triton", "tl")
     runner_imports = ("triton.testing", "helion")
     missing_kernel = "no @helion.kernel function"
@@ -53,14 +54,6 @@ class HelionBackend(TritonBackend):
     def kernel_symbols(self, names: list[str]) -> list[str]:
         """The generated Triton kernels' names, as the profiler and the interpreter's launches show them."""
         return [*names, *(PREFIX + n for n in names if not n.startswith(PREFIX))]
-
-    def version(self) -> str | None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("helion")
-        except PackageNotFoundError:
-            return None
 
     def check_environment(self, device: str) -> None:
         require("helion", "helion")

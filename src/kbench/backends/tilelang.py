@@ -62,6 +62,7 @@ class TileLangCPUError(RuntimeError):
 @register_backend("tilelang")
 class TileLangBackend(Backend):
     title = "TileLang"
+    package = "tilelang"
     gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled when the candidate builds them, on the machine that runs it
     cpu_run = "compiled to C by TileLang (tiles in local buffers only)"
@@ -106,14 +107,6 @@ class TileLangBackend(Backend):
             elif isinstance(node, ast.Call) and _GEMM.fullmatch(ctx.call_name(node) or ""):
                 found.append((node.lineno, f"{ctx.call_name(node)} (float32 operands run as TF32)"))
         return found
-
-    def version(self) -> str | None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("tilelang")
-        except PackageNotFoundError:
-            return None
 
     def check_environment(self, device: str) -> None:
         require("tilelang", "tilelang")

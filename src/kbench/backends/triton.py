@@ -104,6 +104,7 @@ _DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.run
 @register_backend("triton")
 class TritonBackend(Backend):
     title = "Triton"
+    package = "triton"
     gpu_kernels = True
     prebuilds = False  # kernels are JIT-compiled at first launch, on the GPU host
     cpu_run = "in Triton's interpreter"
@@ -128,14 +129,6 @@ class TritonBackend(Backend):
             for node in ctx.nodes
             if isinstance(node, ast.FunctionDef) and any(map(triton_decorator, node.decorator_list))
         ]
-
-    def version(self) -> str | None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("triton")
-        except PackageNotFoundError:
-            return None
 
     def check_environment(self, device: str) -> None:
         require("triton", "triton")
