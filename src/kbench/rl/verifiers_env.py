@@ -96,7 +96,10 @@ class KernelTask(vf.Task[KernelData, vf.State, KernelTaskConfig]):
             ev = shared_evaluator()
         except Exception as exc:  # the evaluator itself cannot open: this item says why
             return f"kbench could not start: {exc}"
-        return evaluate_texts(ev, [self.data.problem], [text], self.data.backend, self.config.model)[0]
+        try:
+            return evaluate_texts(ev, [self.data.problem], [text], self.data.backend, self.config.model)[0]
+        except Exception as exc:  # never into the rollout: its reward is 0 and this is why
+            return f"{self.data.problem}: the evaluation failed ({type(exc).__name__}: {exc})"
 
 
 class KernelTasksetConfig(vf.TasksetConfig):
