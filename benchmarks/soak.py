@@ -1,14 +1,17 @@
 """A soak of `kbench serve` under adversarial traffic: many clients, a mix of honest, wrong, hanging,
 crashing and log-flooding candidates, for minutes, loopback only.
 
-    python benchmarks/soak.py --out OUT [--minutes 10] [--clients 16] [--record]
+    python benchmarks/soak.py --out OUT [--minutes 10] [--clients 16] [--think-s 0] [--cpu-lanes 0] [--record]
 
-A service is started here on 127.0.0.1 (CPU, cpp, small preset, no timing: what a CPU machine serves),
+A service is started here on 127.0.0.1 (CPU, cpp, small preset, no timing: what a CPU machine serves;
+`--cpu-lanes` its lanes, 0 its default: one per core without timing),
 with a phase budget of `--timeout-s` so that a hanging candidate ends as `timeout`, and without the static
 checks, so that the hanging and crashing candidates (plain Python) reach the runtime they attack. First the idle
 latency: `--idle` honest candidates one after another from one client. Then `--clients` threads, each
-submitting one candidate at a time (the mix below, each with an idempotency key) and waiting for its
-verdict, until `--minutes` pass; every verdict is checked against what its kind must get (honest `ok`,
+submitting one candidate at a time (the mix below, each with an idempotency key), waiting for its
+verdict and then pausing (exponentially distributed, `--think-s` on average: 0 keeps the service saturated,
+so an honest job's latency is the queue's length; a pause sets the load a trainer offers), until
+`--minutes` pass; every verdict is checked against what its kind must get (honest `ok`,
 wrong `mismatch`, hanging `timeout`, crashing `crashed`, flooding `ok` with its log cut) and against its
 own candidate (the digest). The service's resident memory (with its workers') is sampled every second.
 
@@ -84,9 +87,9 @@ def _rss_mib(pid: int) -> float:
     return total / 1024
 
 
-def start(store: Path, cache: Path, timeout_s: float) -> tuple[subprocess.Popen[str], str]:
+def start(store: Path, cache: Path, timeout_s: float, lanes: int) -> tuple[subprocess.Popen[str], str]:
     flags = ["--store", str(store), "--run", "soak", "--device", "cpu", "--backend", "cpp", "--preset", "small",
-             "--no-timing", "--max-queue", "1024"]  # fmt: skip
+             "--no-timing", "--max-queue", "1024", "--cpu-lanes", str(lanes)]  # fmt: skip
     env = {"KBENCH_CACHE_DIR": str(cache), "KBENCH_SERVE_TOKEN": TOKEN, "KBENCH_TIMEOUT_S": str(timeout_s),
            "KBENCH_STATIC_CHECKS": "false"}  # fmt: skip
     return common.start_service(flags, env)
@@ -154,6 +157,10 @@ class Soak:
                 while time.monotonic() < end:
                     self.one(client, rng.choice(kinds), f"c{n}-{i}")
                     i += 1
+                    if self.args.think_s > 0:
+                        time.sleep(
+                            min(rng.expovariate(1 / self.args.think_s), max(0.0, end - time.monotonic()))
+                        )
 
         threads = [threading.Thread(target=client_loop, args=(n,)) for n in range(self.args.clients)]
         for t in threads:
@@ -168,6 +175,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--idle", type=int, default=8)
+    ap.add_argument("--think-s", type=float, default=0.0, help="a client's mean pause between its jobs")
+    ap.add_argument("--cpu-lanes", type=int, default=0, help="the service's CPU lanes (0: its default)")
     ap.add_argument(
         "--timeout-s", type=float, default=5.0, help="the service's phase budget (hangs end here)"
     )
@@ -177,7 +186,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kbench-soak-"))
     store, cache = work / "kbench.db", work / "cache"
-    proc, url = start(store, cache, args.timeout_s)
+    proc, url = start(store, cache, args.timeout_s, args.cpu_lanes)
     soak = Soak(url, args)
     memory: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -215,6 +224,9 @@ def main() -> None:
         "settings": {k: v for k, v in vars(args).items() if k not in ("out", "record")},
         "idle_honest_s": idle,
         "load_s": load_s,
+        "jobs_per_min": 60
+        * sum(not j["mark"].startswith(("idle-", "warm")) for j in soak.jobs.values())
+        / load_s,
         "submitted": soak.submitted,
         "verdicts": len(soak.jobs),
         "stored": len(records),
@@ -233,7 +245,8 @@ def main() -> None:
     (args.out / "soak.md").write_text(markdown)
     print(markdown)
     metrics = {k: result[k] for k in ("submitted", "verdicts", "stored", "stored_unique", "honest_median_s",
-                                      "idle_median_s", "memory_start_mib", "memory_end_mib")}  # fmt: skip
+                                      "honest_p90_s", "idle_median_s", "jobs_per_min", "memory_start_mib",
+                                      "memory_end_mib")}  # fmt: skip
     metrics["problems"] = len(soak.problems)
     common.record_markdown(args.record, "soak", markdown, metrics=metrics, artifacts=[args.out / "soak.json"])
 
@@ -244,7 +257,9 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         "# A soak of kbench serve under adversarial traffic (cpu)", "",
         f"{env['machine']}, torch {env['versions'].get('torch')}, python {env['versions'].get('python')}. "
-        f"{s['clients']} clients for {s['minutes']} min on 127.0.0.1, one candidate each at a time: honest, "
+        f"{s['clients']} clients for {s['minutes']} min on 127.0.0.1, one candidate each at a time"
+        + (f" and a pause of {s['think_s']:g} s on average after each" if s.get("think_s") else "")
+        + f", the service on {s.get('cpu_lanes') or 'its default'} CPU lane(s): honest, "
         f"wrong, hanging (phase budget {s['timeout_s']} s), crashing and log-flooding ({s['flood_mib']} MiB) "
         "candidates of problem 2/1 (cpp, small preset, no timing, static checks off), weights 6/3/1/1/1.", "",
         "| measure | value |", "|---|---|",
@@ -252,6 +267,7 @@ def report(r: dict[str, Any]) -> str:
         f"| verdicts received | {r['verdicts']} |",
         f"| verdicts in the run (unique keys) | {r['stored']} ({r['stored_unique']}) |",
         f"| jobs by kind under load | {', '.join(f'{k} {v}' for k, v in r['by_kind'].items())} |",
+        f"| jobs judged per minute under load | {r['jobs_per_min']:.0f} |",
         f"| honest latency idle, median s | {r['idle_median_s']:.2f} |" if r["idle_median_s"] else "| idle | - |",
         f"| honest latency under load, median / p90 s | {r['honest_median_s']:.2f} / {r['honest_p90_s']:.2f} |"
         if r["honest_median_s"] else "| under load | - |",

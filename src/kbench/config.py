@@ -241,6 +241,11 @@ class RunConfig(BaseModel):
     compile_arch: str = "sm_90"  # the GPU arch Triton candidates are compile-checked for (candidate worker)
     cpu_threads: int = _ref(1)  # torch/OpenMP threads of CPU workers, the same for reference and candidate
     cpu_timing_budget_s: float = _ref(1.0)  # cap of the per-callable timing budget on the CPU
+    # evaluations at once on a CPU device, each lane's workers on `cpu_threads` cores of their own; with
+    # timing, at most the usable cores / cpu_threads (executors/local.py). 0: one lane when timing, else
+    # one per `cpu_threads` usable cores
+    cpu_lanes: int = Field(default=0, ge=0)
+    cpu_lane: int = Field(default=0, ge=0)  # set per evaluation by its lane: whose cores its workers run on
     executor: str = "local"
     builders: int = 0  # CPU build workers; 0 = half the cores less two per GPU (executors/local.py)
     gpu_slots: int = 3  # evaluations in flight per GPU; their GPU phases take turns (sandbox/lease.py)

@@ -23,6 +23,8 @@ OPERATIONAL = frozenset(
         "builders",
         "cache_dir",
         "concurrency",
+        "cpu_lane",
+        "cpu_lanes",
         "executor",
         "fast_builds",
         "gpu_slots",

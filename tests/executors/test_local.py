@@ -275,3 +275,43 @@ def test_jobs_of_higher_priority_are_built_and_evaluated_first() -> None:
     # higher priority built before the lane came back, never by one of its own or lower priority
     assert [t for t in evaluated if t != 0] == [2, 4, 3, 1, 5]
     assert evaluated.index(0) < evaluated.index(1) < evaluated.index(5)
+
+
+def test_cpu_lanes_evaluate_side_by_side_each_one_job_at_a_time() -> None:
+    ex = LocalExecutor(devices=["cpu"], builders=1, cpu_lanes=3, timed=False)
+    assert ex.lanes() == ["cpu", "cpu/1", "cpu/2"]
+    rec = Recorder()
+    results: list[int] = []
+    ex.run(_jobs(30), rec.build, rec.evaluate, lambda j, v: results.append(j.tag))
+    assert sorted(results) == list(range(30))
+    assert set(rec.devices_used) == {"cpu", "cpu/1", "cpu/2"} and set(rec.max_active.values()) == {1}
+
+
+def test_timed_cpu_lanes_never_share_a_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.errors import ConfigError
+    from kbench.executors import lane_device, local
+    from kbench.executors.local import cpu_lane_count
+
+    monkeypatch.setattr(local, "usable_cpus", lambda: 4)
+    assert cpu_lane_count(4, 1, timed=True) == 4 and cpu_lane_count(2, 2, timed=True) == 2
+    assert cpu_lane_count(8, 1, timed=False) == 8  # without timing, lanes may share cores
+    assert cpu_lane_count(0, 1, timed=True) == 1  # by default one timed lane: the builders share the CPU
+    assert cpu_lane_count(0, 1, timed=False) == 4 and cpu_lane_count(0, 3, timed=False) == 1
+    with pytest.raises(ConfigError, match=r"3 CPU lanes of 2 thread\(s\) need 6 cores .* at most 2"):
+        cpu_lane_count(3, 2, timed=True)
+    with pytest.raises(ConfigError, match="5 CPU lanes"):
+        LocalExecutor(devices=["cpu"], builders=1, cpu_lanes=5)
+    LocalExecutor(devices=["cuda:0"], builders=1, cpu_lanes=5)  # no CPU device: no CPU lanes
+    assert lane_device("cpu/2") == ("cpu", 2) and lane_device("cpu") == ("cpu", 0)
+    assert lane_device("cuda:1") == ("cuda:1", 0)
+
+
+def test_each_cpu_lane_gets_its_own_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbench.sandbox import isolate
+
+    monkeypatch.setattr(isolate.os, "sched_getaffinity", lambda pid: {2, 3, 5, 7})
+    assert [isolate.share_cores(1, lane) for lane in range(4)] == [[2], [3], [5], [7]]
+    assert [isolate.share_cores(2, lane) for lane in range(2)] == [[2, 3], [5, 7]]
+    assert isolate.share_cores(1, 5) == [3]  # past the cores (untimed lanes only): round again
+    assert isolate.share_cores(3, 1) == [2, 3, 7]
+    assert isolate.share_cores(4, 0) == [] and isolate.share_cores(0, 1) == []  # every core

@@ -49,14 +49,14 @@ def test_ray_runs_every_job_once_on_cpu(local_ray: None) -> None:
     get_executor("ray").run(jobs, _build, _evaluate, lambda j, v: got.__setitem__(j.tag, v))
     assert sorted(got) == list(range(6))
     for tag, verdict in got.items():
-        assert verdict.device == "cpu"
         assert verdict.message.startswith(f"built {tag} ")  # each job got its own build
 
-    # Evaluations run in the long-lived lane actors (num_cpus=4: two lanes), never in a build's process.
-    eval_pids = {v.message.split("pid=")[1] for v in got.values()}
+    # Evaluations run in the long-lived lane actors (num_cpus=4: two lanes), never in a build's process;
+    # each lane on the CPU lane number it holds on this node (its workers' cores): `cpu`, then `cpu/1`
+    lane_of = {v.message.split("pid=")[1]: v.device for v in got.values()}
     build_pids = {v.message.split("in=")[1].split()[0] for v in got.values()}
-    assert 1 <= len(eval_pids) <= 2
-    assert not eval_pids & build_pids
+    assert 1 <= len(lane_of) <= 2 and not set(lane_of) & build_pids
+    assert len(set(lane_of.values())) == len(lane_of) and set(lane_of.values()) <= {"cpu", "cpu/1"}
 
 
 def _failing(job: Job, device: str, built: BuildResult | None) -> Verdict:

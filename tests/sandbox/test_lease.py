@@ -394,3 +394,25 @@ def test_a_taker_left_a_zombie_counts_as_gone(tmp_path: Path, monkeypatch: pytes
     finally:
         holder.wait()
         procs.kill(child)
+
+
+def test_cpu_lane_numbers_are_held_per_process_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each process that claims a CPU lane gets the lowest number no live process holds; a dead holder's
+    number is free again."""
+    monkeypatch.setenv(lease.DIR_ENV, str(tmp_path))
+    claim = "from kbench.sandbox.lease import claim_cpu_lane; import sys, time; print(claim_cpu_lane(), flush=True)"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", claim + "; time.sleep(60)"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "0"
+        assert lease.claim_cpu_lane() == 1  # 0 is the other process's
+        second = subprocess.run([sys.executable, "-c", claim], capture_output=True, text=True, check=True)
+        assert second.stdout.strip() == "2"  # 0 and 1 held
+    finally:
+        holder.kill()
+        holder.wait()
+    third = subprocess.run([sys.executable, "-c", claim], capture_output=True, text=True, check=True)
+    assert third.stdout.strip() == "0"  # its holder died: free again

@@ -40,6 +40,7 @@ from kbench.config import RunConfig
 from kbench.errors import ConfigError
 from kbench.events import Activity
 from kbench.executors import Job, is_streaming
+from kbench.executors.local import cpu_lane_count
 from kbench.store import Store, VerdictKey
 from kbench.types import Candidate, Problem, Status, Verdict
 
@@ -111,6 +112,8 @@ class Evaluator:
     ) -> None:
         self.config = _config(config, overrides)
         is_streaming(self.config.executor)  # ConfigError naming the executors for an unknown one
+        if self.config.executor == "local":  # refused now, not at the first submission
+            cpu_lane_count(self.config.cpu_lanes, self.config.cpu_threads, self.config.measure)
         self.options = options or EvaluatorOptions()
         prewarm(self.config)
         from kbench.evaluate.reference_pool import ReferencePool

@@ -4,7 +4,7 @@ One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that ha
 `Feed` of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as
 soon as it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU
 builders, each GPU's lanes take turns on the device lease and run the references of jobs still building,
-a CPU gets one lane, exactly as in a batch of `kbench run`. Ray, whose workers are given each job's work
+a CPU gets `cpu_lanes` lanes, exactly as in a batch of `kbench run`. Ray, whose workers are given each job's work
 as a portable copy (api/runner.py), takes the same open feed (`takes_open_feed`): a job submitted while
 others run starts in the next free lane slot, never after the jobs ahead of it have all ended, so one that
 hangs holds only its own slot. (An executor that takes its whole batch up front gets what is queued now

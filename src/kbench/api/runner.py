@@ -22,7 +22,7 @@ from kbench.api.session import Session
 from kbench.config import RunConfig
 from kbench.evaluate.reference_pool import ReferencePool
 from kbench.events import Activity
-from kbench.executors import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn
+from kbench.executors import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn, lane_device
 from kbench.types import BuildResult, Status, TimingStats, Verdict
 
 _SKIPPED = Verdict(Status.CRASHED, "", "", "", "", "", message="no evaluation (the job had ended)")
@@ -53,8 +53,11 @@ class Stages:
     activity: Activity = field(default_factory=Activity)
     prefetched: set[tuple[str, str]] = field(default_factory=set)  # (problem, device) a lane ran ahead
 
-    def _cfg(self, backend: str, order: Order, device: str | None = None) -> RunConfig:
-        update = {"backend": backend} if device is None else {"backend": backend, "device": device}
+    def _cfg(self, backend: str, order: Order, lane: str | None = None) -> RunConfig:
+        """The job's config, on `lane`'s device (and a CPU lane's cores: executors.base.lane_device)."""
+        update: dict[str, object] = {"backend": backend}
+        if lane is not None:
+            update["device"], update["cpu_lane"] = lane_device(lane)
         return shortened(self.config.model_copy(update=update), order.timeout_s)
 
     def build(self, job: Job) -> BuildResult | None:

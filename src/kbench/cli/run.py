@@ -317,6 +317,11 @@ def run_cmd(
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="variable holding the API key"),
     concurrency: int | None = typer.Option(None, "--concurrency", "-j"),
     executor: str | None = typer.Option(None, "--executor", help="local | ray"),
+    cpu_lanes: int | None = typer.Option(
+        None,
+        "--cpu-lanes",
+        help="evaluations at once on the CPU, each on cores of its own (default: 1 timed, else a core each)",
+    ),
     ray_address: str | None = typer.Option(None, "--ray-address"),
     timeout: float | None = typer.Option(None, "--timeout", help="seconds per candidate worker"),
     noise_floor: float | None = typer.Option(
@@ -365,7 +370,8 @@ def run_cmd(
         samples=samples, turns=turns, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
         shots=shots, response_cache=cache, llm_retries=retries, base_url=base_url, api_key_env=api_key_env,
         concurrency=concurrency, executor=executor, ray_address=ray_address, timeout_s=timeout,
-        noise_floor=noise_floor, protocol=protocol, store=store, static_checks=False if no_static else None,
+        cpu_lanes=cpu_lanes, noise_floor=noise_floor, protocol=protocol, store=store,
+        static_checks=False if no_static else None,
         backend=backend, preset=preset, hidden_shapes=True if hidden_shapes else None,
         agent=True if agent else None, agent_max_calls=agent_calls, agent_max_evals=agent_evals,
         agent_max_tokens=agent_tokens, agent_max_wall_s=agent_wall, agent_max_device_s=agent_eval_seconds,

@@ -55,6 +55,11 @@ def serve_cmd(
     ray_address: str | None = typer.Option(
         None, "--ray-address", help="a Ray cluster (default: a local Ray)"
     ),
+    cpu_lanes: int | None = typer.Option(
+        None,
+        "--cpu-lanes",
+        help="evaluations at once on the CPU, each on cores of its own (default: 1 timed, else a core each)",
+    ),
     max_queue: int = typer.Option(256, "--max-queue", help="pending jobs before submissions get 429"),
     max_body_mib: float = typer.Option(4.0, "--max-body-mib", help="largest request body (413 beyond)"),
     max_wait: float = typer.Option(60.0, "--max-wait", help="longest long poll, seconds"),
@@ -68,7 +73,7 @@ def serve_cmd(
     require("uvicorn", "serve")
     flags = dict(source=source, backend=backend, preset=preset, dtype=dtype, device=device, store=store,
                  run_id=run_id, measure=False if no_timing else None, executor=executor,
-                 ray_address=ray_address)  # fmt: skip
+                 ray_address=ray_address, cpu_lanes=cpu_lanes)  # fmt: skip
     cfg = resolve(config, flags)
     token = read_token(token_file)
     check_bind(host, token)  # before anything starts

@@ -79,10 +79,10 @@ def make_plan(cfg: RunConfig, device: str) -> Plan:
 
 def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, role: JobRole, **kw: object) -> JobSpec:
     """A job for a worker: the run's settings and the plan's device and timing, plus `kw` (seeds...).
-    Every runner, the reference's too, runs on the same cores (`isolate.share_cores`: the CPU's first
+    Every runner, the reference's too, runs on the same cores (`isolate.share_cores`: its CPU lane's
     `cpu_threads`; a GPU runner on any), set by its referee; a candidate's runner gets its walls."""
     walls = isolate.for_device(plan.device, cfg.confine) if role in ("candidate", "build") else None
-    cores = [] if plan.device.startswith("cuda") else isolate.share_cores(cfg.cpu_threads)
+    cores = [] if plan.device.startswith("cuda") else isolate.share_cores(cfg.cpu_threads, cfg.cpu_lane)
     return JobSpec(
         walls=None if walls is None else asdict(walls),
         cores=cores,

@@ -1,6 +1,6 @@
 """Executors as a registry: where evaluation jobs run.
 
-`local` (default): one timed job per GPU at a time over all local GPUs (or one CPU lane), with a pool of
+`local` (default): one timed job per GPU at a time over all local GPUs (or `cpu_lanes` CPU lanes), with a pool of
 CPU builders compiling candidates ahead of the GPU queue. `ray`: one lane actor per GPU of the cluster
 (`num_gpus=1`, `slots` evaluations in flight), builders as CPU tasks, against a local Ray or a cluster
 address. Either way the host receives every
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbench.errors import ConfigError
-from kbench.executors.base import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn
+from kbench.executors.base import BuildFn, EvalFn, Executor, Job, PrefetchFn, ResultFn, lane_device
 
 if TYPE_CHECKING:
     from kbench.config import RunConfig
@@ -29,6 +29,7 @@ __all__ = [
     "executor_options",
     "get_executor",
     "is_streaming",
+    "lane_device",
     "takes_open_feed",
     "register_executor",
 ]

@@ -21,7 +21,8 @@ class Job:
 
 # build(job) -> BuildResult or None (nothing to prebuild); runs on a CPU builder, no GPU visible.
 BuildFn = Callable[[Job], BuildResult | None]
-# evaluate(job, device, build) -> Verdict; runs on one device lane, one job at a time per lane.
+# evaluate(job, device, build) -> Verdict; runs on one device lane, one job at a time per lane. A CPU
+# device's lanes past the first are named `cpu/N` (lane_device): their workers run on the lane's own cores.
 EvalFn = Callable[[Job, str, BuildResult | None], Verdict]
 ResultFn = Callable[[Job, Verdict], None]
 # prefetch(job, device): what the job's evaluation on `device` needs that needs no build (its reference
@@ -43,3 +44,9 @@ class Executor(Protocol):
         An executor that keeps something between its runs (Ray's lane actors) also has `close()`, which
         its owner calls once it runs no more (api/lanes.py)."""
         ...
+
+
+def lane_device(lane: str) -> tuple[str, int]:
+    """A lane's device and CPU lane number: `cpu/2` -> ("cpu", 2), `cuda:0` -> ("cuda:0", 0)."""
+    device, _, number = lane.partition("/")
+    return device, int(number or 0)

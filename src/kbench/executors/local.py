@@ -4,7 +4,10 @@ Timing is only meaningful when a GPU runs one job at a time. A GPU gets `slots` 
 each launch one evaluation after another), and the workers of those evaluations take the device's lease
 (sandbox/lease.py) before any GPU work: so their process start and imports (~2-4 s per worker) overlap
 another job's GPU phase, while outputs, checks and timing still run one job at a time. A CPU device gets
-one lane (there the CPU is the thing being timed). Compilation is the expensive part (tens of seconds
+`cpu_lanes` lanes (one by default: there the CPU is the thing being timed), each evaluating one job at a
+time with its workers on cores of their own (`isolate.share_cores`), so a candidate that hangs holds its
+own lane only and timed lanes never share a core: with timing, lanes x `cpu_threads` may not exceed the
+usable cores. Compilation is the expensive part (tens of seconds
 per load_inline extension), so builders compile candidates in parallel and hand them over as they
 finish; a lane never waits for a build that another job could skip ahead of. Jobs wait for a builder,
 and built ones for a lane, by `Job.priority` (higher first), then in arrival order. A GPU lane with
@@ -72,17 +75,50 @@ def default_builders(cpus: int, devices: list[str]) -> int:
     return max(1, int((cpus - 2 * gpus) / (BUILD_CORES if gpus else 2)))
 
 
+def cpu_lane_count(lanes: int, threads: int, timed: bool) -> int:
+    """CPU lanes for the `cpu_lanes` setting: 0 is one lane when timing (the CPU is the thing timed and
+    the builders share it), else one per `threads` usable cores. Timed lanes may not share a core: more
+    than the usable cores / `threads` is a ConfigError."""
+    threads, usable = max(1, threads), usable_cpus()
+    if lanes == 0:
+        return 1 if timed else max(1, usable // threads)
+    if timed and lanes > 1 and lanes * threads > usable:
+        from kbench.errors import ConfigError
+
+        raise ConfigError(
+            f"{lanes} CPU lanes of {threads} thread(s) need {lanes * threads} cores and this process may use "
+            f"{usable}: timed lanes must not share a core (set cpu_lanes to at most {max(1, usable // threads)}, "
+            "or evaluate without timing)"
+        )
+    return lanes
+
+
 class LocalExecutor:
     def __init__(
-        self, devices: list[str] | None = None, builders: int = 0, device: str = "auto", slots: int = 3
+        self,
+        devices: list[str] | None = None,
+        builders: int = 0,
+        device: str = "auto",
+        slots: int = 3,
+        cpu_lanes: int = 1,  # executors.local.cpu_lane_count: 0 = by timing and cores
+        cpu_threads: int = 1,
+        timed: bool = True,
     ) -> None:
         self.devices = devices or local_devices(device)
         self.builders = builders or default_builders(usable_cpus(), self.devices)
         self.slots = max(1, slots)
+        self.cpu_lanes = cpu_lane_count(cpu_lanes, cpu_threads, timed) if "cpu" in self.devices else 1
 
     def lanes(self) -> list[str]:
-        """One lane per CPU device, `slots` per GPU (their GPU phases serialise on the device lease)."""
-        return [d for d in self.devices for _ in range(self.slots if d.startswith("cuda") else 1)]
+        """`cpu_lanes` per CPU device (`cpu`, `cpu/1`, ...: lane_device), `slots` per GPU (their GPU phases
+        serialise on the device lease)."""
+        out = []
+        for d in self.devices:
+            if d.startswith("cuda"):
+                out += [d] * self.slots
+            else:
+                out += [d] + [f"{d}/{i}" for i in range(1, self.cpu_lanes)]
+        return out
 
     def run(
         self,
@@ -237,7 +273,8 @@ class _Upcoming:
 
 
 def _local_options(cfg: RunConfig) -> dict[str, object]:
-    return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots}
+    return {"device": cfg.device, "builders": cfg.builders, "slots": cfg.gpu_slots,
+            "cpu_lanes": cfg.cpu_lanes, "cpu_threads": cfg.cpu_threads, "timed": cfg.measure}  # fmt: skip
 
 
 @register_executor("local", _local_options, streaming=True, devices=True)

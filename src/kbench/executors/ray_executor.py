@@ -8,7 +8,9 @@ the actor's life) and its warm state (starter, reference outputs) from job to jo
 process of a GPU task after every call (`max_calls=1` is its default for tasks with GPUs), so evaluations
 as tasks would import torch and kbench and start a warm starter afresh for every verdict. Builds run as
 CPU tasks (`num_cpus=1`) and reach the lanes in completion order. Without GPUs (or `gpus_per_job=0`) the
-lanes evaluate on the CPU, one job at a time each, half as many lanes as the cluster has CPUs. Results
+lanes evaluate on the CPU, one job at a time each: `cpu_lanes` of them, by default half as many as the
+cluster has CPUs when timing (the builds take the rest) and as many without; each holds a lane number of
+its node (lease.claim_cpu_lane) that pins its workers to cores no other lane there uses. Results
 come back to the host, which alone writes the store. A run takes its jobs as they come: an Evaluator's
 pump hands it the Evaluator's open feed, so a job submitted while others run is built and goes to the next
 free lane slot at once, and one that hangs holds only its own slot. The lanes outlive a run; `close` (the
@@ -69,15 +71,22 @@ class Lane:
     """One GPU (or a share of the CPUs) for the run's length: evaluations run here, never in a task."""
 
     def __init__(self, gpu: bool) -> None:
+        self.cpu_lane = 0
         if gpu:
             import torch
 
             if torch.cuda.device_count() < 1:
                 shown = os.environ.get("CUDA_VISIBLE_DEVICES")
                 raise RuntimeError(f"a Ray GPU lane sees no GPU (CUDA_VISIBLE_DEVICES={shown!r})")
+        else:
+            from kbench.sandbox.lease import claim_cpu_lane
+
+            self.cpu_lane = claim_cpu_lane()
 
     def evaluate(self, evaluate: EvalFn, job: Job, device: str, built: BuildResult | None) -> Verdict:
-        return evaluate(job, device, built)
+        """On this lane's GPU, or on the CPU with its workers on this lane's cores (`cpu/N`)."""
+        lane = f"{device}/{self.cpu_lane}" if device == "cpu" and self.cpu_lane else device
+        return evaluate(job, lane, built)
 
 
 class RayExecutor:
@@ -90,12 +99,15 @@ class RayExecutor:
         num_cpus: int | None = None,
         slots: int = 3,
         tmp_dir: str | None = None,
+        cpu_lanes: int = 0,
+        timed: bool = True,
     ):
         self.address = address
         self.tmp_dir = tmp_dir
         self.gpus_per_job = gpus_per_job
         self.num_cpus = num_cpus
         self.slots = max(1, slots)
+        self.cpu_lanes, self.timed = cpu_lanes, timed
         # lanes live from this executor's first run to `close`: each holds its process, GPU and warm state
         # (starter, imports) for every later run, so a service's next batch does not start them again
         self._made: tuple[list[Any], str, int] = ([], "cpu", 1)
@@ -135,8 +147,8 @@ class RayExecutor:
                 )
             actor = ray.remote(num_gpus=gpus, num_cpus=0, max_concurrency=self.slots)(self.lane_class)
             device, slots = "cuda", self.slots
-        else:  # the CPU is what is timed: one job at a time per lane, half the CPUs left for builds
-            count = max(1, int(resources.get("CPU", 1)) // 2)
+        else:  # one job at a time per lane; when timing, half the CPUs left for builds
+            count = self.cpu_lanes or max(1, int(resources.get("CPU", 1)) // (2 if self.timed else 1))
             actor = ray.remote(num_cpus=0, max_concurrency=1)(self.lane_class)
             device, slots = "cpu", 1
         self._actor, self._room = actor, max(1, count)
@@ -234,10 +246,11 @@ class RayExecutor:
 
 def _ray_options(cfg: RunConfig) -> dict[str, object]:
     tmp_dir = str(cfg.ray_tmp) if cfg.ray_tmp else None
-    return {"address": cfg.ray_address, "tmp_dir": tmp_dir, "slots": cfg.gpu_slots}
+    return {"address": cfg.ray_address, "tmp_dir": tmp_dir, "slots": cfg.gpu_slots, "cpu_lanes": cfg.cpu_lanes,
+            "timed": cfg.measure}  # fmt: skip
 
 
 @register_executor("ray", _ray_options, open_feed=True)
 def _make_ray(**options: object) -> RayExecutor:
-    allowed = {"address", "gpus_per_job", "num_cpus", "slots", "tmp_dir"}
+    allowed = {"address", "gpus_per_job", "num_cpus", "slots", "tmp_dir", "cpu_lanes", "timed"}
     return RayExecutor(**{k: v for k, v in options.items() if k in allowed})  # type: ignore[arg-type]

@@ -328,16 +328,19 @@ def pin(pid: int, cores: Iterable[int]) -> list[int]:
     return wanted
 
 
-def share_cores(threads: int) -> list[int]:
-    """The first `threads` cores this process may use (the same for every worker of a run, so the
-    reference and the candidate are timed on the same cores); [] for all of them."""
+def share_cores(threads: int, lane: int = 0) -> list[int]:
+    """The cores of CPU lane `lane` (executors/local.py): the `threads` cores after the first `lane` groups
+    of this process's cores, the same for every worker of that lane's evaluation, so the reference and the
+    candidate are timed on the same cores and lanes side by side on disjoint ones. Lanes past the cores
+    (only without timing: the executor refuses them otherwise) wrap round. [] for all of them."""
     try:
         mine = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return []
     if threads <= 0 or threads >= len(mine):
         return []
-    return mine[:threads]
+    start = lane * threads
+    return sorted({mine[(start + k) % len(mine)] for k in range(threads)})
 
 
 # What a worker's environment keeps of the host's: running Python, torch, CUDA, Triton and the compilers.

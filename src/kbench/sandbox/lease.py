@@ -37,6 +37,7 @@ from kbench.types import JobRole
 
 DIR_ENV = "KBENCH_LEASE_DIR"  # RunConfig.lease_dir, passed on to workers by the host (evaluate/prebuild.py)
 _held: list[int] = []  # open lock descriptors: kept for the life of the process
+_lanes: list[int] = []  # the CPU lane locks this process holds (claim_cpu_lane), never released
 _POLL_MAX_S = 0.02  # a waiter tries the lock at least this often (a lock attempt is one system call)
 
 
@@ -237,6 +238,26 @@ def release() -> None:
         fd = _held.pop()
         fcntl.flock(fd, fcntl.LOCK_UN)  # unlocks the open file, copies in forked children included
         os.close(fd)
+
+
+def claim_cpu_lane() -> int:
+    """The lowest CPU lane number of this machine that no live process holds, held by this process from
+    now to its end (an exclusive `flock` in the lease folder's `cpu-lanes`): a Ray CPU lane actor's, whose
+    lane number names its workers' cores (isolate.share_cores), so that lanes placed on one node by a
+    cluster never pin their workers to the same cores."""
+    folder = lease_dir() / "cpu-lanes"
+    folder.mkdir(parents=True, exist_ok=True)
+    number = 0
+    while True:
+        fd = os.open(folder / f"{number}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            number += 1
+            continue
+        _lanes.append(fd)
+        return number
 
 
 def leases() -> list[tuple[str, Holder | None, bool, bool]]:
