@@ -1,10 +1,11 @@
 """Scale-out on one CPU machine: `kbench serve` fed by 1, 2, ... lanes, local or through Ray.
 
-    python benchmarks/scale_out.py --out OUT [--lanes 1,2] [--executors local,ray] [--jobs 24] [--hangs 2]
+    python benchmarks/scale_out.py --out OUT [--lanes 1,2] [--executors local,ray] [--jobs 24] [--hangs 1]
 
 For each executor and lane count a service is started here on 127.0.0.1 (CPU, cpp, small preset, no
 timing, `--cpu-lanes K`; `--executor ray` starts a local Ray cluster of this machine's cores, whose lane
-actors are the evaluation hosts). One warm-up verdict builds the C++ extension and runs the reference;
+actors are the evaluation hosts). Warm-up verdicts, one per lane, build the C++ extension, run the
+reference and start every lane;
 then one batch is submitted at once: `--hangs` hanging candidates first (each holds its lane until the
 phase budget, `--timeout-s`) and `--jobs` honest ones (each a distinct candidate, one shared build), and
 every verdict is awaited. Reported per run: the batch's wall time, honest verdicts per minute, scaling
@@ -99,8 +100,8 @@ def report(runs: list[dict[str, Any]], env: dict[str, Any], args: argparse.Names
         "# Scale-out of kbench serve on one CPU machine", "",
         f"{env['machine']}, torch {env['versions'].get('torch')}, python {env['versions'].get('python')}. "
         f"One batch per run: {args.hangs} hanging candidates (phase budget {args.timeout_s:g} s), then "
-        f"{args.jobs} honest ones, of problem 2/1 (cpp, small preset, no timing, static checks off), after a "
-        "warm-up verdict.", "",
+        f"{args.jobs} honest ones, of problem 2/1 (cpp, small preset, no timing, static checks off), after one "
+        "warm-up verdict per lane.", "",
         "| executor | lanes | wall s | honest verdicts/min | efficiency | first honest verdict s | verdicts | wrong |",
         "|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
@@ -121,7 +122,7 @@ def main() -> None:
     ap.add_argument("--lanes", default="1,2")
     ap.add_argument("--executors", default="local,ray")
     ap.add_argument("--jobs", type=int, default=24)
-    ap.add_argument("--hangs", type=int, default=2)
+    ap.add_argument("--hangs", type=int, default=1)
     ap.add_argument(
         "--timeout-s", type=float, default=5.0, help="the service's phase budget (hangs end here)"
     )

@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow
 CORES = "import os as _os, sys as _sys\nprint('cores', sorted(_os.sched_getaffinity(0)), file=_sys.stderr)\n"
 
 
+SLEEPS = "import time as _time\n_time.sleep(120)\n"  # at import: in its build's worker, under the load budget
+
+
 def _cores(log: str) -> set[int]:
     found = re.search(r"cores \[([\d, ]*)\]", log)
     assert found is not None, log
@@ -32,19 +35,24 @@ def _cores(log: str) -> set[int]:
 def test_a_hang_holds_its_own_lane_and_lanes_run_on_their_own_cores(
     tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
 ) -> None:
+    """Untimed on a 2-core machine: two lanes and two builders. A candidate that spins in its forward holds
+    one lane, one whose import sleeps holds one builder; an honest candidate is built and judged beside
+    both, before either ends."""
     cache = shared_cache(tmp_path_factory, shared_builds)
     store = tmp_path_factory.mktemp("lanes") / "k.db"
-    with Evaluator(api_config(cache, store, cpu_lanes=2)) as ev:
+    with Evaluator(api_config(cache, store, cpu_lanes=2, builders=2)) as ev:
         ev.evaluate(PROBLEM, marked(HONEST, "warm"))  # the build and the reference, once
-        hang = ev.submit(Submission(PROBLEM, CORES + fixture_source("py_hang.py"), timeout_s=20.0))
-        time.sleep(0.5)
+        hang = ev.submit(Submission(PROBLEM, CORES + fixture_source("py_hang.py"), timeout_s=25.0))
+        sleeper = ev.submit(Submission(PROBLEM, SLEEPS + marked(HONEST, "sleeps at import"), timeout_s=25.0))
+        time.sleep(1.0)
         t0 = time.monotonic()
         honest = ev.submit(Submission(PROBLEM, CORES + marked(HONEST, "beside the hang"))).verdict()
         waited = time.monotonic() - t0
         assert honest.status is Status.OK, honest.message + honest.log_tail
-        assert not hang.done() and waited < 20, waited  # judged while the hang still held the other lane
-        hung = hang.verdict()
-    assert hung.status is Status.TIMEOUT, hung.message
+        # judged while the hang held the other lane and the sleeper a builder
+        assert not hang.done() and not sleeper.done() and waited < 25, waited
+        hung, slept = hang.verdict(), sleeper.verdict()
+    assert hung.status is Status.TIMEOUT and slept.status is Status.TIMEOUT, (hung.message, slept.message)
     if len(os.sched_getaffinity(0)) >= 2:  # one core each, never the same one
         assert len(_cores(honest.log_tail)) == len(_cores(hung.log_tail)) == 1
         assert _cores(honest.log_tail).isdisjoint(_cores(hung.log_tail))

@@ -181,6 +181,7 @@ def test_default_builders_leave_cores_to_the_lanes() -> None:
     assert default_builders(32, ["cuda:0", "cuda:1"]) == 18
     assert default_builders(2, ["cpu"]) == 1 and default_builders(1, ["cuda:0"]) == 1
     assert default_builders(16, ["cpu"]) == 8  # no GPU: the CPU lane times beside them, two cores each
+    assert default_builders(16, ["cpu"], timed=False) == 16 and default_builders(2, ["cpu"], timed=False) == 2
 
 
 def test_builders_count_the_cores_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:

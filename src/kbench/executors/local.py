@@ -60,7 +60,7 @@ def usable_cpus() -> int:
 BUILD_CORES = 1.5  # cores one CUDA builder keeps busy on average (default_builders)
 
 
-def default_builders(cpus: int, devices: list[str]) -> int:
+def default_builders(cpus: int, devices: list[str], timed: bool = True) -> int:
     """Builders that fill the cores without starving the GPU lanes.
 
     Two cores per GPU stay free for its lanes' worker processes: measured on a 16-core H200 host with 16
@@ -69,10 +69,12 @@ def default_builders(cpus: int, devices: list[str]) -> int:
     bindings one (precompiled or lean headers) ends well before the CUDA one, so a builder keeps about
     BUILD_CORES busy, not two: with one builder per two cores (7 on that host) the CPUs were 70 % busy
     while the builds ran, and the builds, not the GPU, ended the 48-candidate throughput batch. Without a
-    GPU the CPU lane times candidates beside the builds, which that count does not cover: one per two cores.
+    GPU the CPU lane times candidates beside the builds, which that count does not cover: one per two cores;
+    one per core when nothing is timed (a candidate whose import sleeps then holds one builder of two even
+    on a 2-core machine, not the only one).
     """
     gpus = sum(d.startswith("cuda") for d in devices)
-    return max(1, int((cpus - 2 * gpus) / (BUILD_CORES if gpus else 2)))
+    return max(1, int((cpus - 2 * gpus) / (BUILD_CORES if gpus else 2 if timed else 1)))
 
 
 def cpu_lane_count(lanes: int, threads: int, timed: bool) -> int:
@@ -105,7 +107,7 @@ class LocalExecutor:
         timed: bool = True,
     ) -> None:
         self.devices = devices or local_devices(device)
-        self.builders = builders or default_builders(usable_cpus(), self.devices)
+        self.builders = builders or default_builders(usable_cpus(), self.devices, timed)
         self.slots = max(1, slots)
         self.cpu_lanes = cpu_lane_count(cpu_lanes, cpu_threads, timed) if "cpu" in self.devices else 1
 
