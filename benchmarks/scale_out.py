@@ -4,9 +4,9 @@
 
 For each executor and lane count a service is started here on 127.0.0.1 (CPU, cpp, small preset, no
 timing, `--cpu-lanes K`; `--executor ray` starts a local Ray cluster of this machine's cores, whose lane
-actors are the evaluation hosts). Warm-up verdicts, one per lane, build the C++ extension, run the
-reference and start every lane;
-then one batch is submitted at once: `--hangs` hanging candidates first (each holds its lane until the
+actors are the evaluation hosts). A warm-up batch of the same shape builds the C++ extension, runs the
+reference and starts every lane; then the measured batch is submitted at once: `--hangs` hanging
+candidates first (each holds its lane until the
 phase budget, `--timeout-s`) and `--jobs` honest ones (each a distinct candidate, one shared build), and
 every verdict is awaited. Reported per run: the batch's wall time, honest verdicts per minute, scaling
 efficiency against the same executor on one lane (rate_k / (k x rate_1)), the wait for the first honest
@@ -31,9 +31,32 @@ import common
 from soak import TOKEN, _source
 
 
-def one_run(executor: str, lanes: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def batch(url: str, kinds: list[str], tag: str) -> tuple[list[str], dict[str, tuple[str, float]], float]:
+    """Submit one candidate per kind at once and await each: the job ids, each job's (status, seconds
+    from the submission to its end) and the batch's wall time."""
     from kbench.client import Client
 
+    items = [{"problem": "2/1", "source": _source(k, f"{tag}-{i}", 0)} for i, k in enumerate(kinds)]
+    with Client(url, token=TOKEN, timeout=300) as client:
+        t0 = time.perf_counter()
+        ids = [item.job.id for item in client.submit_many(items) if item.job is not None]
+    done: dict[str, tuple[str, float]] = {}
+
+    def await_one(job_id: str) -> None:  # each job's own client: its end is seen when it comes
+        with Client(url, token=TOKEN, timeout=300) as own:
+            job = own.wait(job_id, timeout=600)
+        verdict = job.typed_verdict()
+        done[job_id] = (verdict.status.value if verdict else job.state.value, time.perf_counter() - t0)
+
+    waiters = [threading.Thread(target=await_one, args=(job_id,)) for job_id in ids]
+    for w in waiters:
+        w.start()
+    for w in waiters:
+        w.join()
+    return ids, done, time.perf_counter() - t0
+
+
+def one_run(executor: str, lanes: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     flags = ["--store", str(work / f"{executor}-{lanes}.db"), "--run", "scale", "--device", "cpu",
              "--backend", "cpp", "--preset", "small", "--no-timing", "--max-queue", "1024",
              "--cpu-lanes", str(lanes), "--executor", executor]  # fmt: skip
@@ -43,37 +66,10 @@ def one_run(executor: str, lanes: int, args: argparse.Namespace, work: Path) -> 
     if executor == "ray":
         env["KBENCH_RAY_TMP"] = tempfile.mkdtemp(prefix="kr-")
     proc, url = common.start_service(flags, env)
+    kinds = ["hang"] * args.hangs + ["honest"] * args.jobs
     try:
-        with Client(url, token=TOKEN, timeout=300) as client:
-            warm = client.submit_many(
-                [{"problem": "2/1", "source": _source("honest", f"warm-{executor}", 0)}]
-            )
-            assert warm[0].job is not None, warm[0].error
-            client.wait(warm[0].job.id, timeout=600)
-            kinds = ["hang"] * args.hangs + ["honest"] * args.jobs
-            items = [
-                {"problem": "2/1", "source": _source(k, f"{executor}-{lanes}-{i}", 0)}
-                for i, k in enumerate(kinds)
-            ]
-            t0 = time.perf_counter()
-            ids = [item.job.id for item in client.submit_many(items) if item.job is not None]
-            done: dict[str, tuple[str, float]] = {}
-
-            def await_one(job_id: str) -> None:  # each job's own client: its end is seen when it comes
-                with Client(url, token=TOKEN, timeout=300) as own:
-                    job = own.wait(job_id, timeout=600)
-                verdict = job.typed_verdict()
-                done[job_id] = (
-                    verdict.status.value if verdict else job.state.value,
-                    time.perf_counter() - t0,
-                )
-
-            waiters = [threading.Thread(target=await_one, args=(job_id,)) for job_id in ids]
-            for w in waiters:
-                w.start()
-            for w in waiters:
-                w.join()
-            wall = time.perf_counter() - t0
+        batch(url, kinds, f"warm-{executor}-{lanes}")  # every lane up and warm (Ray starts one when needed)
+        ids, done, wall = batch(url, kinds, f"{executor}-{lanes}")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
@@ -100,8 +96,8 @@ def report(runs: list[dict[str, Any]], env: dict[str, Any], args: argparse.Names
         "# Scale-out of kbench serve on one CPU machine", "",
         f"{env['machine']}, torch {env['versions'].get('torch')}, python {env['versions'].get('python')}. "
         f"One batch per run: {args.hangs} hanging candidates (phase budget {args.timeout_s:g} s), then "
-        f"{args.jobs} honest ones, of problem 2/1 (cpp, small preset, no timing, static checks off), after one "
-        "warm-up verdict per lane.", "",
+        f"{args.jobs} honest ones, of problem 2/1 (cpp, small preset, no timing, static checks off), after a "
+        "warm-up batch of the same shape.", "",
         "| executor | lanes | wall s | honest verdicts/min | efficiency | first honest verdict s | verdicts | wrong |",
         "|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
