@@ -4,12 +4,12 @@ Timing is only meaningful when a GPU runs one job at a time. A GPU gets `slots` 
 each launch one evaluation after another), and the workers of those evaluations take the device's lease
 (sandbox/lease.py) before any GPU work: so their process start and imports (~2-4 s per worker) overlap
 another job's GPU phase, while outputs, checks and timing still run one job at a time. A CPU device gets
-`cpu_lanes` lanes (one by default: there the CPU is the thing being timed), each evaluating one job at a
-time with its workers on cores of their own (`isolate.share_cores`), so a candidate that hangs holds its
-own lane only and timed lanes never share a core: with timing, lanes x `cpu_threads` may not exceed the
-usable cores. Compilation is the expensive part (tens of seconds
-per load_inline extension), so builders compile candidates in parallel and hand them over as they
-finish; a lane never waits for a build that another job could skip ahead of. Jobs wait for a builder,
+`cpu_lanes` lanes (`cpu_lane_count`: by default one when timing, for there the CPU is the thing timed,
+else one per core), each evaluating one job at a time with its workers on cores of their own
+(`isolate.share_cores`), so a candidate that hangs holds its own lane only and timed lanes never share a
+core: with timing, lanes x `cpu_threads` may not exceed the usable cores. Compilation is the expensive
+part (tens of seconds per load_inline extension), so builders compile candidates in parallel and hand
+them over as they finish; a lane never waits for a build that another job could skip ahead of. Jobs wait for a builder,
 and built ones for a lane, by `Job.priority` (higher first), then in arrival order. A GPU lane with
 nothing built to evaluate prefetches for a job still building or next in line for a builder (its
 reference run, when the caller gives a `prefetch`), so the first part of that job's GPU work is done before
