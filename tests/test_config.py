@@ -157,3 +157,25 @@ def test_reference_fields_come_from_the_model() -> None:
 
     assert "timing_batch_ms" in REFERENCE_FIELDS and "preset" in REFERENCE_FIELDS
     assert "timeout_s" not in REFERENCE_FIELDS and "model" not in REFERENCE_FIELDS
+
+
+def test_an_optional_package_missing_or_not_importing_is_told_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`require`: a package that is absent names the extra to install; one that is installed but whose
+    import fails (made for another torch, say) says so, with the import's own error."""
+    from kbench.errors import MissingExtraError, require
+
+    with pytest.raises(
+        MissingExtraError, match=r"needs the optional package 'kb_absent_pkg'; .*'kbench\[x\]'"
+    ):
+        require("kb_absent_pkg", "x")
+    (tmp_path / "kb_broken_pkg").mkdir()
+    (tmp_path / "kb_broken_pkg" / "__init__.py").write_text("import kb_absent_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        MissingExtraError,
+        match=r"'kb_broken_pkg' is installed but does not import here "
+        r"\(ModuleNotFoundError: No module named 'kb_absent_dependency'\)",
+    ):
+        require("kb_broken_pkg", "x")

@@ -23,17 +23,29 @@ class WorkerError(KbenchError):
 
 
 class MissingExtraError(ConfigError):
-    def __init__(self, module: str, extra: str) -> None:
-        super().__init__(
-            f"this feature needs the optional package '{module}'; install it with: pip install 'kbench[{extra}]'"
-        )
+    def __init__(self, module: str, extra: str, broken: str | None = None) -> None:
+        if broken is None:
+            super().__init__(
+                f"this feature needs the optional package '{module}'; install it with: pip install 'kbench[{extra}]'"
+            )
+        else:  # installed, but its import fails here: reinstalling the same version would not help
+            super().__init__(
+                f"the optional package '{module}' is installed but does not import here ({broken}); its version "
+                f"may not match this torch: install one that does (pip install -U 'kbench[{extra}]')"
+            )
 
 
 def require(module: str, extra: str):  # type: ignore[no-untyped-def]
-    """Import an optional dependency lazily; raise an error naming the pip extra when it is missing."""
+    """Import an optional dependency lazily; raise an error naming the pip extra when it is missing, or
+    saying why it does not import when it is installed (a version made for another torch, say)."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(module, extra) from exc
+        top = module.split(".")[0]
+        absent = (
+            isinstance(exc, ModuleNotFoundError) and exc.name is not None and exc.name.split(".")[0] == top
+        )
+        broken = None if absent else f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise MissingExtraError(module, extra, broken) from exc

@@ -140,5 +140,20 @@ def test_fixtures_of_a_backend_that_cannot_run_here_are_left_out_and_said(
     }
     assert [(f.name, f.backend) for f in discover(tmp_path)] == [("honest", "cpp")]
     assert [f.backend for f in discover(tmp_path, backends=["triton"])] == ["triton"]
+    # installed (a version) but its package does not import here: left out with why, not run to an error
+    from kbench.errors import require
+
+    (tmp_path / "site" / "kb_broken_pkg").mkdir(parents=True)
+    (tmp_path / "site" / "kb_broken_pkg" / "__init__.py").write_text("from os import no_such_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(type(get_backend("triton")), "version", lambda self: "3.0")
+    monkeypatch.setattr(
+        type(get_backend("triton")), "check_environment", lambda self, d: require("kb_broken_pkg", "x")
+    )
+    assert missing_backends(tmp_path)["triton"] == (
+        "the optional package 'kb_broken_pkg' is installed but does not import here (ImportError: cannot import "
+        "name 'no_such_name' from 'os' (" + __import__("os").__file__ + ")); its version may not match this "
+        "torch: install one that does (pip install -U 'kbench[x]')"
+    )
     assert gpu_only(root=tmp_path) == {"cpp": 1}  # said on the CPU: left out because it needs a GPU
     assert [f.name for f in discover(tmp_path, gpu=True)] == ["honest", "stale"]

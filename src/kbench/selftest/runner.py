@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from kbench.backends import get_backend
 from kbench.config import RunConfig
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, MissingExtraError
 from kbench.types import Problem, Verdict
 
 if TYPE_CHECKING:
@@ -174,6 +174,13 @@ def missing_backends(root: Path | None = None) -> dict[str, str]:
                 missing[backend] = "its tools are not installed"
             except ConfigError as exc:
                 missing[backend] = str(exc)
+        else:  # installed: but a package that does not import here (made for another torch) cannot run
+            try:
+                b.check_environment("cuda" if b.needs_gpu else "cpu")
+            except MissingExtraError as exc:
+                missing[backend] = str(exc)
+            except ConfigError:  # another reason (no GPU here): the fixtures' own discovery decides
+                pass
     return missing
 
 
