@@ -1,16 +1,15 @@
 """The Evaluator's queue: submissions flow into the executors `kbench run` uses, for as long as it is open.
 
-One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that hands the executor a
-`Feed` of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as
-soon as it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU
-builders, each GPU's lanes take turns on the device lease and run the references of jobs still building,
-a CPU gets `cpu_lanes` lanes, exactly as in a batch of `kbench run`. Ray, whose workers are given each job's work
-as a portable copy (api/runner.py), takes the same open feed (`takes_open_feed`): a job submitted while
+One pump per device spec (`cpu`, `cuda` = every GPU, `cuda:N`): a thread that hands the executor a `Feed`
+of jobs. The local executor consumes a feed as it comes (each job goes to its builders' queue as soon as
+it is put), so one `executor.run` call lasts for the Evaluator's life: builds run ahead on CPU builders,
+each GPU's lanes take turns on the device lease and run the references of jobs still building, a CPU gets
+`cpu_lanes` lanes, exactly as in a batch of `kbench run`. Ray, whose workers are given each job's work as
+a portable copy (api/runner.py), takes the same open feed (`takes_open_feed`): a job submitted while
 others run starts in the next free lane slot, never after the jobs ahead of it have all ended, so one that
 hangs holds only its own slot. (An executor that takes its whole batch up front gets what is queued now
-and is called again for what comes later.) A
-cpp candidate and a CUDA one submitted to one Evaluator on a GPU host go to different pumps, so neither
-waits behind the other's device.
+and is called again for what comes later.) A cpp candidate and a CUDA one submitted to one Evaluator on a
+GPU host go to different pumps, so neither waits behind the other's device.
 
 Nothing is lost: a job the executor handed out but never returned (an executor that raised) fails with
 that error, and the pump starts the executor again for the jobs that come later, so every ticket ends

@@ -1,7 +1,7 @@
 """Executors as a registry: where evaluation jobs run.
 
-`local` (default): one timed job per GPU at a time over all local GPUs (or `cpu_lanes` CPU lanes), with a pool of
-CPU builders compiling candidates ahead of the GPU queue. `ray`: one lane actor per GPU of the cluster
+`local` (default): one timed job per GPU at a time over all local GPUs (or `cpu_lanes` CPU lanes), with a
+pool of CPU builders compiling candidates ahead of the GPU queue. `ray`: one lane actor per GPU of the cluster
 (`num_gpus=1`, `slots` evaluations in flight), builders as CPU tasks, against a local Ray or a cluster
 address. Either way the host receives every
 verdict through `on_result` and writes it to its store; executors never write records themselves.

@@ -9,8 +9,8 @@ else one per core), each evaluating one job at a time with its workers on cores 
 (`isolate.share_cores`), so a candidate that hangs holds its own lane only and timed lanes never share a
 core: with timing, lanes x `cpu_threads` may not exceed the usable cores. Compilation is the expensive
 part (tens of seconds per load_inline extension), so builders compile candidates in parallel and hand
-them over as they finish; a lane never waits for a build that another job could skip ahead of. Jobs wait for a builder,
-and built ones for a lane, by `Job.priority` (higher first), then in arrival order. A GPU lane with
+them over as they finish; a lane never waits for a build that another job could skip ahead of. Jobs wait
+for a builder, and built ones for a lane, by `Job.priority` (higher first), then in arrival order. A GPU lane with
 nothing built to evaluate prefetches for a job still building or next in line for a builder (its
 reference run, when the caller gives a `prefetch`), so the first part of that job's GPU work is done before
 its build is.
