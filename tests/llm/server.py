@@ -105,10 +105,12 @@ class LLMServer:
         script: list[str] | None = None,
         seed: int = 0,
         retry_after_ms: int = 5,
+        slow_s: float = 2.0,
     ) -> None:
         self.respond = respond or (lambda req: "no completion recorded")
         self.p429, self.p500, self.p_malformed = p429, p500, p_malformed
         self.delay_s = delay_s
+        self.slow_s = slow_s  # how long a scripted "slow" answer takes
         self.script = list(script or [])  # e.g. ["429", "500", "malformed", "slow"]
         self.rng = random.Random(seed)
         self.retry_after_ms = retry_after_ms
@@ -178,7 +180,7 @@ def _handler(server: LLMServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self, server: LLMServer, req: ServedRequest) -> int:
             fault = server.next_fault()
             if server.delay_s or fault == "slow":
-                time.sleep(server.delay_s or 2.0)
+                time.sleep(server.delay_s or server.slow_s)
             if fault == "429":
                 err = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
                 return self._json(429, err, {"retry-after-ms": str(server.retry_after_ms)})

@@ -101,9 +101,12 @@ def test_a_session_ends_in_a_submit_stored_with_its_verdict(tmp_path: Path, shar
 
 
 def test_missing_extra_names_the_pip_command(tmp_path: Path) -> None:
-    """Without the SDK `kbench mcp` says what to install (a path entry that hides the `mcp` package)."""
+    """Without the SDK `kbench mcp` says what to install (a path entry that hides the `mcp` package, as
+    Python reports an absent one)."""
     (tmp_path / "mcp").mkdir()
-    (tmp_path / "mcp" / "__init__.py").write_text("raise ImportError('hidden for this test')\n")
+    (tmp_path / "mcp" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n"
+    )
     env = server_env(tmp_path / "cache") | {"PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [KBENCH, "mcp"], env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
