@@ -317,11 +317,7 @@ def run_cmd(
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="variable holding the API key"),
     concurrency: int | None = typer.Option(None, "--concurrency", "-j"),
     executor: str | None = typer.Option(None, "--executor", help="local | ray"),
-    cpu_lanes: int | None = typer.Option(
-        None,
-        "--cpu-lanes",
-        help="evaluations at once on the CPU, each on cores of its own (default: 1 timed, else a core each)",
-    ),
+    cpu_lanes: int | None = typer.Option(None, "--cpu-lanes", help="CPU evaluations at once (1 when timed)"),
     ray_address: str | None = typer.Option(None, "--ray-address"),
     timeout: float | None = typer.Option(None, "--timeout", help="seconds per candidate worker"),
     noise_floor: float | None = typer.Option(
