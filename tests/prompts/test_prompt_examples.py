@@ -11,12 +11,13 @@ import re
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+from joinedbuild import answer_load_inline, build_joined
 
 from kbench.problems import build_model, load
 from kbench.problems.inputs import flatten_outputs
@@ -65,33 +66,20 @@ def _check_against_reference(stem: str, backend: str, device: str = "cpu") -> No
 
 
 @pytest.fixture(scope="module")
-def kbench_builds(session_cache: Path) -> Iterator[None]:
-    """The cpp examples build through kbench's content-addressed build cache, as a candidate's extensions
-    do, in the session's cache: the first build makes the precompiled torch/extension.h that all of them
-    share (15-20 s each without it on two cores), and later sessions of a worker load what was built."""
-    import torch.utils.cpp_extension as ext
-
-    from kbench.backends import KernelRecorder, pch
-    from kbench.backends.buildcache import install
-    from kbench.referee.builds import trusted_request
-
-    original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
-    os.environ[pch.PCH_ENV] = "make"
-    install(KernelRecorder(), session_cache / "builds", trusted_request(session_cache))
-    try:
-        yield
-    finally:
-        ext.load_inline = original  # type: ignore[assignment]
-        if mode is None:
-            os.environ.pop(pch.PCH_ENV, None)
-        else:
-            os.environ[pch.PCH_ENV] = mode
+def cpp_examples(session_cache: Path) -> dict[str, Any]:
+    """Every cpp example's functions from one extension (tests/joinedbuild.py), built through kbench's
+    build cache in the session's cache folder with the examples' own flags."""
+    return build_joined([_text("cpp", f"{stem}.py") for stem in STEMS], session_cache)
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("prompt-examples-cpp")  # one worker, in order: the first build makes the header
+@pytest.mark.xdist_group("prompt-examples-cpp")  # one worker: the module's one build serves them all
 @pytest.mark.parametrize("stem", STEMS)
-def test_cpp_example_matches_reference(stem: str, kbench_builds: None) -> None:
+def test_cpp_example_matches_reference(
+    stem: str, cpp_examples: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example as written, its load_inline call answered by its functions in the joined extension."""
+    answer_load_inline(monkeypatch, _text("cpp", f"{stem}.py"), cpp_examples)
     _check_against_reference(stem, "cpp")
 
 
@@ -212,6 +200,7 @@ TILELANG_CPU_STEMS = ["add", "gelu"]  # TileLang lowers them to C; its GEMM's ti
 _TILELANG_SCRIPT = """
 import json, sys
 from pathlib import Path
+from typing import Any
 sys.path.insert(0, sys.argv[1])
 from kbench.backends import KernelRecorder, get_backend
 get_backend("tilelang").install_hooks(KernelRecorder(), Path(sys.argv[2]))  # as a CPU worker builds them

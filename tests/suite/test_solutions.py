@@ -18,12 +18,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
+from joinedbuild import answer_load_inline, build_joined, inline_arguments, string_constant
 
 from kbench.problems.inputs import flatten_outputs
 from kbench.problems.loader import load
@@ -112,17 +113,6 @@ def test_model_new_signature_matches_problem(backend: str, problems: dict[str, P
         assert "except" not in code, f"{path.name}: no fallback paths in a reference solution"
 
 
-def _string_constant(code: str, name: str) -> str:
-    for node in ast.parse(code).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
-            value = ast.literal_eval(node.value)
-            assert isinstance(value, str)
-            return value
-    raise AssertionError(f"no module-level string {name}")
-
-
 _TEMPLATE_KERNEL = re.compile(r"template\s*<([^>]*)>\s*__global__\s+void\s+(\w+)\s*\(([^)]*)\)", re.S)
 _TEMPLATE_VALUES = {"int": ("1", "4"), "bool": ("false", "true")}
 
@@ -149,7 +139,7 @@ def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
         pytest.skip("nvcc is not installed")
 
     def compile_ptx(path: Path) -> tuple[str, int, str]:
-        kernels = _string_constant(path.read_text(), "CUDA_KERNELS")
+        kernels = string_constant(path.read_text(), "CUDA_KERNELS")
         assert "#include <torch" not in kernels and "__global__" in kernels, path.name
         src = tmp_path / f"{path.stem}.cu"
         src.write_text(kernels + "\n" + _instantiations(kernels) + "\n")
@@ -255,67 +245,38 @@ def test_cute_solution_compiles_for_sm90(path: Path, cute_results: dict[str, str
 
 
 @pytest.fixture(scope="module")
-def cpp_builds(session_cache: Path) -> Iterator[list[str]]:
-    """kbench's build cache for the in-process builds, as a batch, in the session's cache
-    (conftest.session_cache): the first build makes the precompiled header its flags need (all cpp
-    solutions share them), the others use it, and one another test of the session built is loaded. Yields
-    the recipes used."""
-    import torch.utils.cpp_extension as ext
-
-    from kbench.backends import KernelRecorder, pch
-    from kbench.backends.buildcache import install
-    from kbench.referee.builds import trusted_request
-
-    original, mode = ext.load_inline, os.environ.get(pch.PCH_ENV)
-    os.environ[pch.PCH_ENV] = "make"
-    recipes: list[str] = []
-    recorder = KernelRecorder()
-    install(recorder, session_cache / "builds", trusted_request(session_cache))
-    wrapped = ext.load_inline
-
-    def load_inline(*args: object, **kwargs: object) -> object:
-        module = wrapped(*args, **kwargs)
-        recipes.append(str(recorder.extra.get("build_recipe")))
-        return module
-
-    ext.load_inline = load_inline  # type: ignore[assignment]
-    try:
-        yield recipes
-    finally:
-        ext.load_inline = original  # type: ignore[assignment]
-        if mode is None:
-            os.environ.pop(pch.PCH_ENV, None)
-        else:
-            os.environ[pch.PCH_ENV] = mode
-
-
-# The cpp tests share one in-process build cache and check, last, how it was used: under parallel workers
-# (pytest-xdist with --dist loadgroup) they run on one worker, in file order.
-CPP_GROUP = pytest.mark.xdist_group("cpp-solutions")
+def cpp_solutions(session_cache: Path) -> dict[str, Any]:
+    """Every cpp solution's functions from one extension (tests/joinedbuild.py), built in the session's
+    cache folder (conftest.session_cache) with the solutions' own flags; and the recipe it got."""
+    return build_joined([path.read_text() for path in _paths("cpp")], session_cache)
 
 
 @pytest.mark.slow
-@CPP_GROUP
+@pytest.mark.xdist_group("cpp-solutions")  # one worker: the module's one build serves them all
 @pytest.mark.parametrize("path", _paths("cpp"), ids=lambda p: p.stem)
 def test_cpp_solution_matches_reference(
-    path: Path, problems: dict[str, Problem], cpp_builds: list[str]
+    path: Path, problems: dict[str, Problem], cpp_solutions: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if sys.platform == "win32" or shutil.which("ninja") is None:
-        pytest.skip("cpp solutions need a C++ toolchain and ninja")
-    module = _import(path)
-    _check_against_reference(problems[_key(path)], module.ModelNew)
+    """The solution's module as written, its load_inline call answered by its functions in the joined
+    extension."""
+    answer_load_inline(monkeypatch, path.read_text(), cpp_solutions)
+    _check_against_reference(problems[_key(path)], _import(path).ModelNew)
 
 
 @pytest.mark.slow
-@CPP_GROUP
-def test_cpp_solutions_were_built_with_the_precompiled_header(cpp_builds: list[str]) -> None:
-    """Runs after the builds above (file order): every solution compiled against the lite header (their
-    sources define functions and name nothing of torch's frontend), all but the first precompiled for their
-    flags (which the first made, or found made), or was found built by another test of the session."""
-    if len(cpp_builds) < 2:
-        pytest.skip("needs the cpp solution tests of this module to have run first")
-    assert cpp_builds[0] in {"lite-header", "lite-header+pch", "cache"}, cpp_builds
-    assert set(cpp_builds[1:]) <= {"lite-header+pch", "cache"} and "lite-header+pch" in cpp_builds, cpp_builds
+@pytest.mark.xdist_group("cpp-solutions")
+def test_the_joined_cpp_solutions_were_built_with_the_lite_header(cpp_solutions: dict[str, Any]) -> None:
+    assert cpp_solutions["recipe"] in {"lite-header", "lite-header+pch", "cache"}, cpp_solutions["recipe"]
+
+
+def test_each_cpp_solution_is_built_with_the_lite_header(tmp_path: Path) -> None:
+    """kbench builds each cpp solution against its lite torch/extension.h (its sources define functions and
+    name nothing of torch's frontend; backends/fastbuild.py): one that stopped qualifying would build
+    about twice as slowly in every evaluation."""
+    from kbench.backends.fastbuild import lite_header_shim
+
+    for path in _paths("cpp"):
+        assert lite_header_shim(tmp_path, inline_arguments(path.read_text())) is not None, path.name
 
 
 if __name__ == "__main__":
