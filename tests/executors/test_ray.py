@@ -30,6 +30,10 @@ def _evaluate(job: Job, device: str, built: BuildResult | None) -> Verdict:
     )
 
 
+# The tests of this module's cluster run on one worker: one cluster start (~8 s) serves them all.
+ONE_CLUSTER = pytest.mark.xdist_group("ray-local")
+
+
 @pytest.fixture(scope="module")
 def local_ray(short_tmp: Path):  # type: ignore[no-untyped-def]
     import os
@@ -44,6 +48,7 @@ def local_ray(short_tmp: Path):  # type: ignore[no-untyped-def]
     ray.shutdown()
 
 
+@ONE_CLUSTER
 def test_ray_runs_every_job_once_on_cpu(local_ray: None) -> None:
     jobs = [Job(PROBLEM, Candidate(PROBLEM.key, "cpp", f"s{i}"), tag=i) for i in range(6)]
     got: dict[int, Verdict] = {}
@@ -66,6 +71,7 @@ def _failing(job: Job, device: str, built: BuildResult | None) -> Verdict:
     raise RuntimeError(f"kbench's own failure in {job.tag}")
 
 
+@ONE_CLUSTER
 def test_ray_lanes_serve_later_runs_end_with_close_and_errors_reach_the_caller(local_ray: None) -> None:
     import os
     import time
@@ -133,6 +139,7 @@ def test_a_cluster_started_from_a_short_lived_thread_outlives_it(short_tmp: Path
 
 
 @pytest.mark.slow
+@ONE_CLUSTER
 def test_the_evaluator_on_ray_judges_and_files_like_the_local_one(
     local_ray: None, tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
 ) -> None:
@@ -173,6 +180,7 @@ def _held(job: Job, device: str, built: BuildResult | None) -> Verdict:
     return Verdict(Status.OK, job.problem.key, "cpp", "small", "fp32", device, message=job.tag[0])
 
 
+@ONE_CLUSTER
 def test_a_job_that_comes_later_is_judged_while_an_earlier_one_hangs(local_ray: None, tmp_path: Path) -> None:
     """A run takes an open feed as it comes (an Evaluator's): a job put in while another hangs goes to a
     free lane at once and its verdict comes back while the first still runs; the run ends once the feed

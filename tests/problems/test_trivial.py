@@ -139,6 +139,7 @@ def suite_sweep() -> dict[str, object]:
     return {r.problem_key: r for r in sweep(PROBLEMS, SweepSettings(preset="small", device="cpu"))}
 
 
+@pytest.mark.xdist_group("trivial-sweep")  # one worker: the module's one sweep serves them all
 @pytest.mark.parametrize("key", [p.key for p in PROBLEMS])
 def test_no_trivial_answer_passes_any_problem(suite_sweep: dict[str, object], key: str) -> None:
     r = suite_sweep[key]

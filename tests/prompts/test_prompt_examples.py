@@ -116,6 +116,7 @@ def interpreted_results(request: pytest.FixtureRequest) -> tuple[str, dict[str, 
     return backend, dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.xdist_group("prompt-examples-interpreted")  # one worker: one interpreter run per backend
 @pytest.mark.parametrize("stem", STEMS)
 def test_interpreted_example_matches_reference(
     stem: str, interpreted_results: tuple[str, dict[str, str]]

@@ -28,6 +28,8 @@ from kbench.store.journal import Journal
 from kbench.types import Status
 
 pytestmark = pytest.mark.slow
+# The tests of the module's service run on one worker: one service start (~8 s) serves them all.
+ONE_SERVICE = pytest.mark.xdist_group("serve-service")
 TOKEN = "kbench-test-token-0123456789"
 MAX_QUEUE = 12  # the 8 clients never have more than 8 jobs pending; the burst test goes past it
 MAX_BODY = 256 << 10
@@ -88,6 +90,7 @@ def _raw(
 JOBS = 32  # a load test's size lives in benchmarks/service_latency.py; this one checks nothing is lost
 
 
+@ONE_SERVICE
 def test_thirty_two_evaluations_from_eight_clients(service: Service) -> None:
     results: dict[str, tuple[str, str, Status]] = {}  # job id -> (source, verdict digest, status)
     errors: list[BaseException] = []
@@ -129,6 +132,7 @@ def test_thirty_two_evaluations_from_eight_clients(service: Service) -> None:
     assert all(r.verdict.candidate_digest == digest(r.candidate_source) for r in records)
 
 
+@ONE_SERVICE
 def test_bad_requests_are_refused_with_one_line(service: Service) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     good = json.dumps({"problem": "2/1", "source": HONEST}).encode()
@@ -203,6 +207,7 @@ SLOW_HONEST = HONEST + (
 )
 
 
+@ONE_SERVICE
 def test_a_full_queue_answers_429_and_keeps_what_it_took(service: Service) -> None:
     with Client(service.url, token=TOKEN) as c:
         taken, refused = [], []
@@ -216,6 +221,7 @@ def test_a_full_queue_answers_429_and_keeps_what_it_took(service: Service) -> No
     assert all(job.typed_verdict() is not None and job.typed_verdict().ok for job in done)  # type: ignore[union-attr]
 
 
+@ONE_SERVICE
 def test_problems_health_and_resubmission(service: Service) -> None:
     with Client(service.url, token=TOKEN) as c:
         softmax = c.problems(level=2, tag="softmax")
@@ -237,6 +243,7 @@ def test_problems_health_and_resubmission(service: Service) -> None:
     assert first.feedback == refine_message("cpp", verdict) and "The answer is correct" in first.feedback
 
 
+@ONE_SERVICE
 def test_a_batch_admits_each_item_alone_and_a_queued_job_can_be_cancelled(service: Service) -> None:
     with Client(service.url, token=TOKEN) as c:
         items = c.submit_many([
@@ -267,6 +274,7 @@ def test_a_batch_admits_each_item_alone_and_a_queued_job_can_be_cancelled(servic
     assert len(kept) == 5 and marked(HONEST, "burst 5") not in kept  # nothing filed for the cancelled one
 
 
+@ONE_SERVICE
 def test_a_remote_episode_runs_turn_by_turn(service: Service) -> None:
     answers = [
         "I would fuse the GEMM and the ReLU into one loop.",
@@ -424,6 +432,7 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+@ONE_SERVICE
 def test_the_remote_episode_example_runs_as_the_readme_shows(service: Service) -> None:
     """examples/remote_episode.py against the service: recorded answers replayed turn by turn."""
     root = Path(__file__).resolve().parents[2]
@@ -437,6 +446,7 @@ def test_the_remote_episode_example_runs_as_the_readme_shows(service: Service) -
     ]  # fmt: skip
 
 
+@ONE_SERVICE
 def test_the_openapi_document_types_every_answer_and_the_token(service: Service) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
     conn.request("GET", "/openapi.json")
