@@ -65,11 +65,14 @@ def test_every_timed_batch_is_sampled_the_references_alike(cache_dir: Path) -> N
     assert v.status is Status.OK or (v.status is Status.CHEAT and v.rule == "no-custom-kernel"), v.message
     if v.kernel_share is None:
         pytest.skip(f"perf events refused here: {v.warnings}")
-    assert v.timing is not None
-    loop = v.timing.loop
-    assert loop is not None
-    assert loop.watched_batches >= v.timing.n  # every timed batch (and any after, for samples)
-    assert loop.timed_share_samples > 0  # the timed calls themselves were sampled and counted
+    if (
+        v.status is Status.OK
+    ):  # a cheat verdict (the attack felt no sampling on a loaded machine) keeps no timing
+        assert v.timing is not None
+        loop = v.timing.loop
+        assert loop is not None
+        assert loop.watched_batches >= v.timing.n  # every timed batch (and any after, for samples)
+        assert loop.timed_share_samples > 0  # the timed calls themselves were sampled and counted
     for mode, stats in v.baselines:  # the reference's loops pay the same sampling
         assert stats.provenance is not None and stats.loop is not None, mode
         settings = json.loads(stats.provenance.timing_settings)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import torch
-from joinedbuild import answer_load_inline, build_joined
 
 from kbench.problems import build_model, load
 from kbench.problems.inputs import flatten_outputs
@@ -69,6 +68,8 @@ def _check_against_reference(stem: str, backend: str, device: str = "cpu") -> No
 def cpp_examples(session_cache: Path) -> dict[str, Any]:
     """Every cpp example's functions from one extension (tests/joinedbuild.py), built through kbench's
     build cache in the session's cache folder with the examples' own flags."""
+    from joinedbuild import build_joined  # the tests' folder: not importable where this file is run alone
+
     return build_joined([_text("cpp", f"{stem}.py") for stem in STEMS], session_cache)
 
 
@@ -79,6 +80,8 @@ def test_cpp_example_matches_reference(
     stem: str, cpp_examples: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The example as written, its load_inline call answered by its functions in the joined extension."""
+    from joinedbuild import answer_load_inline
+
     answer_load_inline(monkeypatch, _text("cpp", f"{stem}.py"), cpp_examples)
     _check_against_reference(stem, "cpp")
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 import torch
-from joinedbuild import answer_load_inline, build_joined, inline_arguments, string_constant
 
 from kbench.problems.inputs import flatten_outputs
 from kbench.problems.loader import load
@@ -133,6 +132,8 @@ def test_cuda_kernels_compile_for_sm90(tmp_path: Path) -> None:
     """Every CUDA_KERNELS string is plain CUDA (no torch headers) that nvcc compiles to sm_90 PTX, with each
     templated kernel instantiated."""
     from concurrent.futures import ThreadPoolExecutor
+
+    from joinedbuild import string_constant  # the tests' folder: not importable where this file runs alone
 
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -248,6 +249,8 @@ def test_cute_solution_compiles_for_sm90(path: Path, cute_results: dict[str, str
 def cpp_solutions(session_cache: Path) -> dict[str, Any]:
     """Every cpp solution's functions from one extension (tests/joinedbuild.py), built in the session's
     cache folder (conftest.session_cache) with the solutions' own flags; and the recipe it got."""
+    from joinedbuild import build_joined
+
     return build_joined([path.read_text() for path in _paths("cpp")], session_cache)
 
 
@@ -259,6 +262,8 @@ def test_cpp_solution_matches_reference(
 ) -> None:
     """The solution's module as written, its load_inline call answered by its functions in the joined
     extension."""
+    from joinedbuild import answer_load_inline
+
     answer_load_inline(monkeypatch, path.read_text(), cpp_solutions)
     _check_against_reference(problems[_key(path)], _import(path).ModelNew)
 
@@ -273,6 +278,8 @@ def test_each_cpp_solution_is_built_with_the_lite_header(tmp_path: Path) -> None
     """kbench builds each cpp solution against its lite torch/extension.h (its sources define functions and
     name nothing of torch's frontend; backends/fastbuild.py): one that stopped qualifying would build
     about twice as slowly in every evaluation."""
+    from joinedbuild import inline_arguments
+
     from kbench.backends.fastbuild import lite_header_shim
 
     for path in _paths("cpp"):
