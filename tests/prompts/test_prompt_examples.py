@@ -204,7 +204,6 @@ TILELANG_CPU_STEMS = ["add", "gelu"]  # TileLang lowers them to C; its GEMM's ti
 _TILELANG_SCRIPT = """
 import json, sys
 from pathlib import Path
-from typing import Any
 sys.path.insert(0, sys.argv[1])
 from kbench.backends import KernelRecorder, get_backend
 get_backend("tilelang").install_hooks(KernelRecorder(), Path(sys.argv[2]))  # as a CPU worker builds them
