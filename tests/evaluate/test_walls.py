@@ -191,4 +191,6 @@ def test_the_timing_calibration_is_out_of_the_candidates_reach(tmp_path: Path, s
     assert attacked.status is Status.OK, attacked.message
     assert attacked.timing is not None and attacked.timing.loop is not None
     overhead = attacked.timing.loop.overhead_ms
-    assert 0.0 < overhead < 25.0, overhead  # a 50 ms sleep per calibration batch would show in every one
+    # a 50 ms sleep per calibration batch would show in every one; 0 is a window no longer than the
+    # referee's own measure of the same work (calibrate.py keeps the least, at least 0: a loaded machine)
+    assert 0.0 <= overhead < 25.0, overhead
