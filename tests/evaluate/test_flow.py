@@ -65,9 +65,8 @@ def test_every_timed_batch_is_sampled_the_references_alike(cache_dir: Path) -> N
     assert v.status is Status.OK or (v.status is Status.CHEAT and v.rule == "no-custom-kernel"), v.message
     if v.kernel_share is None:
         pytest.skip(f"perf events refused here: {v.warnings}")
-    if (
-        v.status is Status.OK
-    ):  # a cheat verdict (the attack felt no sampling on a loaded machine) keeps no timing
+    # a cheat verdict (the attack felt no sampling on a loaded machine) keeps no timing
+    if v.status is Status.OK:
         assert v.timing is not None
         loop = v.timing.loop
         assert loop is not None
