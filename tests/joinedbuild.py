@@ -36,18 +36,21 @@ def string_constant(code: str, name: str) -> str:
 
 
 def inline_arguments(code: str) -> dict[str, Any]:
-    """The keyword arguments of the module-level `load_inline(...)` call in `code`, read from its text:
-    literals, or the name of a module-level string (its C++ sources)."""
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_inline":
-            return {
-                kw.arg: string_constant(code, kw.value.id)
-                if isinstance(kw.value, ast.Name)
-                else ast.literal_eval(kw.value)
-                for kw in node.keywords
-                if kw.arg is not None
-            }
-    raise AssertionError("no load_inline call")
+    """The keyword arguments of the one `load_inline(...)` call in `code`, read from its text: literals, or
+    the name of a module-level string (its sources)."""
+    calls = [
+        node
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "load_inline"
+    ]
+    assert len(calls) == 1, f"{len(calls)} load_inline calls, not one"
+    return {
+        kw.arg: string_constant(code, kw.value.id)
+        if isinstance(kw.value, ast.Name)
+        else ast.literal_eval(kw.value)
+        for kw in calls[0].keywords
+        if kw.arg is not None
+    }
 
 
 def joined_arguments(calls: list[dict[str, Any]]) -> dict[str, Any]:

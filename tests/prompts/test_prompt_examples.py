@@ -4,7 +4,6 @@ interpreter on CPU); CUDA solutions are parsed and their kernel source checked (
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -128,29 +127,12 @@ def test_interpreted_example_matches_reference(
     assert results[stem] == "ok", f"{backend}: {results[stem]}"
 
 
-def _cuda_strings(source: str) -> tuple[str, list[str]]:
-    tree = ast.parse(source)
-    strings = {
-        t.id: node.value.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, str)
-        for t in node.targets
-        if isinstance(t, ast.Name)
-    }
-    calls = [
-        n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "load_inline"
-    ]
-    assert len(calls) == 1, "one load_inline call"
-    kw = {k.arg: k.value for k in calls[0].keywords}
-    functions = [e.value for e in kw["functions"].elts]  # type: ignore[attr-defined]
-    return strings[kw["cuda_sources"].id], functions  # type: ignore[attr-defined]
-
-
 @pytest.mark.parametrize("stem", STEMS)
 def test_cuda_example_source_is_well_formed(stem: str) -> None:
-    cuda, functions = _cuda_strings(_text("cuda", f"{stem}.py"))
+    from joinedbuild import inline_arguments  # the tests' folder: not importable where this file is run alone
+
+    arguments = inline_arguments(_text("cuda", f"{stem}.py"))
+    cuda, functions = arguments["cuda_sources"], arguments["functions"]
     assert "__global__ void" in cuda and "<<<" in cuda
     assert cuda.count("{") == cuda.count("}") and cuda.count("(") == cuda.count(")")
     for fn in functions:
