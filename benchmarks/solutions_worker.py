@@ -123,7 +123,7 @@ def _release(device: str) -> None:
 
 
 def _time(args: argparse.Namespace, fn: Any, loaded: Any) -> dict[str, Any]:
-    from kbench.referee.timing import time_model
+    from kbench.referee.local import time_model
     from kbench.types import TimingSettings
 
     # The referee's loop, in this process: batches, inputs made fresh for every call from the problem's

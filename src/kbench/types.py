@@ -210,6 +210,9 @@ class LoopFacts:
     # the time per call in batches (evaluate/judge.py `check_batching`)
     single_call_ms: float | None = None
     single_calls: int = 0
+    # the runner's processes' CPU seconds over the loop from its first timed batch on, read from outside
+    # (/proc), against `active_s` of the same batches: the CPU's `cheat cpu-cores` (referee/candidate.py)
+    runner_cpu_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from kbench.referee import Stop, checks
 from kbench.referee.calibrate import calibrate
 from kbench.referee.feed import Feed
 from kbench.referee.local import LocalLink
-from kbench.referee.sizing import batch_size, loop_length
+from kbench.referee.sizing import BatchCost, batch_size, fit_batch, loop_length, own_call, probe_size, warmed
 from kbench.referee.stats import summarize_times
-from kbench.referee.timing import SINGLE_CALLS, time_runner, warmed
+from kbench.referee.timing import SINGLE_CALLS, time_runner
 from kbench.sandbox.commands import OutputMeta
 from kbench.types import TimingSettings
 
@@ -145,6 +145,66 @@ def test_the_calibrated_round_trip_is_deducted_from_each_batch(monkeypatch: pyte
     batch = plain.loop.batch
     assert plain.median_ms == pytest.approx(2.0 + 6.0 / batch)  # the round trip's share of each call
     assert deducted.median_ms == pytest.approx(2.0)  # the call's own work, and nothing else
+
+
+def test_batch_cost_own_call_and_probe_size_arithmetic() -> None:
+    settings = TimingSettings(target_batch_s=0.01, max_batch=2000, min_runs=20, budget_s=5.0)
+    cost = BatchCost.between(one_s=0.025, batch=8, batch_s=0.032, call_s=0.0003)
+    assert cost.per_call_s == pytest.approx(0.001) and cost.fixed_s == pytest.approx(0.024)
+    assert cost.wall(100) == pytest.approx(0.124)
+    assert BatchCost.between(0.025, 8, 0.020, 0.0003).per_call_s == 0.0003  # noise: at least the call
+    assert BatchCost.between(0.025, 1, 0.020, 0.0003) == BatchCost(0.0, 0.025)
+    # 20 batches in 80 % of 5 s: 0.2 s a batch, less its fixed cost, at 1 ms a call
+    assert fit_batch(2000, cost, settings) == 176
+    assert fit_batch(2000, BatchCost(0.0, 0.025), settings) == 8  # the one-call wall alone: 8
+    assert fit_batch(2000, BatchCost(0.5, 0.001), settings) == 1  # no room: one call
+    # a one-call batch charged 3.1 ms, a batch of 3 1.1 ms a call: 0.1 ms a call and 3 ms a batch
+    assert own_call(0.0031, 3, 0.0011) == pytest.approx(0.0001)
+    assert own_call(0.0031, 3, 0.0001) == pytest.approx(0.000005)  # a tilted line: a twentieth of the batch's
+    assert probe_size(0.0001, settings, cap=10_000) == 100
+    assert probe_size(0.015, settings, cap=10_000) == 2  # maybe shorter than the target: two calls
+    assert probe_size(0.015, settings, cap=1) == 1  # unless memory holds one
+    assert probe_size(0.05, settings, cap=10_000) == 1  # a call past twice the target is long
+
+
+def test_a_batchs_fixed_cost_does_not_shrink_the_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner whose every batch costs 3 ms past its calls, uncalibrated (a round trip's jitter, say), and
+    whose calls take 0.1 ms: the warm-up's one-call batches charge 3.1 ms a call, which alone would size the
+    batches at 3 calls; the probes find the call's own time and size them at the target's 100."""
+    from kbench.referee import timing
+
+    clock = _Clock()
+    monkeypatch.setattr(timing, "_ns", clock)
+
+    class Slow(LocalLink):
+        def run(
+            self, calls: list[Any], mode: str, outputs: list[int], repeat: int = 0
+        ) -> list[list[OutputMeta]]:
+            clock.now += 3_000_000
+            return super().run(calls, mode, outputs, repeat)
+
+    settings = dataclasses.replace(FAST, target_batch_s=0.01)
+    feed = _feed()
+    stats = time_runner(Slow(Ticking(0.1, clock), feed), feed, _layout(), settings).stats
+    assert stats.loop is not None and stats.loop.batch == 100
+    assert stats.median_ms == pytest.approx(0.1 + 3.0 / 100)
+
+
+def test_slots_are_bound_before_the_timed_batches_and_the_runners_cpu_metered_from_them() -> None:
+    """The runner's work of binding slots falls before the meter's first reading: the CPU rule
+    (referee/candidate.py) sets the runner's CPU time against its windows from there on."""
+    events: list[str] = []
+    feed = Feed(_inputs, "cpu", "fp32", lambda slots: events.append("bind"))
+    readings = iter(range(100))
+
+    def meter() -> float:
+        events.append("meter")
+        return float(next(readings)) * 0.5
+
+    loop = time_runner(LocalLink(Sleepy(0.0), feed), feed, _layout(), FAST, meter=meter)
+    assert events.count("meter") == 2 and events[-1] == "meter"
+    assert "bind" not in events[events.index("meter") :]  # no slot bound once the meter ran
+    assert loop.stats.loop is not None and loop.stats.loop.runner_cpu_s == 0.5
 
 
 def test_a_timed_call_that_writes_its_inputs_is_caught() -> None:

@@ -286,17 +286,16 @@ class CandidateJob:
         job, feed, spec = self.job, self._feed(), self.spec
         job.phase("timing")
         checker = self._checker()
-        pids = job.runner.descendants()
-        cpu0 = cpu_seconds(pids)
         watch = self.cpu.watch() if self.cpu is not None else None
         try:
             with job.timed("timing"):
-                loop = time_runner(job.session, feed, self.layout, spec.timing, checker=checker, watch=watch)
+                loop = time_runner(job.session, feed, self.layout, spec.timing, checker=checker, watch=watch,
+                                   meter=lambda: cpu_seconds(job.runner.descendants()))  # fmt: skip
             job.result.timing = loop.stats
             if loop.flagged is not None:
                 job.result.flagged.append((loop.flagged.rule, loop.flagged.message))
                 return
-            self._cores(cpu_seconds(job.runner.descendants()) - cpu0, loop.stats)
+            self._cores(loop.stats)
             if watch is not None and self.cpu is not None:
                 self.cpu.rule_on_share(watch)
         finally:
@@ -333,11 +332,13 @@ class CandidateJob:
             return
         self.job.result.timings[forward_of("candidate")] = loop.stats
 
-    def _cores(self, cpu_s: float, stats: TimingStats) -> None:
-        """On the CPU: the runner's processes used at most their cores' share of the loop's wall time."""
-        if self.spec.device.startswith("cuda") or not self.spec.cores:
+    def _cores(self, stats: TimingStats) -> None:
+        """On the CPU: the runner's processes used at most their cores' share of the loop's windows, from its
+        first timed batch on (its slots bound before: LoopFacts.runner_cpu_s)."""
+        facts = stats.loop
+        if self.spec.device.startswith("cuda") or not self.spec.cores or facts is None:
             return
-        active = stats.loop.active_s if stats.loop is not None else 0.0
+        cpu_s, active = facts.runner_cpu_s or 0.0, facts.active_s
         allowed = len(self.spec.cores) * active * CORES_SLACK + 0.05
         if active > 0 and cpu_s > allowed:
             self.job.result.flagged.append((

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbench.referee import Stop
+from kbench.sandbox.channel import MAX_FDS
 from kbench.sandbox.commands import Call, OutputMeta
 from kbench.sandbox.slots import Layout, Slot, allocate
 from kbench.types import Status
@@ -70,11 +71,34 @@ class Feed:
         if self.layout is not None and layout.key() != self.layout.key():
             raise RuntimeError("the problem's inputs changed shape between seeds")
         self.layout = layout
-        while len(self.inputs) < n:
-            slot = allocate(next(_ids), layout, self.device)
-            self.bind([slot])
-            self.inputs.append(Filled(slot))
+        self._more_inputs(n)
         return self.inputs[:n]
+
+    def _more_inputs(self, n: int) -> None:
+        if self.layout is None or len(self.inputs) >= n:
+            return
+        made = [allocate(next(_ids), self.layout, self.device) for _ in range(n - len(self.inputs))]
+        self._offer(made)
+        self.inputs += [Filled(slot) for slot in made]
+
+    def _offer(self, made: list[Slot]) -> None:
+        """Bind `made` to the runner in as few commands as its channel carries (MAX_FDS descriptors each)."""
+        chunk: list[Slot] = []
+        for slot in made:
+            if chunk and sum(len(s.fds()) for s in chunk) + len(slot.fds()) > MAX_FDS:
+                self.bind(chunk)
+                chunk = []
+            chunk.append(slot)
+        if chunk:
+            self.bind(chunk)
+
+    def reserve(self, n: int, metas: list[OutputMeta]) -> None:
+        """Input and output slots for batches of `n` calls (`metas`: one call's outputs), bound now: the
+        runner's work of binding them falls before the batches, not among them; the calibration's slot too
+        (the empty batches after the loop use it)."""
+        self._more_inputs(n)
+        self.output_slots(metas, n)
+        self.calibration_slot()
 
     def fill(self, index: int, seed: int) -> Filled:
         """Input slot `index` with the inputs of `seed` (made now), and their pristine copies."""
@@ -118,11 +142,11 @@ class Feed:
         """`n` output slots shaped like `metas` (one call's outputs as the runner reported them)."""
         layout = Layout.of([(m.dtype, m.shape) for m in metas])
         pool = self.outputs.setdefault(layout.key(), [])
-        while len(pool) < n:
-            slot = allocate(next(_ids), layout, self.device)
+        made = [allocate(next(_ids), layout, self.device) for _ in range(n - len(pool))]
+        for slot in made:
             fill_nan(slot)
-            self.bind([slot])
-            pool.append(slot)
+        self._offer(made)
+        pool += made
         return pool[:n]
 
     def close(self) -> None:

@@ -1,5 +1,5 @@
 """The timing loop's link to a model in this process (trusted in-process tools and tests): the same loop,
-slots and calibration as a runner's (referee/timing.py), with no process between."""
+slots and calibration as a runner's (referee/timing.py), with no process between; `time_model` times one."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from kbench.referee.feed import Feed
 from kbench.sandbox.commands import Call, OutputMeta
+from kbench.types import TimingSettings, TimingStats
 
 
 class LocalLink:
@@ -57,3 +58,22 @@ class LocalLink:
             for value, target in zip(out, self._slot(ident).tensors, strict=False):
                 target.copy_(value)
         self.feed.ready()  # the device synchronised, as the runner does before it answers
+
+
+def time_model(model: Any, get_inputs: Any, device: str, dtype: str, settings: TimingSettings) -> TimingStats:
+    """Time `model` in this process with the loop a runner is timed with (fresh inputs per call from the
+    problem's `get_inputs`, batches, the copy's charge): for trusted tools and benchmarks, which hold no
+    candidate. No checked calls: nothing here is judged."""
+    import torch
+
+    from kbench.referee.timing import time_runner
+    from kbench.sandbox.protocol import dtype_name
+
+    feed = Feed(get_inputs, device, dtype, lambda slots: None)
+    with torch.no_grad():
+        out = model(*feed.generate(0))
+        out = list(out) if isinstance(out, tuple | list) else [out]
+        layout = [
+            OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
+        ]
+        return time_runner(LocalLink(model, feed), feed, layout, settings).stats

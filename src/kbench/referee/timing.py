@@ -12,12 +12,13 @@ past an answer is paid in the next window, or leaves unfinished outputs for the 
 batch's time over B; nothing the runner reports about time is used (its stamps: `split_ms`, for the record).
 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
-  ms on a CPU), within `max_batch` and the memory a quarter of the free memory allows for B calls' inputs
-  and outputs. Back to back, a call's launch overlaps the previous call's work, so a batch measures what
+  ms on a CPU), within `max_batch`, the memory a quarter of the free memory allows for B calls' inputs
+  and outputs and the budget's room for `min_runs` batches; a call's own time and a batch's wall cost come
+  from untimed probe batches (`_probe`), their slots bound before the timed ones. Back to back, a call's launch overlaps the previous call's work, so a batch measures what
   the device executes, as the profiler sees it. What the calibration cannot remove (the first call's
   launch, the round trip's jitter) is a fixed cost per batch, the same share of the reference's and the
   candidate's batches, which run equally long.
-- Length: N calls, fixed before the first timed batch from the warm-up's estimate: at least
+- Length: N calls, fixed before the first timed batch from the probes' estimate: at least
   `settings.min_runs` batches, `settings.min_time_s` of calls and the checked calls (referee/checks.py),
   at most what `settings.budget_s` allows. A loop that runs past its budget stops there (`stop`: budget).
 - Checked calls: after each batch's snapshot, some are drawn and compared with the reference's output here
@@ -38,7 +39,7 @@ import math
 import secrets
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -47,8 +48,7 @@ from kbench.referee import Stop, checks
 from kbench.referee.calibrate import Calibration
 from kbench.referee.copies import L2, Copier
 from kbench.referee.feed import Feed, memory_cap, plain
-from kbench.referee.local import LocalLink
-from kbench.referee.sizing import batch_size, fit_batch, loop_length
+from kbench.referee.sizing import BatchCost, batch_size, fit_batch, loop_length, own_call, probe_size, warmed
 from kbench.referee.stats import summarize_times
 from kbench.sandbox.commands import Call, OutputMeta
 from kbench.types import LoopFacts, Status, TimingSettings, TimingStats
@@ -59,6 +59,7 @@ _ns = time.perf_counter_ns
 # more while fewer than WATCH_MIN ran or the watch has not `enough` (within the loop's budget)
 WATCH_EVERY, WATCH_MIN = 4, 3
 SINGLE_CALLS = 8  # one-call batches after the loop: a call alone, for the batch-together rule
+PROBES = 2  # untimed batches after the warm-up that size the loop's batches (`_probe`)
 
 
 class Watch(Protocol):
@@ -230,6 +231,7 @@ def time_runner(
     mode: str = "",
     checker: checks.Checker | None = None,
     watch: Watch | None = None,
+    meter: Callable[[], float] | None = None,
 ) -> Loop:
     """Time the runner's model (`mode`, for the reference's baselines) on fresh inputs; with `checker` (a
     candidate's loop), calls drawn after each batch are compared with the reference. `layout`: one call's
@@ -237,9 +239,10 @@ def time_runner(
     referee/perfshare.py `Watch`): with its `every`, every timed batch runs under it (the CPU, where the
     reference's loop is sampled alike, so both pay the sampling's slowdown); else batches like the timed
     ones, drawn in among them (one in WATCH_EVERY, WATCH_MIN at least), run under it, their times not kept.
-    Either way more run under it after the loop while it has not `enough` samples."""
+    Either way more run under it after the loop while it has not `enough` samples. `meter`: the runner's
+    CPU seconds so far, read from outside (LoopFacts.runner_cpu_s: from the first timed batch on)."""
     with _window(feed.device) as taken:
-        loop = _time(link, feed, layout, settings, mode, checker, watch)
+        loop = _time(link, feed, layout, settings, mode, checker, watch, meter)
     if not taken and loop.stats.loop is not None:  # another process held the lock past its wait
         loop.stats = replace(loop.stats, loop=replace(loop.stats.loop, timing_lock_busy=True))
     return loop
@@ -247,7 +250,7 @@ def time_runner(
 
 def _time(
     link: Link, feed: Feed, layout: list[OutputMeta], settings: TimingSettings, mode: str,
-    checker: checks.Checker | None, watch: Watch | None,
+    checker: checks.Checker | None, watch: Watch | None, meter: Callable[[], float] | None = None,
 ) -> Loop:  # fmt: skip
     from kbench.referee.gpu_clock import ClockLog, ClockSettled
 
@@ -265,22 +268,24 @@ def _time(
         l2.flush()
         warm.append(batches.one(1, 0, 0.0))
         elapsed = (_ns() - t0) / 1e9
-        if len(warm) >= settings.min_warmup and elapsed >= settings.warmup_s:
-            break
-        if elapsed > settings.budget_s / 4:
+        enough = len(warm) >= settings.min_warmup and elapsed >= settings.warmup_s
+        if enough or elapsed > settings.budget_s / 4:
             break
         if warmed(warm, elapsed, settings, settled):
             early = True
             break
+    one_s = (_ns() - t0) / 1e9 / max(len(warm), 1)  # a one-call batch's wall, the referee's own work included
+    cap = memory_cap(feed, layout)
     estimate = statistics.median(warm[-settings.min_warmup :])
-    wall_per_call = (_ns() - t0) / 1e9 / max(len(warm), 1)  # the referee's own work per call included
-    size = fit_batch(batch_size(estimate, settings, memory_cap(feed, layout)), wall_per_call, settings)
+    estimate, cost = _probe(batches, l2, estimate, one_s, settings, cap)
+    size = fit_batch(batch_size(estimate, settings, cap), cost, settings)
     checked = checks.CHECKED if checker is not None else 0
-    calls = loop_length(estimate, size, settings, checked, wall_per_call)
+    calls = loop_length(estimate, size, settings, checked, cost.wall(size) / size)
     share = checks.share(calls) if checker is not None else 0.0
+    feed.reserve(size, layout)  # its slots bound before the timed batches
     times: list[float] = []
-    batches.split = {}
-    batches.counted = 0
+    batches.split, batches.counted, batches.active_s = {}, 0, 0.0
+    cpu0 = meter() if meter is not None else None
     start = _ns()
     stop = "done"
     flagged = None
@@ -324,6 +329,7 @@ def _time(
         flagged, stop = exc, "flagged"
     log.sample((_ns() - start) / 1e9, force=True)
     wall = (_ns() - start) / 1e9
+    runner_cpu = round(meter() - cpu0, 4) if meter is not None and cpu0 is not None else None
     if not times:
         times = [warm[-1] * 1e3]
     facts = LoopFacts(
@@ -345,10 +351,31 @@ def _time(
         split_ms=tuple((k, round(v * 1e3 / max(batches.counted, 1), 4)) for k, v in batches.split.items()),
         single_call_ms=round(min(singles), 6) if singles else None,
         single_calls=len(singles),
+        runner_cpu_s=runner_cpu,
     )
     stats = summarize_times(times, "cuda" if device.startswith("cuda") else "cpu", "referee-batches",
                             meaningful=not interpreted(), loop=facts, clock=log.facts())  # fmt: skip
     return Loop(stats=stats, layout=layout, flagged=flagged)
+
+
+def _probe(batches: _Batches, l2: L2, estimate: float, one_s: float, settings: TimingSettings,
+           cap: int) -> tuple[float, BatchCost]:  # fmt: skip
+    """A call's own time and a batch's wall cost, from untimed batches of the size they suggest (`PROBES` at
+    most): a one-call batch carries a whole batch's costs past their calibrated least, so the warm-up's
+    estimate alone sizes batches short, those costs a large share of each call's time. The runner gains
+    nothing here: no time is kept, and batches sized wrong cost it only precision or budget."""
+    call, cost, size = estimate, BatchCost(0.0, one_s), 1
+    for _ in range(0 if interpreted() else PROBES):
+        want = probe_size(call, settings, cap)
+        if fit_batch(want, cost, settings) <= max(1.0, size * 1.25):
+            break
+        size = fit_batch(want, cost, settings)
+        l2.flush()
+        t0 = _ns()
+        per = batches.one(size, 0, 0.0)
+        cost = BatchCost.between(one_s, size, (_ns() - t0) / 1e9, per)
+        call = own_call(estimate, size, per)
+    return call, cost
 
 
 def _watch_odds(watch: Watch | None, calls: int, size: int, per_call_s: float) -> float:
@@ -358,37 +385,3 @@ def _watch_odds(watch: Watch | None, calls: int, size: int, per_call_s: float) -
     batches = max(1, math.ceil(calls / size))
     wanted = math.ceil(watch.wanted_s / max(size * per_call_s, 1e-9))
     return min(1.0, max(1 / WATCH_EVERY, wanted / batches))
-
-
-def warmed(times: list[float], elapsed: float, settings: TimingSettings, settled: Any) -> bool:
-    """Whether the warm-up may end early: `settled_warmup_s` in, two windows of calls whose medians agree
-    within 1 %, and the SM clock settled at its maximum (`settled`, NVML's test; None: never)."""
-    k = settings.min_warmup
-    if settled is None or settings.settled_warmup_s <= 0 or elapsed < settings.settled_warmup_s:
-        return False
-    if len(times) < 2 * k:
-        return False
-    return _level(times[-k:], times[-2 * k : -k]) and bool(settled(elapsed))
-
-
-def _level(after: list[float], before: list[float], tolerance: float = 0.01) -> bool:
-    a, b = statistics.median(before), statistics.median(after)
-    return abs(b - a) <= tolerance * max(a, 1e-12)
-
-
-def time_model(model: Any, get_inputs: Any, device: str, dtype: str, settings: TimingSettings) -> TimingStats:
-    """Time `model` in this process with the loop a runner is timed with (fresh inputs per call from the
-    problem's `get_inputs`, batches, the copy's charge): for trusted tools and benchmarks, which hold no
-    candidate. No checked calls: nothing here is judged."""
-    import torch
-
-    from kbench.sandbox.protocol import dtype_name
-
-    feed = Feed(get_inputs, device, dtype, lambda slots: None)
-    with torch.no_grad():
-        out = model(*feed.generate(0))
-        out = list(out) if isinstance(out, tuple | list) else [out]
-        layout = [
-            OutputMeta(dtype=dtype_name(o.dtype), shape=list(o.shape), device=str(o.device)) for o in out
-        ]
-        return time_runner(LocalLink(model, feed), feed, layout, settings).stats
