@@ -184,8 +184,8 @@ class LoopFacts:
     batch: int = 0  # calls per batch
     calls: int = 0  # timed calls: n batches of `batch`
     checked: int = 0  # calls compared with the reference's output (a candidate's loop; referee/checks.py)
-    warmup_s: float = 0.0
-    warmup_calls: int = 0
+    warmup_s: float = 0.0  # the warm-up's one-call batches and the probe batches after them
+    warmup_calls: int = 0  # the one-call batches
     warmup_end: str = ""  # settled (the SM clock at its maximum, the times level) | full
     stop: str = ""  # done | budget (ran past timing_budget_s) | flagged (a checked call was wrong)
     wall_s: float = 0.0  # the loop's wall time, the referee's own work included

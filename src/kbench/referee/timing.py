@@ -14,8 +14,9 @@ batch's time over B; nothing the runner reports about time is used (its stamps: 
 - Batches: after the warm-up, B is chosen so that a batch runs about `target_batch_s` (10 ms on a GPU, 20
   ms on a CPU), within `max_batch`, the memory a quarter of the free memory allows for B calls' inputs
   and outputs and the budget's room for `min_runs` batches; a call's own time and a batch's wall cost come
-  from untimed probe batches (`_probe`), their slots bound before the timed ones. Back to back, a call's launch overlaps the previous call's work, so a batch measures what
-  the device executes, as the profiler sees it. What the calibration cannot remove (the first call's
+  from untimed probe batches (`_probe`), their slots bound before the timed ones. Back to back, a call's
+  launch overlaps the previous call's work, so a batch measures what the device executes, as the profiler
+  sees it. What the calibration cannot remove (the first call's
   launch, the round trip's jitter) is a fixed cost per batch, the same share of the reference's and the
   candidate's batches, which run equally long.
 - Length: N calls, fixed before the first timed batch from the probes' estimate: at least
