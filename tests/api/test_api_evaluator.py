@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from kbench.api import Evaluator, EvaluatorClosed, JobState, KeyConflict, Submission
 from kbench.backends import backend_names
 from kbench.cli import app
+from kbench.entries import STARTER
 from kbench.errors import ConfigError, ProblemError
 from kbench.store import Store, VerdictKey
 from kbench.types import Status
@@ -139,7 +140,7 @@ def test_a_request_timeout_shortens_only_its_own_phases(ev: Evaluator) -> None:
         Submission(PROBLEM, HONEST, timeout_s=0)
 
 
-def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: Path) -> None:
+def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, cache: Path, store: Path) -> None:
     assert owned_processes() != []  # the warm starter
     filed_before = len(Store(store).verdicts(ev.run_id or ""))
     tickets = ev.submit_many([Submission("2/1", marked(HONEST, str(i))) for i in range(6)])
@@ -150,13 +151,25 @@ def test_close_cancels_queued_jobs_and_ends_every_worker(ev: Evaluator, store: P
     states = [t.state for t in tickets]
     assert set(states) <= {JobState.DONE, JobState.CANCELLED} and JobState.CANCELLED in states
     assert all(t.verdict().status is Status.OK for t in tickets if t.state is JobState.DONE)
-    deadline = time.monotonic() + 10
-    while owned_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert owned_processes() == []  # the last Evaluator closed: no starter, no worker is left
     with Store(store) as db:
         filed = len(db.verdicts(ev.run_id or ""))
     assert filed == filed_before + states.count(JobState.DONE)  # every verdict delivered was filed
+    # the last Evaluator closed: no worker is left; the idle warm starter stays for the next Evaluator
+    starters = _until(lambda: all(STARTER in p for p in owned_processes()))
+    assert starters != []
+    with Evaluator(api_config(cache, store)) as again:
+        assert again.evaluate(PROBLEM, marked(HONEST, "again")).status is Status.OK
+        assert set(starters) <= set(owned_processes())  # forked from the starter kept: no torch import
+        again.close(cancel=True)  # ends the starters too
+    assert _until(lambda: owned_processes() == []) == []
+
+
+def _until(done: Callable[[], bool], wait_s: float = 10.0) -> list[str]:
+    """The process's own processes once `done` holds (or after `wait_s`)."""
+    deadline = time.monotonic() + wait_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return owned_processes()
 
 
 def test_a_stored_problem_file_key_resolves_in_the_configs_own_source(tmp_path: Path) -> None:

@@ -487,3 +487,48 @@ def test_a_starter_ended_while_starting_is_forgotten_not_failed(
         assert starter.starter_for(worker_env(env)) is not None
     finally:
         starter.kill_all()
+
+
+def test_the_last_evaluators_close_keeps_an_idle_starter_and_ends_a_busy_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """end_workers (the last Evaluator closing): a starter whose workers all ended stays, the same process,
+    for the next job of this process; one with a worker still running is ended, and that worker with it."""
+    import threading
+
+    from kbench.sandbox import starter
+    from kbench.sandbox.host import worker_env
+
+    monkeypatch.setattr(starter, "_starters", {})
+    monkeypatch.setattr(starter, "_retired", [])
+    monkeypatch.setattr(starter, "_failed", {})
+    hold = tmp_path / "hold"
+    env = _module(tmp_path, f"import os, time\nwhile os.path.exists({str(hold)!r}):\n    time.sleep(0.05)\n")
+    try:
+        done = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
+        assert done.returncode == 0, done.log_tail
+        kept = starter.starter_for(worker_env(env))
+        assert kept is not None and kept.idle()
+        starter.end_workers()
+        assert kept.alive() and starter.starter_for(worker_env(env)) is kept  # no second torch import
+
+        hold.touch()
+        busy: list[Any] = []
+        job = threading.Thread(
+            target=lambda: busy.append(
+                run_worker("fakeworker", tmp_path / "job2", SPEC, budgets=60.0, env=env, start="fork")
+            )
+        )
+        job.start()
+        deadline = time.monotonic() + 30
+        while kept.idle() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not kept.idle()  # its worker waits on the hold file
+        starter.end_workers()
+        job.join(30)
+        assert not kept.alive() and busy and busy[0].returncode != 0  # ended, with its worker
+        starter.starter_for(worker_env(env), wait=False)  # the next job's: a new one
+        assert starter._starters and kept not in starter._starters.values()
+    finally:
+        hold.unlink(missing_ok=True)
+        starter.kill_all()

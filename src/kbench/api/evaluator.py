@@ -18,9 +18,11 @@ that forks workers (~0.03 s instead of ~2 s per worker). Each verdict is filed i
 database (api/session.py), so `kbench report RUN` works on it.
 
 Closing ends the Evaluator's workers: queued jobs are cancelled, running ones finish (or, with
-`close(cancel=True)`, are dropped without a verdict), and the last open Evaluator of the process stops
-the warm starter and every worker it forked. Importing this module does not import torch, so a command
-can start the warm starter (`prewarm`) before its own imports.
+`close(cancel=True)`, are dropped without a verdict), and the last open Evaluator of the process ends
+every worker the warm starter forked. A starter left idle stays for the process's next Evaluator (its
+first verdict then skips the starter's torch import) and ends with the process; one with a worker still
+running, or every one on `close(cancel=True)`, ends now with its workers. Importing this module does
+not import torch, so a command can start the warm starter (`prewarm`) before its own imports.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class Evaluator:
     """Open once, evaluate many times, close (or use `with`). Thread-safe; see the module docstring."""
 
     _lanes: Lanes
-    _open = 0  # Evaluators open in this process: the last one to close stops the warm starter
+    _open = 0  # Evaluators open in this process: the last one to close ends their workers
     _open_lock = threading.Lock()
 
     def __init__(
@@ -311,11 +313,12 @@ class Evaluator:
                 ticket.abandoned = True
         last = self._release()
         if cancel and last:
-            self._end_workers()  # the running jobs' workers die now; their tickets fail as abandoned
+            # the running jobs' workers die now; their tickets fail as abandoned
+            self._end_workers(everything=True)
         self._lanes.close()
         self.session.close()
         if last:
-            self._end_workers()
+            self._end_workers(everything=False)
 
     def __enter__(self) -> Evaluator:
         return self
@@ -384,7 +387,11 @@ class Evaluator:
             return Evaluator._open == 0
 
     @staticmethod
-    def _end_workers() -> None:
+    def _end_workers(everything: bool) -> None:
+        """End every worker of the process's starters; `everything`: the starters too, idle ones included."""
         from kbench.sandbox import starter
 
-        starter.kill_all()
+        if everything:
+            starter.kill_all()
+        else:
+            starter.end_workers()

@@ -96,6 +96,7 @@ class Starter:
         self._changed = threading.Condition()
         self._started: dict[int, int] = {}  # request id -> pid (-1: refused)
         self._exits: dict[int, int] = {}
+        self._live: set[int] = set()  # the workers it started that have not ended
         self._next = 0
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
@@ -151,6 +152,7 @@ class Starter:
             with self._changed:
                 if "started" in msg:
                     self._started[msg["started"]] = msg["pid"]
+                    self._live.add(msg["pid"])
                 elif "refused" in msg:
                     self._started[msg["refused"]] = -1
                 elif "preloaded" in msg:
@@ -159,6 +161,7 @@ class Starter:
                     self.retired = str(msg["retired"])
                 elif "exit" in msg:
                     self._exits[msg["exit"]] = msg["code"]
+                    self._live.discard(msg["exit"])
                 self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()
@@ -168,6 +171,10 @@ class Starter:
 
     def usable(self) -> bool:
         return self.alive() and not self.retired
+
+    def idle(self) -> bool:  # ready and usable, every worker it started ended (their exits reported)
+        with self._changed:
+            return self.ready and self.usable() and not self._live
 
     def exit_code(self, pid: int) -> int | None:
         with self._changed:
@@ -369,11 +376,25 @@ def _close_all() -> None:
 
 
 def kill_all() -> None:
-    """End every starter now (and so every worker it forked): for stopping on a signal, and when the last
-    Evaluator closes. They are forgotten, not failed: one ended while it was still starting would otherwise
-    read as a starter that could not start, and this process would spawn every later worker."""
+    """End every starter now, and every worker it forked (a signal; the last Evaluator dropping its jobs).
+    Forgotten, not failed: one ended while starting would read as one that cannot start, and this process
+    would then spawn every later worker."""
     ended = [*_starters.values(), *_retired]  # no lock: this runs in signal handlers too
     _starters.clear()
     _retired.clear()
+    for starter in ended:
+        starter.close(wait_s=1.0)
+
+
+def end_workers() -> None:
+    """End every worker a starter forked (the last Evaluator closing): a starter with one still running, or
+    one still starting, is ended with it (as `kill_all`); an idle one stays, the next Evaluator's first job
+    forked at once rather than after a torch import (2-10 s), and ends with the process (`_close_all`)."""
+    with _guard:
+        busy = {key: s for key, s in _starters.items() if not s.idle()}
+        ended = [*_retired, *busy.values()]
+        _retired.clear()
+        for key in busy:
+            del _starters[key]
     for starter in ended:
         starter.close(wait_s=1.0)
