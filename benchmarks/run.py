@@ -151,7 +151,8 @@ MEASUREMENTS: dict[str, Measurement] = {
     ),
     "worker-start": Measurement(
         "benchmarks/worker_start.py --out {out}/worker-start.md",
-        "a worker spawned against one forked by the starter",
+        "a worker spawned against one forked by the starter, and Evaluators reopened in one process",
+        records=True,
     ),
     "batch-together": Measurement(
         "benchmarks/batch_together.py --device cuda --repeats 2 --survey 36 --out {out}/batch_together.jsonl",
@@ -237,7 +238,9 @@ def run_one(argv: list[str], log_path: Path, env: dict[str, str], timeout: float
     return code
 
 
-def main() -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; `--record NAME` (a measurement's name where --record's folder would go) is
+    read as `NAME --record`."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("benchmark-out"))
     ap.add_argument("--list", action="store_true")
@@ -253,7 +256,19 @@ def main() -> int:
         "--timeout", type=float, help="seconds per measurement; its whole session is killed after"
     )
     ap.add_argument("names", nargs="*")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if (
+        args.record is not None
+        and str(args.record).partition("=")[0] in MEASUREMENTS
+        and not args.record.exists()
+    ):
+        # `--record NAME`: argparse took the measurement's name for --record's folder
+        args.names, args.record = [str(args.record), *args.names], RESULTS
+    return args
+
+
+def main() -> int:
+    args = arguments()
     if args.list or not args.names:
         for name, m in MEASUREMENTS.items():
             print(f"{name:18} {'*' if m.records else ' '} {m.what}")
