@@ -10,6 +10,10 @@
    wall time, per mode.
 The starter's own start (one torch import) is paid once per process and is left out of both (one
 warm-up run per mode first).
+3. Evaluators opened one after the other in one process (a trainer's episode, a notebook cell), each
+   judging one candidate (`fork`) and closing: the verdict's seconds and its wait for a starter, with
+   `close()` (an idle starter stays for the next Evaluator) against `close(cancel=True)` (the starter ends
+   with the Evaluator, as every last close did before).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from common import ROOT, utc_now, write_report
+from common import ROOT, add_record_argument, record_markdown, utc_now, write_report
 from engine import one_by_one
 
 from kbench.api import Submission
@@ -57,11 +61,7 @@ def verdicts(
     mode: Literal["fork", "spawn"], repeats: int, cache: Path, device: str
 ) -> tuple[list[float], list[float]]:
     backend, path = CANDIDATES[device]
-    source = (ROOT / path).read_text()
-    if path.startswith("tests/fixtures/eval/"):
-        first = source.splitlines()[0]
-        if first.startswith("# include:"):
-            source = (ROOT / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
+    source = _source(path)
     cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
                     cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
     totals, workers = [], []
@@ -76,11 +76,40 @@ def verdicts(
     return totals, workers
 
 
+def reopened(keep: bool, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
+    """Each reopened Evaluator's verdict seconds and its reference worker's wait for a starter."""
+    backend, path = CANDIDATES[device]
+    source = _source(path)
+    cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
+                    cache_dir=cache, measure=False, static_checks=False, worker_start="fork")  # fmt: skip
+    totals, waits = [], []
+    for i in range(repeats + 1):
+        ev = one_by_one(cfg)
+        try:
+            v = ev.submit(Submission("kbench:2/1", source, backend)).verdict()
+        finally:
+            ev.close(cancel=not keep)
+        assert v.ok, v.message + v.log_tail
+        if i:  # the first one warms the caches and starts the first starter
+            totals.append(v.seconds)
+            waits.append(dict(v.phases).get("ref:starter", 0.0))
+    return totals, waits
+
+
+def _source(path: str) -> str:
+    source = (ROOT / path).read_text()
+    first = source.splitlines()[0]
+    if path.startswith("tests/fixtures/eval/") and first.startswith("# include:"):
+        source = (ROOT / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
+    return source
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeats", type=int, default=5)
+    add_record_argument(ap)
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="kbench-start-"))
     rows = []
@@ -93,6 +122,11 @@ def main() -> int:
             f"{mode}: bare start {statistics.median(b):.3f} s, verdict {statistics.median(t):.2f} s",
             flush=True,
         )
+    again = []
+    for keep in (False, True):
+        t, w = reopened(keep, args.repeats, folder / "cache", args.device)
+        again.append(("stays (close())" if keep else "ends (close(cancel=True))", t, w))
+        print(f"reopened, starter kept={keep}: verdict {statistics.median(t):.2f} s", flush=True)
     env = environment()
     lines = [
         f"# Worker start, {args.device} ({utc_now()})", "",
@@ -104,8 +138,15 @@ def main() -> int:
         "reference and candidate).", "",
         "| start | bare worker s | verdict s | reference + candidate worker wall s |", "|---|---|---|---|",
         *[f"| {m} | {b:.3f} | {t:.2f} | {w:.2f} |" for m, b, t, w in rows], "",
+        f"Evaluators opened one after the other in one process, each judging one candidate (`fork`) "
+        f"and closing; medians of {args.repeats} after one warm-up.", "",
+        "| a closed Evaluator's idle starter | verdict s | its reference's wait for a starter s |",
+        "|---|---|---|",
+        *[f"| {name} | {statistics.median(t):.2f} | {statistics.median(w):.2f} |" for name, t, w in again],
+        "",
     ]  # fmt: skip
     write_report(args.out, lines)
+    record_markdown(args.record, "worker-start", "\n".join(lines))
     return 0
 
 
