@@ -42,6 +42,12 @@ def _root(
     """kbench: is this kernel correct, and faster than PyTorch eager and torch.compile?"""
 
 
+def _end_starters() -> None:
+    starter = sys.modules.get("kbench.sandbox.starter")
+    if starter is not None:
+        starter.kill_all()
+
+
 def main() -> None:
     from kbench.sandbox.host import Interrupted, stop_on_signals
 
@@ -53,6 +59,7 @@ def main() -> None:
             raise
         sys.stdout.flush()
         sys.stderr.flush()
+        _end_starters()  # an idle one outlives its Evaluator, and no atexit runs past os._exit
         os._exit(done.code if isinstance(done.code, int) else 0)
     except KbenchError as exc:
         # escaped: a message may hold brackets that are not markup (`pip install 'kbench[serve]'`)
