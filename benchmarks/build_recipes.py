@@ -15,8 +15,13 @@ under all of them and is not compiled here.
 <torch/extension.h>`, the C++ sources, the generated PYBIND11_MODULE) compiled by g++ with the source's
 own `extra_cflags` and the real header (`full`, what a build without a precompiled header compiles), with
 the lean bindings header where the C++ sources only declare (`lean-bindings`) and with the lite header
-where they define functions (`lite-header`); OUT/build_bindings.json and .md. `--corpus cpp` takes the
-C++ backend's sources instead of the CUDA ones (level-2 solutions, anti-cheat fixtures, prompt examples).
+where they define functions (`lite-header`), that one also precompiled for the source's flags
+(`lite-header+pch`: what a C++ candidate's build compiles once the cache holds that header); and, to size
+a build that would bind the candidate's functions from a unit of its own, the C++ sources alone, without
+the generated PYBIND11_MODULE, against a precompiled ATen-only `torch/extension.h` (`torch/types.h`:
+`aten-only+pch`). Each precompiled header is made once per set of flags and not counted;
+OUT/build_bindings.json and .md. `--corpus cpp` takes the C++ backend's sources instead of the CUDA ones
+(level-2 solutions, anti-cheat fixtures, prompt examples).
 
 Reported per source and overall: seconds per recipe (one compile at a time by default, so the times are
 one core's), whether each shim compiled, and the operator headers it named. Writes OUT/build_recipes.json
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
+import hashlib
 import json
 import os
 import re
@@ -146,6 +152,8 @@ def compile_object(
         with_sycl=False,
         is_standalone=False,
     )
+    if not target:
+        return True, 0.0, ""  # the build file only (its flags make a precompiled header: `precompiled`)
     t0 = time.perf_counter()
     run = subprocess.run(["ninja", "-C", str(workdir), target], capture_output=True, text=True)
     return run.returncode == 0, time.perf_counter() - t0, (run.stdout + run.stderr)[-3000:]
@@ -161,7 +169,8 @@ def compile_unit(
 
 
 RECIPES = ("light", "op-headers", "lean")
-BINDINGS = ("full", "lean-bindings", "lite-header")
+BINDINGS = ("full", "lean-bindings", "lite-header", "lite-header+pch", "aten-only+pch")
+ATEN_ONLY = "#pragma once\n#include <torch/types.h>\n"  # aten-only+pch's torch/extension.h
 
 
 def bindings_file(cpp: list[str], functions: list[str]) -> str:
@@ -173,11 +182,47 @@ def bindings_file(cpp: list[str], functions: list[str]) -> str:
 
 
 def compile_bindings(
-    text: str, include_first: Path | None, workdir: Path, cflags: list[str]
+    text: str, include_first: Path | None, workdir: Path, cflags: list[str], target: str = "main.o"
 ) -> tuple[bool, float, str]:
     """main.cpp with `text`, compiled to its object with `cflags`; (ok, seconds, log)."""
     includes = [str(include_first)] if include_first is not None else []
-    return compile_object(workdir, text, "", "main.o", includes, [], cflags)
+    return compile_object(workdir, text, "", target, includes, [], cflags)
+
+
+def precompiled(root: Path, header: Path, cflags: list[str], workdir: Path) -> Path | None:
+    """The folder of `header` precompiled with load_inline's flags for `cflags` (made on first use, as
+    kbench's maker makes it: backends/pch.py), or None when it cannot be made."""
+    from kbench.backends import pch
+
+    key = hashlib.sha256(f"{header.read_text()}\0{cflags}".encode()).hexdigest()[:16]
+    folder = root / "pch" / key
+    if not (folder / pch.PCH_FILE).is_file():
+        compile_bindings("", None, workdir, cflags, target="")  # its build file: the flags
+        pch.make_pch(folder, workdir, header)
+    return folder if (folder / pch.PCH_FILE).is_file() else None
+
+
+def _unit(recipe: str, root: Path, cpp: list[str], functions: list[str], cflags: list[str],
+          work: Path) -> tuple[str, Path | None] | None:  # fmt: skip
+    """The text a recipe compiles and the folder searched first; None where the recipe does not apply."""
+    if recipe == "full":
+        return bindings_file(cpp, functions), None
+    if recipe == "lean-bindings":
+        folder = fastbuild.bindings_shim(root / "shims", {"cpp_sources": cpp})
+        return None if folder is None else (bindings_file(cpp, functions), folder)
+    lite = fastbuild.lite_header_shim(root / "shims", {"cpp_sources": cpp})
+    if lite is None:
+        return None
+    if recipe == "lite-header":
+        return bindings_file(cpp, functions), lite
+    if recipe == "lite-header+pch":
+        pch = precompiled(root, lite / "torch" / "extension.h", cflags, work / "pch-flags")
+        return None if pch is None else (bindings_file(cpp, functions), pch)
+    header = root / "aten-only" / "torch" / "extension.h"
+    header.parent.mkdir(parents=True, exist_ok=True)
+    header.write_text(ATEN_ONLY)
+    pch = precompiled(root, header, cflags, work / "pch-flags")
+    return None if pch is None else ("\n".join(["#include <torch/extension.h>", *cpp]), pch)
 
 
 def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, Any]:
@@ -191,14 +236,11 @@ def measure_bindings(path: Path, root: Path, recipes: list[str]) -> dict[str, An
     row["declarations_only"] = fastbuild.declarations_only({"cpp_sources": cpp})
     work = Path(tempfile.mkdtemp(prefix="bindings-", dir=root))
     for recipe in recipes:
-        folder = None
-        if recipe != "full":
-            shim = fastbuild.bindings_shim if recipe == "lean-bindings" else fastbuild.lite_header_shim
-            folder = shim(root / "shims", {"cpp_sources": cpp})
-            if folder is None:
-                row[recipe] = None  # the recipe does not apply to these C++ sources
-                continue
-        ok, secs, log = compile_bindings(bindings_file(cpp, functions), folder, work / recipe, cflags)
+        unit = _unit(recipe, root, cpp, functions, cflags, work)
+        if unit is None:
+            row[recipe] = None  # the recipe does not apply to these C++ sources
+            continue
+        ok, secs, log = compile_bindings(unit[0], unit[1], work / recipe.replace("+", "-"), cflags)
         row[recipe] = {"ok": ok, "s": round(secs, 2), "log": "" if ok else log}
     return row
 
