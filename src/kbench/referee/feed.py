@@ -84,11 +84,13 @@ class Feed:
     def _offer(self, made: list[Slot]) -> None:
         """Bind `made` to the runner in as few commands as its channel carries (MAX_FDS descriptors each)."""
         chunk: list[Slot] = []
+        fds = 0
         for slot in made:
-            if chunk and sum(len(s.fds()) for s in chunk) + len(slot.fds()) > MAX_FDS:
+            if chunk and fds + len(slot.fds()) > MAX_FDS:
                 self.bind(chunk)
-                chunk = []
+                chunk, fds = [], 0
             chunk.append(slot)
+            fds += len(slot.fds())
         if chunk:
             self.bind(chunk)
 

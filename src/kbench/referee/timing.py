@@ -258,7 +258,6 @@ def _time(
     device = feed.device
     batches = _Batches(link, feed, mode, layout, checker, watch)
     batches.one(1, 0, 0.0)  # a first call outside the clock: torch.compile compiles here
-    batches.active_s = 0.0
     l2 = L2(device, settings.flush_l2)
     log = ClockLog(__import__("torch").device(device))
     settled = ClockSettled(log.nvml) if log.nvml is not None else None
