@@ -34,6 +34,7 @@ from kbench.config import RunConfig
 from kbench.hardware import environment
 from kbench.sandbox.host import run_worker
 from kbench.sandbox.protocol import JobSpec
+from kbench.selftest.runner import fixture_text
 from kbench.types import Problem as ProblemSpec
 
 BARE = (
@@ -60,14 +61,11 @@ def bare(mode: str, repeats: int, folder: Path, device: str) -> list[float]:
 def verdicts(
     mode: Literal["fork", "spawn"], repeats: int, cache: Path, device: str
 ) -> tuple[list[float], list[float]]:
-    backend, path = CANDIDATES[device]
-    source = _source(path)
-    cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
-                    cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
+    cfg, job = _job(mode, cache, device)
     totals, workers = [], []
     with one_by_one(cfg) as ev:
         for i in range(repeats + 1):
-            v = ev.submit(Submission("kbench:2/1", source, backend)).verdict()
+            v = ev.submit(job).verdict()
             assert v.ok, v.message + v.log_tail
             if i:
                 phases = dict(v.phases)
@@ -78,15 +76,12 @@ def verdicts(
 
 def reopened(keep: bool, repeats: int, cache: Path, device: str) -> tuple[list[float], list[float]]:
     """Each reopened Evaluator's verdict seconds and its reference worker's wait for a starter."""
-    backend, path = CANDIDATES[device]
-    source = _source(path)
-    cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
-                    cache_dir=cache, measure=False, static_checks=False, worker_start="fork")  # fmt: skip
+    cfg, job = _job("fork", cache, device)
     totals, waits = [], []
     for i in range(repeats + 1):
         ev = one_by_one(cfg)
         try:
-            v = ev.submit(Submission("kbench:2/1", source, backend)).verdict()
+            v = ev.submit(job).verdict()
         finally:
             ev.close(cancel=not keep)
         assert v.ok, v.message + v.log_tail
@@ -96,12 +91,12 @@ def reopened(keep: bool, repeats: int, cache: Path, device: str) -> tuple[list[f
     return totals, waits
 
 
-def _source(path: str) -> str:
-    source = (ROOT / path).read_text()
-    first = source.splitlines()[0]
-    if path.startswith("tests/fixtures/eval/") and first.startswith("# include:"):
-        source = (ROOT / "tests/fixtures/eval" / first.split(":", 1)[1].strip()).read_text() + source
-    return source
+def _job(mode: Literal["fork", "spawn"], cache: Path, device: str) -> tuple[RunConfig, Submission]:
+    """The config verdicts are judged with (warm caches, `measure=False`) and the honest candidate."""
+    backend, path = CANDIDATES[device]
+    cfg = RunConfig(preset="small" if device == "cpu" else "full", device=device, backend=backend,
+                    cache_dir=cache, measure=False, static_checks=False, worker_start=mode)  # fmt: skip
+    return cfg, Submission("kbench:2/1", fixture_text(ROOT / path), backend)  # with its `# include:`
 
 
 def main() -> int:
