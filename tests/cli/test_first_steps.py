@@ -193,3 +193,26 @@ def test_the_closing_note_on_uncertain_speedups_counts_them() -> None:
     assert _uncertain_note(6).startswith(
         "6 speedups above are uncertain: their 95 % interval holds 1x, so they"
     )
+
+
+def test_selftest_names_a_skipped_backends_fix_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kbench.selftest.runner as selftest_runner
+
+    fix = "this feature needs the optional package 'cutlass'; install it with: pip install 'kbench[cute]'"
+    monkeypatch.setattr(selftest_runner, "run_suite", lambda **_: [])
+    monkeypatch.setattr(selftest_runner, "missing_backends", lambda root=None: {"cute": fix})
+    monkeypatch.delenv("COLUMNS", raising=False)
+    result = runner.invoke(app, ["selftest"])
+    assert result.exit_code == 0, result.output
+    assert f"skipped the cute fixtures: {fix}" in result.output  # rich markup would have eaten "[cute]"
+
+
+def test_a_failed_verdicts_log_tail_is_shown_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import replace
+
+    from kbench.cli.evaluate import print_verdict
+
+    log = "main.cpp:3:1: error: 'x' was not declared [-fpermissive]\n[/] [bold]not markup[/bold]"
+    print_verdict(replace(_verdict(), status=Status.BUILD_ERROR, log_tail=log))
+    out = capsys.readouterr().out
+    assert "log tail:\n" + log in out and "[dim]" not in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from kbench import defaults
 from kbench.cli.app import err_console
 from kbench.config import RunConfig
@@ -14,7 +16,7 @@ def apply_device_defaults(cfg: RunConfig, what: str = "evaluating") -> RunConfig
     asked_cpu = cfg.device == "cpu"
     cfg, notice = defaults.device_defaults(cfg, what)
     if notice:
-        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {notice}", highlight=False)
+        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {escape(notice)}", highlight=False)
     return cfg
 
 

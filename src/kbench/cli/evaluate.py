@@ -78,7 +78,8 @@ def print_verdict(v: Verdict) -> None:
     table.add_row("wall time", f"{v.seconds:.1f} s")
     console.print(table)
     if not v.ok and v.log_tail:
-        console.print("[dim]log tail:[/]\n" + v.log_tail, highlight=False, markup=False)
+        console.print("[dim]log tail:[/]")
+        console.print(v.log_tail, highlight=False, markup=False)
 
 
 def _at_preset_used(address: str, cfg: RunConfig) -> tuple[Problem, RunConfig]:

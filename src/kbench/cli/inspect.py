@@ -67,7 +67,7 @@ def _show(report, why: str) -> None:  # type: ignore[no-untyped-def]
             f"{max(sol.sol_ms - fwd.sol_ms, 0.0):.4f} ms (the step's less the forward's)"
         )
     if why:
-        console.print(f"  {why}", highlight=False)
+        console.print(f"  {why}", highlight=False, markup=False)
     groups = Table(title=f"fusion groups ({len(report.graph.fusion_groups)}) {report.graph.error}")
     for col in ("kind", "ops", "intermediates skipped", "bytes saved"):
         groups.add_column(col)

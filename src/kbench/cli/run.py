@@ -39,7 +39,7 @@ def _solutions_config(cfg: RunConfig) -> tuple[RunConfig, list[str]]:
     asked_cpu = cfg.device == "cpu"
     cfg, backends, notice = defaults.solutions_config(cfg)
     if notice:
-        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {notice}", highlight=False)
+        err_console.print(f"[yellow]{cpu_reason(asked_cpu)}:[/] {escape(notice)}", highlight=False)
     return cfg, backends
 
 

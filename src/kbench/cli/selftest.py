@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kbench.cli.app import Format, app, console, print_json
@@ -55,10 +56,12 @@ def selftest_cmd(
             table.add_column(col)
         for o in outcomes:
             mark = "[green]yes[/]" if o.passed else "[bold red]NO[/]"
-            table.add_row(o.fixture.id, o.fixture.expected, o.got, mark, f"{o.seconds:.1f}")
+            table.add_row(
+                escape(o.fixture.id), escape(o.fixture.expected), escape(o.got), mark, f"{o.seconds:.1f}"
+            )
         console.print(table)
         for name, why in missing.items():
-            console.print(f"[yellow]skipped[/] the {name} fixtures: {why}")
+            console.print(f"[yellow]skipped[/] the {name} fixtures: {escape(why)}")
         for name, count in ({} if device == "cuda" else gpu_only(backend or None)).items():
             if name not in missing:
                 console.print(f"[yellow]skipped[/] {count} {name} fixtures: they need a GPU (--device cuda)")

@@ -94,7 +94,9 @@ def verify_cmd(
 def _trivial_progress(r: TrivialResult) -> None:
     mark = "FAIL" if r.failed else "ok"
     what = r.error or (f"passing: {', '.join(r.passing)}" if r.passing else "")
-    err_console.print(f"{mark:4} {r.problem_key} {r.name} ({r.seconds:.2f} s) {what}", highlight=False)
+    err_console.print(
+        f"{mark:4} {r.problem_key} {r.name} ({r.seconds:.2f} s) {what}", highlight=False, markup=False
+    )
 
 
 def _trivial_table(results: list[TrivialResult]) -> Table:
