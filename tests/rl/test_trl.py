@@ -16,15 +16,14 @@ from typing import Any
 
 import pytest
 from apifixtures import HONEST, WRONG, api_config, shared_cache
+from optional import needs
 
 from kbench.api import Evaluator
 from kbench.rl import grpo_reward, grpo_reward_async
 from kbench.store import Store
 from kbench.types import Status
 
-pytest.importorskip("trl")
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs("trl")]
 # Per prompt, its group of two generations: no code and an honest kernel, then a wrong and an honest one.
 ANSWERS = [
     "I would fuse the GEMM with the ReLU.",
