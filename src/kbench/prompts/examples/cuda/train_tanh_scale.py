@@ -27,14 +27,23 @@ __global__ void dx_kernel(const float* __restrict__ dy, const float* __restrict_
     }
 }
 
-// backward, reduction: dscale[j] = sum over rows of dy * t; a thread per column (neighbours read neighbours)
+// backward, reduction: dscale[j] = sum over rows of dy * t. A block of 32 x 8 threads owns 32 columns:
+// each warp reads 32 neighbouring columns of a row (coalesced), its 8 row groups split the rows, and the
+// 8 partial sums meet in shared memory. The sums run in double: thousands of fp32 additions one after
+// another drift past an fp32 tolerance where a column's sum is near zero.
+constexpr int COLS = 32, ROW_GROUPS = 8;
 __global__ void dscale_kernel(const float* __restrict__ dy, const float* __restrict__ t,
                               float* __restrict__ dscale, int64_t rows, int64_t d) {
-    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < d) {
-        float acc = 0.0f;
-        for (int64_t r = 0; r < rows; ++r) acc += dy[r * d + j] * t[r * d + j];
-        dscale[j] = acc;
+    __shared__ double part[ROW_GROUPS][COLS];
+    int64_t j = (int64_t)blockIdx.x * COLS + threadIdx.x;
+    double acc = 0.0;
+    if (j < d)
+        for (int64_t r = threadIdx.y; r < rows; r += ROW_GROUPS) acc += (double)dy[r * d + j] * t[r * d + j];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < d) {
+        for (int g = 1; g < ROW_GROUPS; ++g) acc += part[g][threadIdx.x];
+        dscale[j] = (float)acc;
     }
 }
 
@@ -55,8 +64,8 @@ std::vector<torch::Tensor> tanh_scale_backward(torch::Tensor dy, torch::Tensor t
     int64_t n = g.numel(), d = scale.numel();
     dx_kernel<<<(n + 255) / 256, 256>>>(g.data_ptr<float>(), t.data_ptr<float>(), scale.data_ptr<float>(),
                                         dx.data_ptr<float>(), n, d);
-    dscale_kernel<<<(d + 255) / 256, 256>>>(g.data_ptr<float>(), t.data_ptr<float>(),
-                                            dscale.data_ptr<float>(), n / d, d);
+    dscale_kernel<<<(d + COLS - 1) / COLS, dim3(COLS, ROW_GROUPS)>>>(g.data_ptr<float>(), t.data_ptr<float>(),
+                                                                   dscale.data_ptr<float>(), n / d, d);
     return {dx, dscale};
 }
 """
