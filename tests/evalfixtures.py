@@ -6,7 +6,9 @@ The fixtures in fixtures/eval/ carry the anti-cheat fixtures' header (`# expect:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 from kbench.config import RunConfig
@@ -53,3 +55,13 @@ def use_builds(cache_dir: Path, builds: Path) -> Path:
     if not link.is_symlink():
         link.symlink_to(builds, target_is_directory=True)
     return cache_dir
+
+
+def built_anew(source: str, tag: str) -> str:
+    """A cpp fixture's `source` with its extension named after `tag`: a build the session's build cache
+    does not hold (nor any other test's), compiled against the session's precompiled header (its flags
+    are the same)."""
+    suffix = hashlib.sha256(tag.encode()).hexdigest()[:12]
+    marked = re.sub(r'name="(kbench_fixture_\w+)"', rf'name="\1_{suffix}"', source, count=1)
+    assert marked != source, "no extension name to change"
+    return marked

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config, fixture_source, use_builds
+from evalfixtures import built_anew, cpu_config, fixture_source, use_builds
 
 from kbench.evaluate.flow import evaluate
 from kbench.evaluate.prebuild import cuda_arch_list, prebuild
@@ -14,10 +14,11 @@ from kbench.types import Candidate, Status
 
 
 @pytest.mark.slow
-def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path) -> None:
+def test_prebuild_then_evaluate_is_a_cache_hit(tmp_path: Path, shared_builds: Path) -> None:
     problem = get_problem("kbench:2/1")
-    candidate = Candidate(problem.key, "cpp", fixture_source("cpp_honest.py"))
-    cfg = cpu_config(tmp_path, measure=False)
+    source = built_anew(fixture_source("cpp_honest.py"), f"built by {tmp_path.name}")
+    candidate = Candidate(problem.key, "cpp", source)
+    cfg = cpu_config(use_builds(tmp_path / "cache", shared_builds), measure=False)
     built = prebuild(candidate, cfg, "cpu")
     assert built.ok and not built.cache_hit and built.seconds > 0, built.log
     assert "gemm_relu" in built.kernels

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from evalfixtures import cpu_config
+from evalfixtures import cpu_config, use_builds
 
 from kbench.sandbox import confine
 
@@ -236,7 +236,10 @@ int64_t rewrite(std::string path) {
   return 0;
 }
 """
-native = load_inline(name="kbench_test_confine_tamper", cpp_sources=SOURCE, functions=["rewrite", "relu"])
+native = load_inline(
+    name="kbench_test_confine_tamper", cpp_sources=SOURCE, functions=["rewrite", "relu"],
+    extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"],  # the session's precompiled header's flags
+)  # fmt: skip
 TARGET = PATH
 said = []
 
@@ -258,7 +261,7 @@ class ModelNew(nn.Module):
 
 @pytest.mark.slow
 def test_an_evaluation_confines_the_candidates_native_code(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_builds: Path
 ) -> None:
     """The C++ extension of a candidate fopen()s a file in the evaluator's cache folder, beside the build
     cache it may write, for writing: it fails with EACCES, the file is unchanged, the verdict says how
@@ -271,7 +274,7 @@ def test_an_evaluation_confines_the_candidates_native_code(
 
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    cfg = cpu_config(tmp_path / "cache", worker_start="spawn", measure=False)
+    cfg = cpu_config(use_builds(tmp_path / "cache", shared_builds), worker_start="spawn", measure=False)
     target = cfg.cache_dir / "reference" / "evaluator.bin"
     target.parent.mkdir(parents=True)
     target.write_bytes(b"the evaluator's")
