@@ -4,7 +4,7 @@ The compile check extracts the CUDA source strings from the candidate's text (ne
 compiles them with nvcc for one arch, without running anything. By default it compiles the kernels
 only (`__global__`/`__device__` functions and the non-torch includes and macros before them), which takes
 ~2 s instead of ~75 s for a translation unit that includes torch's headers; `full=True` compiles the whole
-source with torch's include paths (host wrappers included), light headers first as the build does.
+source with torch's include paths (host wrappers included), lean headers first as the build does.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from kbench.backends import Backend, CompileCheck, register_backend
 from kbench.backends.cudasrc import cuda_strings, kernels_only
-from kbench.backends.fastbuild import light_cuda_sources
+from kbench.backends.fastbuild import light_cuda_sources, op_header_shim, op_headers
 from kbench.errors import ConfigError
 
 
@@ -103,15 +103,20 @@ class CudaBackend(Backend):
         if not full:
             ok, log = _nvcc(nvcc, code, flags)
             return CompileCheck(ok, log, names, time.perf_counter() - t0)
-        # As the build does (backends/fastbuild.py): light headers first, the full header if that fails.
+        # As the build does (backends/fastbuild.py): the per-operator headers on the light ones first, then
+        # the light headers, the full header if those fail.
         flags += ["-DTORCH_EXTENSION_NAME=check", *[f"-I{p}" for p in _torch_includes()]]
         light = light_cuda_sources({"cuda_sources": [code]})
-        attempts = [light["cuda_sources"][0]] if light is not None else []
-        attempts.append("#include <torch/extension.h>\n" + code)
-        for attempt in attempts:
-            ok, log = _nvcc(nvcc, "#include <torch/types.h>\n" + attempt, flags)
-            if ok:
-                break
+        lean = light["cuda_sources"][0] if light is not None else code
+        with tempfile.TemporaryDirectory(prefix="kbench-shim-") as root:
+            shim = op_header_shim(Path(root), {"cuda_sources": [lean]}) if op_headers() else None
+            attempts = [(lean, [f"-I{shim}"])] if shim is not None else []
+            attempts += [(lean, [])] if light is not None else []
+            attempts.append(("#include <torch/extension.h>\n" + code, []))
+            for attempt, first in attempts:
+                ok, log = _nvcc(nvcc, "#include <torch/types.h>\n" + attempt, first + flags)
+                if ok:
+                    break
         return CompileCheck(ok, log, names, time.perf_counter() - t0)
 
 
