@@ -167,6 +167,54 @@ def test_a_diagnostic_of_the_precompiled_attempt_ends_the_attempts(
     assert len(calls) == len(tried or labels)
 
 
+SYNTAX = (
+    "/b/attempt-0/main.cpp:2:15: error: expected primary-expression before \u2018return\u2019\n"
+    "/b/attempt-0/main.cpp:2:14: error: expected \u2018)\u2019 before \u2018return\u2019\n"
+)
+CASCADE = (  # what the generated module's use of a function that did not parse then brings
+    "/t/include/ATen/detail/FunctionTraits.h:11:58: error: \u2018operator()\u2019 is not a member of \u2018int\u2019\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("said", "tried"),
+    [
+        (SYNTAX + CASCADE, ["lite-header"]),  # no declaration makes it: the standard attempt would repeat it
+        ('/b/main.cpp:9:8: error: missing terminating " character\n', ["lite-header"]),
+        ("/b/main.cpp:4:3: error: \u2018bb\u2019 was not declared in this scope\n" + SYNTAX, None),
+        ("/b/main.cpp:1:12: error: expected initializer before \u2018f\u2019\n", None),  # an unknown macro's
+        (
+            "/b/main.cpp:7:1: error: expected constructor, destructor, or type conversion before \u2018(\u2019\n",
+            None,
+        ),
+        ("/b/main.cpp:5:21: error: expected \u2018,\u2019 or \u2018;\u2019 before \u2018MACRO\u2019\n", None),
+        ("/b/main.cpp:3:1: error: #error this needs torch/extension.h\n" + SYNTAX, None),
+        (
+            "/x/torch/extension.h:12:3: error: expected \u2018;\u2019 before \u2018}\u2019 token\n",
+            None,
+        ),  # a header's
+        (SYNTAX + "c++: fatal error: Killed signal terminated program cc1plus\n", None),  # the machine's part
+    ],
+)
+def test_a_syntax_error_of_the_lite_header_attempt_ends_the_attempts(
+    tmp_path: Path, said: str, tried: list[str] | None
+) -> None:
+    """The lite header declares less than torch's own, so a first error it could cause (a name, a type, an
+    unknown macro's forms, an #error) lets the standard attempt try; a first error no declaration causes
+    (a syntax error in main.cpp itself, whatever it then brings) is the sources' own, and the standard
+    attempt (~25 s of a core without a precompiled header) would say it again."""
+    from kbench.backends.jitbuild import run
+
+    calls: list[str] = []
+
+    def broken(**arguments: Any) -> None:
+        calls.append(Path(arguments["build_directory"]).name)
+        raise RuntimeError("Error building extension 'm':\n" + said)
+
+    done = run({"attempts": [[label, {}] for label in NO_PCH], "staging": str(tmp_path)}, broken)
+    assert not done["ok"] and list(done["errors"]) == (tried or NO_PCH) and len(calls) == len(tried or NO_PCH)
+
+
 @pytest.mark.parametrize(
     "said, kept",
     [

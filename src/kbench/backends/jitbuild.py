@@ -47,6 +47,29 @@ _TRANSIENT = re.compile(
     r"Too many open files|Input/output error|Permission denied|Read-only file system"
 )
 _DIAGNOSTIC = re.compile(r": (fatal )?error: ")
+# A lite-header attempt (the bindings file against fastbuild.py's lite torch/extension.h) fails the same
+# way under torch's own header when its first error is one that no declaration can cause: the parser met
+# a keyword or a punctuator where it expected another in main.cpp's own text, or a literal never ended.
+# What follows a first error (the generated module's use of a function that did not parse, in torch's
+# headers) is its consequence. The forms an unknown macro takes (a call at namespace scope: "expected
+# constructor, destructor, or type conversion"; a word between a type and a name: "expected initializer";
+# a word after an expression: "expected ';' before 'WORD'") and every first error naming a name, a type, a
+# member, an overload, a template or an #error might come from what the lite header leaves out: then the
+# next attempts run.
+_SYNTAX = re.compile(
+    r"expected (?!constructor|initializer|type-specifier|class-name|template-name|nested-name-specifier"
+    r"|unqualified-id)|stray |missing terminating |unterminated "
+)
+_ERROR = re.compile(r"^(\S+?):\d+:\d+: (?:fatal )?error: (.*)$", re.M)
+_BEFORE_WORD = re.compile(r"before [\u2018'](\w+)[\u2019']")
+_KEYWORDS = frozenset(
+    "alignas alignof auto bool break case catch char class const constexpr const_cast continue decltype "
+    "default delete do double dynamic_cast else enum explicit extern false float for friend goto if inline "
+    "int long mutable namespace new noexcept nullptr operator private protected public register "
+    "reinterpret_cast return short signed sizeof static static_assert static_cast struct switch template "
+    "this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile "
+    "while".split()
+)
 
 
 def compiler_said_no(error: str) -> bool:
@@ -54,6 +77,23 @@ def compiler_said_no(error: str) -> bool:
     sign of the machine's part (a killed or crashed compiler, a full disk, missing memory or rights):
     the same arguments with the same toolchain (both in the build's key) fail the same way again."""
     return bool(_DIAGNOSTIC.search(error)) and not _TRANSIENT.search(error)
+
+
+def syntax_error_first(error: str) -> bool:
+    """Whether the compiler's first error is a syntax error in the bindings file's own text (main.cpp: the
+    candidate's C++ sources and the generated module) that no declaration could cause."""
+    first = _ERROR.search(error)
+    if first is None or Path(first.group(1)).name != "main.cpp" or not _SYNTAX.match(first.group(2)):
+        return False
+    word = _BEFORE_WORD.search(first.group(2))
+    return word is None or word.group(1) in _KEYWORDS
+
+
+def _conclusive(label: str, said: str) -> bool:
+    """Whether the later attempts would hear what the compiler said to this one (see CONCLUSIVE)."""
+    if not compiler_said_no(said) or _PCH_TROUBLE.search(said):
+        return False
+    return label in CONCLUSIVE or ("lite-header" in label.split("+") and syntax_error_first(said))
 
 
 def _wall_in(request: dict[str, Any]) -> str:
@@ -139,9 +179,9 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
             folder.mkdir(parents=True, exist_ok=True)
             load(**dict(arguments, build_directory=str(folder)))
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
-            errors[label] = str(exc)[-8000:]
-            said = errors[label]
-            if label in CONCLUSIVE and compiler_said_no(said) and not _PCH_TROUBLE.search(said):
+            said = str(exc)
+            errors[label] = said[-8000:]
+            if _conclusive(label, said):  # the whole output: its first error may be cut from the kept tail
                 break
             continue
         done.update(ok=True, label=label, folder=str(folder))
