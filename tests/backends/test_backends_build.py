@@ -188,6 +188,11 @@ CASCADE = (  # what the generated module's use of a function that did not parse 
             None,
         ),
         ("/b/main.cpp:5:21: error: expected \u2018,\u2019 or \u2018;\u2019 before \u2018MACRO\u2019\n", None),
+        (  # `struct S { int x MACRO; };`: a syntax error first, the unknown word's own after it
+            "/b/main.cpp:1:16: error: expected \u2018;\u2019 at end of member declaration\n"
+            "/b/main.cpp:1:18: error: \u2018MACRO\u2019 does not name a type\n",
+            None,
+        ),
         ("/b/main.cpp:3:1: error: #error this needs torch/extension.h\n" + SYNTAX, None),
         (
             "/x/torch/extension.h:12:3: error: expected \u2018;\u2019 before \u2018}\u2019 token\n",

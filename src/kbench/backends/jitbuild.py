@@ -48,12 +48,12 @@ _TRANSIENT = re.compile(
 )
 _DIAGNOSTIC = re.compile(r": (fatal )?error: ")
 # A lite-header attempt (the bindings file against fastbuild.py's lite torch/extension.h) fails the same
-# way under torch's own header when its first error is one that no declaration can cause: the parser met
-# a keyword or a punctuator where it expected another in main.cpp's own text, or a literal never ended.
-# What follows a first error (the generated module's use of a function that did not parse, in torch's
-# headers) is its consequence. The forms an unknown macro takes (a call at namespace scope: "expected
+# way under torch's own header when its errors in main.cpp's own text are ones no declaration can cause:
+# the parser met a keyword or a punctuator where it expected another, or a literal never ended (what the
+# generated module's use of a function that did not parse then brings in torch's headers follows from
+# them). The forms an unknown macro takes (a call at namespace scope: "expected
 # constructor, destructor, or type conversion"; a word between a type and a name: "expected initializer";
-# a word after an expression: "expected ';' before 'WORD'") and every first error naming a name, a type, a
+# a word after an expression: "expected ';' before 'WORD'") and every error there naming a name, a type, a
 # member, an overload, a template or an #error might come from what the lite header leaves out: then the
 # next attempts run.
 _SYNTAX = re.compile(
@@ -80,13 +80,18 @@ def compiler_said_no(error: str) -> bool:
 
 
 def syntax_error_first(error: str) -> bool:
-    """Whether the compiler's first error is a syntax error in the bindings file's own text (main.cpp: the
-    candidate's C++ sources and the generated module) that no declaration could cause."""
-    first = _ERROR.search(error)
-    if first is None or Path(first.group(1)).name != "main.cpp" or not _SYNTAX.match(first.group(2)):
+    """Whether the compiler's first error is in the bindings file's own text (main.cpp: the candidate's C++
+    sources and the generated module) and every error there is a syntax error no declaration could cause
+    (what the module's use of a function that did not parse then brings in torch's headers follows)."""
+    found = _ERROR.findall(error)
+    if not found or Path(found[0][0]).name != "main.cpp":
         return False
-    word = _BEFORE_WORD.search(first.group(2))
-    return word is None or word.group(1) in _KEYWORDS
+    return all(_syntax(message) for file, message in found if Path(file).name == "main.cpp")
+
+
+def _syntax(message: str) -> bool:
+    word = _BEFORE_WORD.search(message)
+    return bool(_SYNTAX.match(message)) and (word is None or word.group(1) in _KEYWORDS)
 
 
 def _conclusive(label: str, said: str) -> bool:
