@@ -48,7 +48,7 @@ compiling the candidate's code. Four recipes cut that without changing what the 
   in 15 s instead of 28 s (6.7 s instead of 13 s with each header precompiled). The frontend's functions
   live in namespaces of their own (`torch::nn::`, `torch::fft::`, ...), so a call finds the same function
   or none; a name the shim lacks fails to compile and the next recipe runs (a syntax error of the
-  sources' own ends the build there: jitbuild.syntax_error_first).
+  sources' own ends the build there: jitbuild.syntax_errors_only).
 - precompiled headers (`backends/pch.py`): the bindings file compiled against a precompiled
   `torch/extension.h` (the lite one where it applies), for batches.
 

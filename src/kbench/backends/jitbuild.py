@@ -79,7 +79,7 @@ def compiler_said_no(error: str) -> bool:
     return bool(_DIAGNOSTIC.search(error)) and not _TRANSIENT.search(error)
 
 
-def syntax_error_first(error: str) -> bool:
+def syntax_errors_only(error: str) -> bool:
     """Whether the compiler's first error is in the bindings file's own text (main.cpp: the candidate's C++
     sources and the generated module) and every error there is a syntax error no declaration could cause
     (what the module's use of a function that did not parse then brings in torch's headers follows)."""
@@ -98,7 +98,7 @@ def _conclusive(label: str, said: str) -> bool:
     """Whether the later attempts would hear what the compiler said to this one (see CONCLUSIVE)."""
     if not compiler_said_no(said) or _PCH_TROUBLE.search(said):
         return False
-    return label in CONCLUSIVE or ("lite-header" in label.split("+") and syntax_error_first(said))
+    return label in CONCLUSIVE or ("lite-header" in label.split("+") and syntax_errors_only(said))
 
 
 def _wall_in(request: dict[str, Any]) -> str:
