@@ -153,13 +153,18 @@ def _own_copy_of_the_honest_build(cache: Path, shared_builds: Path, headers: boo
     here writes it."""
     builds = cache / "builds"
     builds.mkdir(parents=True)
-    if headers:
-        shutil.copytree(shared_builds / ".shim", builds / ".shim", symlinks=True)
-        shutil.copytree(shared_builds / ".pch", builds / ".pch", symlinks=True, copy_function=os.link)
-    for link in (builds / ".pch").glob("*/torch/extension.h"):
-        shim = Path(os.path.realpath(link)).relative_to(os.path.realpath(shared_builds))
-        link.unlink()
-        link.symlink_to(builds / shim)
+    session = shared_builds.resolve()
+    for made in (shared_builds / ".pch").iterdir() if headers else ():
+        header = Path(os.path.realpath(made / "torch" / "extension.h"))  # a lite-header shim's, if ready
+        if not (made / "torch" / "extension.h.gch").is_file() or not header.is_relative_to(session):
+            continue  # one being made (other workers build beside this test), or torch's own header
+        shim = header.relative_to(session).parents[1]  # .shim/DIGEST: sealed, never changed
+        if not (builds / shim).exists():
+            shutil.copytree(session / shim, builds / shim, symlinks=True)
+        copy = builds / ".pch" / made.name
+        shutil.copytree(made, copy, symlinks=True, copy_function=os.link)
+        (copy / "torch" / "extension.h").unlink()
+        (copy / "torch" / "extension.h").symlink_to(builds / header.relative_to(session))
     for folder in shared_builds.iterdir():
         if folder.is_dir() and (folder / "kbench_fixture_gemm_relu.so").is_file():
             shutil.copytree(folder, builds / folder.name, symlinks=True)
