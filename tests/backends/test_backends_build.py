@@ -220,6 +220,23 @@ def test_a_syntax_error_of_the_lite_header_attempt_ends_the_attempts(
     assert not done["ok"] and list(done["errors"]) == (tried or NO_PCH) and len(calls) == len(tried or NO_PCH)
 
 
+def test_a_syntax_error_under_a_conditional_lets_the_standard_attempt_try(tmp_path: Path) -> None:
+    """A macro only torch's own header defines can choose what the compiler parses (`#ifndef TORCH_MODULE`
+    around broken text): under the lite header alone a syntax error, under torch's header none. Sources
+    with a preprocessor conditional never end the attempts at the lite header."""
+    from kbench.backends.jitbuild import run
+
+    calls: list[str] = []
+
+    def broken(**arguments: Any) -> None:
+        calls.append(Path(arguments["build_directory"]).name)
+        raise RuntimeError("Error building extension 'm':\n" + SYNTAX + CASCADE)
+
+    sources = {"cpp_sources": ["#ifndef TORCH_MODULE\nint f( { return 0; }\n#endif\nint g() { return 1; }"]}
+    done = run({"attempts": [[label, sources] for label in NO_PCH], "staging": str(tmp_path)}, broken)
+    assert not done["ok"] and list(done["errors"]) == NO_PCH and len(calls) == len(NO_PCH)
+
+
 @pytest.mark.parametrize(
     "said, kept",
     [

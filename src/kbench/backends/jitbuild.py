@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kbench.backends.fastbuild import as_list
+
 RESULT = "result.json"
 BUILD_NICE = 10  # a build ahead of the GPU queue yields the cores to the lanes' runners, which hold the GPU
 # Attempts whose failure the later ones would repeat: "pch" is load_inline's own arguments with torch's
@@ -55,7 +57,9 @@ _DIAGNOSTIC = re.compile(r": (fatal )?error: ")
 # constructor, destructor, or type conversion"; a word between a type and a name: "expected initializer";
 # a word after an expression: "expected ';' before 'WORD'") and every error there naming a name, a type, a
 # member, an overload, a template or an #error might come from what the lite header leaves out: then the
-# next attempts run.
+# next attempts run. So do sources with a preprocessor conditional: a macro only torch's own header defines
+# (`#ifndef TORCH_MODULE`) can choose text that fails to parse under the lite header alone.
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|elifdef|elifndef)\b", re.M)
 _SYNTAX = re.compile(
     r"expected (?!constructor|initializer|type-specifier|class-name|template-name|nested-name-specifier"
     r"|unqualified-id)|stray |missing terminating |unterminated "
@@ -94,11 +98,14 @@ def _syntax(message: str) -> bool:
     return bool(_SYNTAX.match(message)) and (word is None or word.group(1) in _KEYWORDS)
 
 
-def _conclusive(label: str, said: str) -> bool:
+def _conclusive(label: str, said: str, arguments: dict[str, Any]) -> bool:
     """Whether the later attempts would hear what the compiler said to this one (see CONCLUSIVE)."""
     if not compiler_said_no(said) or _PCH_TROUBLE.search(said):
         return False
-    return label in CONCLUSIVE or ("lite-header" in label.split("+") and syntax_errors_only(said))
+    if label in CONCLUSIVE:
+        return True
+    sources = "\n".join(as_list(arguments.get("cpp_sources")))
+    return "lite-header" in label.split("+") and not _CONDITIONAL.search(sources) and syntax_errors_only(said)
 
 
 def _wall_in(request: dict[str, Any]) -> str:
@@ -186,7 +193,9 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
             said = str(exc)
             errors[label] = said[-8000:]
-            if _conclusive(label, said):  # the whole output: its first error may be cut from the kept tail
+            if _conclusive(
+                label, said, arguments
+            ):  # the whole output: its first error may be cut from the kept tail
                 break
             continue
         done.update(ok=True, label=label, folder=str(folder))
