@@ -1,6 +1,7 @@
 """A killed evaluation leaves nothing behind: `kbench eval` and `kbench run`, hung in a candidate's forward,
 sent SIGINT, SIGTERM, SIGHUP or SIGKILL. Two seconds later no process of that evaluation exists (the
-workers, the candidate's own child, the warm starter), a catchable signal made kbench say what it kept
+workers, the candidate's own child, the warm starter) nor any of the folders kbench made for them in the
+temporary folder, a catchable signal made kbench say what it kept
 and exit with 128 + the signal, and the next evaluation finishes normally."""
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def test_a_killed_evaluation_leaves_nothing_behind(
     if kind == "run" and sig != signal.SIGKILL:
         # the reference's torch.compile baseline (tens of seconds on two cores) is timed once, under SIGKILL
         env = {**env, "KBENCH_BASELINES": "eager"}
-    proc = _kbench(_hang_command(kind, tmp_path), env)
+    scratch = tmp_path / "tmp"  # the folders kbench makes for its processes (the starter's, each worker's)
+    scratch.mkdir()
+    proc = _kbench(_hang_command(kind, tmp_path), {**env, "TMPDIR": str(scratch)})
     owner = procs.ProcRef.of(proc.pid)
     assert owner is not None
     deadline = time.monotonic() + 240
@@ -74,6 +77,8 @@ def test_a_killed_evaluation_leaves_nothing_behind(
         time.sleep(0.05)
     assert proc.poll() is not None, "kbench still running 2 s after the signal"
     assert [f"{pid} {procs.command(pid)[:120]}" for pid in procs.belonging_to(owner, proc.pid)] == []
+    # removed by kbench on a catchable signal, by its warm starter when kbench was killed
+    assert sorted(p.name for p in scratch.iterdir() if p.name.startswith("kbench-")) == []
     _, err = proc.communicate()
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL

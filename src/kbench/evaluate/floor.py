@@ -81,7 +81,7 @@ def count_beside(problem: Problem, cfg: RunConfig, device: str, folder: Path) ->
         logfile = jobdir / "worker.log"
         # the reference's starter (the same start-up); a trusted count: its imports may write bytecode
         env = procs.worker_env(reference_env(cfg, device), bytecode_writes=True)
-        proc = starter.start_worker(entries.COUNTS, jobdir, tmp, env, logfile, None)
+        proc = starter.start_worker(entries.COUNTS, jobdir, tmp, env, logfile, None, scratch=[tmp])
         if proc is None:
             return None
         try:

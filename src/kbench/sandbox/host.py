@@ -369,7 +369,7 @@ def _fork(
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     full[KEY_FIFO_ENV] = str(fifo.resolve())
-    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, None, [spec.role])
+    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, None, [spec.role], [cwd])
     if proc is None:
         fifo.unlink(missing_ok=True)
         return None

@@ -10,6 +10,7 @@ followed through /proc. The key reaches the child through a FIFO (`deliver_key`)
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
@@ -24,7 +25,7 @@ from kbench import entries
 from kbench.sandbox import bytecode, procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
-from kbench.sandbox.zygote import NO_OPTIONAL
+from kbench.sandbox.zygote import NO_OPTIONAL, REMOVE_CWD
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
 FORK_TIMEOUT_S = 120.0  # a request may wait for an optional preload in progress (seconds on a loaded host)
@@ -98,9 +99,10 @@ class Starter:
         self._exits: dict[int, int] = {}
         self._live: set[int] = set()  # the workers it started that have not ended
         self._next = 0
+        flags = [REMOVE_CWD, *([] if optional_preload else [NO_OPTIONAL])]
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", entries.STARTER, *([] if optional_preload else [NO_OPTIONAL])],
+                [sys.executable, "-m", entries.STARTER, *flags],
                 cwd=self._cwd.name,
                 # its own imports (torch, kbench) may write bytecode; its workers' follow their jobs'
                 env=env | bytecode.env(writes=True),
@@ -292,10 +294,8 @@ def import_torch_meanwhile() -> None:
 
 
 def _import_torch() -> None:
-    try:
+    with contextlib.suppress(Exception):  # the command reports a missing or broken torch where it needs it
         import torch  # noqa: F401
-    except Exception:  # the command reports a missing or broken torch itself, where it needs it
-        pass
 
 
 _cuda_ready: set[str] = set()  # devices whose torch CUDA start this process has begun on a thread
@@ -316,13 +316,11 @@ def start_torch_cuda_meanwhile(device: str) -> None:
 def _start_torch_cuda(device: str) -> None:
     for thread in _torch_import:
         thread.join()
-    try:
+    with contextlib.suppress(Exception):  # the comparison starts it itself, and reports what fails there
         import torch
 
         torch.cuda.init()
         torch.cuda.get_device_properties(torch.device(device))
-    except Exception:  # the comparison starts it itself, and reports what fails there
-        pass
 
 
 def start_worker(
@@ -333,6 +331,7 @@ def start_worker(
     log: Path,
     limit: tuple[str, int] | None,
     args: list[str] | None = None,
+    scratch: list[str] | None = None,
 ) -> ForkedProcess | None:
     t0 = time.monotonic()
     starter = starter_for(env)
@@ -340,7 +339,7 @@ def start_worker(
         return None
     waited = time.monotonic() - t0
     request = ForkRequest(id=0, module=module, jobdir=str(jobdir.resolve()), cwd=cwd, env=env, log=str(log),
-                          limit=limit, args=args or [])  # fmt: skip
+                          limit=limit, args=args or [], scratch=scratch or [])  # fmt: skip
     return starter.start(request, waited)
 
 

@@ -20,6 +20,8 @@ class ForkRequest(TypedDict):
     log: str  # the child's stdout and stderr
     limit: tuple[str, int] | None  # an rlimit: its resource's name, bytes (a JSON list on the wire)
     args: list[str]
+    # the host's scratch folders for this worker: the starter removes them when it ends (a killed host cannot)
+    scratch: NotRequired[list[str]]
     starter: NotRequired[int]  # added by the starter: its pid, which the child dies with
 
 

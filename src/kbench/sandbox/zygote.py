@@ -11,18 +11,21 @@ job's key in memory inherited from this process.
 
 Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str, "imports":
 {module: seconds}, "age": seconds since it started} once, then reads requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0,
-"limit": [name, bytes] | null} and answers {"started": id, "pid": pid} (or {"refused": id} once
+"limit": [name, bytes] | null, "scratch": [folder, ...]} and answers {"started": id, "pid": pid} (or {"refused": id} once
 retired); when a child ends it writes {"exit": pid, "code": code} (negative: killed by that signal, like
 subprocess); {"preloaded": module} when an optional module is imported, {"retired": reason} when one
 proved unsafe. It stays single-threaded, so forking is safe. When the host closes its stdin -- or dies,
 whatever the signal: the kernel closes the pipe -- it kills the sessions of the children still running
-and exits; each child also asked for SIGKILL when this process dies. If importing torch initialised the
+and exits; each child also asked for SIGKILL when this process dies. A host that was killed removes nothing
+itself, so this process then removes the folders each request named as the host's scratch for it (the
+worker's working folder) and, started with REMOVE_CWD, its own working folder. If importing torch initialised the
 CUDA driver (fork would then break CUDA in the children), it answers ready=false and exits: the host
 spawns workers instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -62,7 +65,9 @@ OPTIONAL_PRELOAD = ("torch.utils.cpp_extension", "torch._dynamo", "triton.testin
 # its own sources and library), which each worker would otherwise compute at its first launch (0.4 s).
 AFTER_PRELOAD = {"triton.testing": ("kbench.backends.triton", "prewarm_cache_key")}
 NO_OPTIONAL = "--no-optional-preload"  # argument: fork workers only, preload nothing more (serve)
-_children: set[int] = set()  # workers forked and not yet reaped: their sessions end with this process
+_children: dict[int, list[str]] = {}  # workers forked, not yet reaped -> their scratch folders (ForkRequest)
+# argument: this process's working folder is the host's scratch, removed when this process ends
+REMOVE_CWD = "--remove-cwd"
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
 
 
@@ -255,15 +260,37 @@ def _reap() -> None:
             return
         if pid == 0:
             return
-        _children.discard(pid)
+        _children.pop(pid, None)
         _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 def _end_children() -> None:
+    """Kill the sessions of the workers still running and, once they are reaped (at most ~1 s), remove the
+    scratch folders the host made for them and for this process: a host that was killed removes nothing
+    itself. Whether it was cannot be told here in time (its pipe closes before this process is given a new
+    parent), and one that closed the pipe itself finds its folders gone, as it allows."""
     from kbench.sandbox import procs
 
     for pid in list(_children):
         procs.kill_session(pid)
+    scratch = [folder for folders in _children.values() for folder in folders]
+    deadline = time.monotonic() + 1.0
+    while _children and time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            _children.pop(pid, None)
+        else:
+            time.sleep(0.005)
+    if REMOVE_CWD in sys.argv[1:]:
+        with contextlib.suppress(OSError):
+            scratch.append(os.getcwd())
+    import shutil
+
+    for folder in scratch:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def serve(optional: bool = True) -> None:
@@ -308,7 +335,7 @@ def serve(optional: bool = True) -> None:
             pid = os.fork()
             if pid == 0:
                 _child(req)
-            _children.add(pid)
+            _children[pid] = list(req.get("scratch", []))
             _send({"started": req["id"], "pid": pid})
 
 
@@ -321,6 +348,7 @@ def _watch_parent() -> None:
 
     def check(signum: int, frame: object) -> None:
         if os.getppid() != parent:
+            signal.setitimer(signal.ITIMER_REAL, 0)  # no second check while this one ends the workers
             _end_children()
             os._exit(0)
 
