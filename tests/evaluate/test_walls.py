@@ -32,11 +32,16 @@ def _evaluate(source: str, cache_dir: Path, **kw: object) -> Verdict:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {
-        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+    """Each file's digest, but for builds in progress (`.staging`): another worker's compiler writes there
+    meanwhile, and nothing there is loaded until it is sealed and renamed into the cache."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != ".staging"]  # not walked into: it may be renamed meanwhile
+        for name in files:
+            path = Path(root, name)
+            if not path.is_symlink():
+                found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(found.items()))
 
 
 def _attacker(targets: list[str], reads: list[str]) -> str:
