@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kbench.backends import backend_names, get_backend
+from kbench.config import RunConfig
 from kbench.selftest.runner import Fixture, Judges, discover
 
 # the fixtures of every backend whose tools are installed (`Backend.version()`), as `kbench selftest` takes
@@ -28,11 +29,14 @@ def _param(fx: Fixture) -> object:
 
 
 @pytest.fixture(scope="module")
-def judges() -> Iterator[dict[bool, Judges]]:
+def judges(session_cache: Path) -> Iterator[dict[bool, Judges]]:
     """The Evaluators `kbench selftest` judges by, kept open for this module's tests (of one worker): a
     fixture that needs a GPU is judged as `kbench selftest --device cuda` would, the others as on a CPU
-    (each opens its Evaluators on first use)."""
-    with Judges(gpu=False) as cpu, Judges(gpu=True) as gpu:
+    (each opens its Evaluators on first use). Their cache folder is the session's, as `kbench selftest`
+    run by the tests would take it from KBENCH_CACHE_DIR: a library's `RunConfig()` reads no environment,
+    and would build in the user's own cache, without the session's precompiled header."""
+    base = RunConfig(cache_dir=session_cache)
+    with Judges(gpu=False, base=base) as cpu, Judges(gpu=True, base=base) as gpu:
         yield {False: cpu, True: gpu}
 
 
