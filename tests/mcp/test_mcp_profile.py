@@ -89,7 +89,9 @@ def test_the_reference_is_profiled_once_per_problem_preset_and_device(
     first = profiles.reference(p, "small", "fp32", "cpu")
     assert profiles.reference(p, "small", "fp32", "cpu") is first and made == [("small", "cpu")]
     table = first["reference_profile"]
-    assert table["device"] == "cpu" and table["rows"][0]["name"] == "aten::addmm" and table["forward_ms"] > 0
+    # the GEMM is among the ops (which op tops the table on a loaded 2-core machine is the profiler's noise)
+    names = [row["name"] for row in table["rows"]]
+    assert table["device"] == "cpu" and "aten::addmm" in names and table["forward_ms"] > 0
     assert first["roofline"]["sol_ms"] > 0 and "ran on the CPU" in first["roofline"]["note"]
     assert "note" in profiles.reference(p, "small", "bf16", "cpu")["reference_profile"]  # not cast to bf16
 
