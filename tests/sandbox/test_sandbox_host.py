@@ -532,3 +532,50 @@ def test_the_last_evaluators_close_keeps_an_idle_starter_and_ends_a_busy_one(
     finally:
         hold.unlink(missing_ok=True)
         starter.kill_all()
+
+
+def test_the_starter_waits_only_for_its_own_workers_and_reports_one_whose_exit_was_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process a preloaded module started (ldconfig, a compiler probe) is left to its own Popen: a wait
+    for any child took it from there, and that Popen's later wait for the same pid could take a new
+    worker's exit, which was then never reported (the host waited for it forever). A worker whose exit
+    another waiter took is reported as lost, not waited for."""
+    from kbench.sandbox import zygote
+
+    sent: list[dict[str, int]] = []
+    monkeypatch.setattr(zygote, "_send", sent.append)
+    monkeypatch.setattr(zygote, "_children", {})
+    worker, other = os.fork(), 0
+    if worker == 0:
+        os._exit(3)
+    other = os.fork()
+    if other == 0:
+        os._exit(5)
+    zygote._children[worker] = []
+    deadline = time.monotonic() + 10
+    while not sent and time.monotonic() < deadline:
+        zygote._reap()
+        time.sleep(0.01)
+
+    def state(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return "reaped"
+
+    while state(other) not in ("Z", "reaped"):
+        time.sleep(0.01)  # the other child has ended too: a wait for any child would take it now
+    zygote._reap()
+    assert state(other) == "Z", "the starter waited for a child that is not its worker"
+    assert sent == [{"exit": worker, "code": 3}] and zygote._children == {}
+    # not the starter's: still there for its own waiter
+    assert os.waitstatus_to_exitcode(os.waitpid(other, 0)[1]) == 5
+
+    taken = os.fork()
+    if taken == 0:
+        os._exit(4)
+    zygote._children[taken] = []
+    os.waitpid(taken, 0)  # another waiter takes its status
+    zygote._reap()
+    assert sent[-1] == {"exit": taken, "code": zygote.LOST_EXIT} and zygote._children == {}

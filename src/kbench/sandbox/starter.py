@@ -25,6 +25,7 @@ from kbench import entries
 from kbench.sandbox import bytecode, procs
 from kbench.sandbox.procs import KEY_FIFO_ENV, worker_env
 from kbench.sandbox.starterwire import Answer, ForkRequest, Ready
+from kbench.sandbox.zygote import LOST_EXIT as UNKNOWN_EXIT  # the starter died, or the status was lost
 from kbench.sandbox.zygote import NO_OPTIONAL, REMOVE_CWD
 
 START_TIMEOUT_S = 60.0  # the starter's own import of torch, on a loaded host
@@ -43,7 +44,6 @@ STARTUP_VARS = (
 )
 # A fork's wait split for a verdict's phases (ForkedProcess.start_phases, evaluate/phases.py)
 START_PHASES = ("starter", "starter_start", "starter_torch", "starter_kbench")
-UNKNOWN_EXIT = 255  # the starter died before reporting a child's exit status
 
 
 def _alive(pid: int) -> bool:

@@ -66,6 +66,7 @@ OPTIONAL_PRELOAD = ("torch.utils.cpp_extension", "torch._dynamo", "triton.testin
 AFTER_PRELOAD = {"triton.testing": ("kbench.backends.triton", "prewarm_cache_key")}
 NO_OPTIONAL = "--no-optional-preload"  # argument: fork workers only, preload nothing more (serve)
 _children: dict[int, list[str]] = {}  # workers forked, not yet reaped -> their scratch folders (ForkRequest)
+LOST_EXIT = 255  # a worker's exit status that another waiter took (sandbox/starter.py's UNKNOWN_EXIT)
 # argument: this process's working folder is the host's scratch, removed when this process ends
 REMOVE_CWD = "--remove-cwd"
 _PROTO = 1  # the host's pipe; main() moves it off fd 1 so nothing printed can corrupt it
@@ -252,16 +253,20 @@ def _child(req: ForkRequest) -> None:
             os._exit(code)
 
 
-def _reap() -> None:
-    while True:
+def _reap(report: bool = True) -> None:
+    """Report each worker that ended, waited for by its own pid. A wait for any child (waitpid(-1)) also
+    took the processes a preloaded module started (a compiler or ldconfig probe) from under their Popen,
+    which then waits for a pid the kernel may give a later worker and takes that worker's exit: the host
+    waited for a report that never came. A worker whose status another waiter took is LOST_EXIT."""
+    for pid in list(_children):
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _children.pop(pid, None)
-        _send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+            done, status = pid, -1
+        if done:
+            _children.pop(pid, None)
+            if report:
+                _send({"exit": pid, "code": LOST_EXIT if status < 0 else os.waitstatus_to_exitcode(status)})
 
 
 def _end_children() -> None:
@@ -271,19 +276,16 @@ def _end_children() -> None:
     parent), and one that closed the pipe itself finds its folders gone, as it allows."""
     from kbench.sandbox import procs
 
+    # no parent check from here on: run within this one, it would take the folders of workers already
+    # reaped here out of its own list and exit before this one removed them
+    signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in list(_children):
         procs.kill_session(pid)
     scratch = [folder for folders in _children.values() for folder in folders]
     deadline = time.monotonic() + 1.0
     while _children and time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid:
-            _children.pop(pid, None)
-        else:
-            time.sleep(0.005)
+        _reap(report=False)  # the host no longer reads (or is gone)
+        time.sleep(0.005)
     if REMOVE_CWD in sys.argv[1:]:
         with contextlib.suppress(OSError):
             scratch.append(os.getcwd())
@@ -348,7 +350,6 @@ def _watch_parent() -> None:
 
     def check(signum: int, frame: object) -> None:
         if os.getppid() != parent:
-            signal.setitimer(signal.ITIMER_REAL, 0)  # no second check while this one ends the workers
             _end_children()
             os._exit(0)
 
