@@ -17,6 +17,7 @@ from evalfixtures import cpu_config, fixture_source
 
 from kbench.evaluate.flow import evaluate
 from kbench.problems import get_problem
+from kbench.referee.builds import STAGING
 from kbench.sandbox import procs
 from kbench.types import Candidate, Status, Verdict
 
@@ -36,7 +37,7 @@ def _files(folder: Path) -> dict[str, str]:
     meanwhile, and nothing there is loaded until it is sealed and renamed into the cache."""
     found = {}
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d != ".staging"]  # not walked into: it may be renamed meanwhile
+        dirs[:] = [d for d in dirs if d != STAGING]  # not walked into: it may be renamed meanwhile
         for name in files:
             path = Path(root, name)
             if not path.is_symlink():

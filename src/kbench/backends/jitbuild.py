@@ -193,9 +193,8 @@ def run(request: dict[str, Any], load: Any = load_inline) -> dict[str, Any]:
         except Exception as exc:  # the compiler's error: the candidate's failure, reported as data
             said = str(exc)
             errors[label] = said[-8000:]
-            if _conclusive(
-                label, said, arguments
-            ):  # the whole output: its first error may be cut from the kept tail
+            # the whole output: its first error may be cut from the kept tail
+            if _conclusive(label, said, arguments):
                 break
             continue
         done.update(ok=True, label=label, folder=str(folder))
