@@ -252,33 +252,45 @@ def test_a_killed_starter_is_replaced_and_its_jobs_still_end(tmp_path: Path) -> 
     assert again.returncode == 5
 
 
-def test_starter_preloads_what_gpu_workers_import_per_triton_mode(tmp_path: Path) -> None:
-    """torch.utils.cpp_extension (imported by every candidate runner), torch._dynamo and triton.testing
-    (imported by every GPU worker) are preloaded, after the starter is ready, once the probe shows they
-    are fork-safe; TRITON_INTERPRET decides how triton binds at import, so each mode has its own starter."""
+def test_starter_preloads_what_its_requests_name_per_triton_mode(tmp_path: Path) -> None:
+    """The optional modules a request names (torch.utils.cpp_extension for a candidate runner, torch._dynamo
+    for a reference timing torch.compile, triton.testing for a Triton runner) are preloaded after the
+    worker that named them was forked, once the probe shows they are fork-safe, for the workers that
+    follow; a name outside zygote.OPTIONAL_PRELOAD is never imported. Before any request names one,
+    nothing optional is imported. TRITON_INTERPRET decides how triton binds at import, so each mode has
+    its own starter."""
     from kbench.sandbox.host import worker_env
     from kbench.sandbox.starter import starter_for
 
     compiled = starter_for(worker_env(_module(tmp_path, "")))
     interpreted = starter_for(worker_env({**_module(tmp_path, ""), "TRITON_INTERPRET": "1"}))
     assert compiled is not None and interpreted is not None and compiled is not interpreted
-    deadline = time.monotonic() + 180  # preloaded after "ready", while no job waits (zygote.serve)
-    wanted = {"torch.utils.cpp_extension", "torch._dynamo", "triton.testing"}
-    while not wanted <= set(compiled.preloaded) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert wanted <= set(compiled.preloaded)
-    # a forked worker finds torch._dynamo imported and Triton's cache key computed (zygote.AFTER_PRELOAD)
+    time.sleep(1.0)  # a preload of its own would have begun 20 ms after "ready"
+    assert compiled.preloaded == [] and interpreted.preloaded == []
     body = (
         "import sys\nfrom triton.runtime import cache\n"
         "print('dynamo' if 'torch._dynamo' in sys.modules else 'cold')\n"
         "print('cpp_extension', 'torch.utils.cpp_extension' in sys.modules)\n"
         "print('key', cache.triton_key.cache_info().currsize)\n"
+        "print('json.tool', 'json.tool' in sys.modules)\n"
     )
     env = _module(tmp_path, body)
-    exit_ = run_worker("fakeworker", tmp_path / "job", SPEC, budgets=60.0, env=env, start="fork")
+    wanted = ["torch.utils.cpp_extension", "torch._dynamo", "triton.testing"]
+    first = run_worker(
+        "fakeworker", tmp_path / "job1", SPEC, 60.0, env=env, start="fork", preload=[*wanted, "json.tool"]
+    )
+    assert first.returncode == 0 and "cold" in first.log_tail, first.log_tail  # it imported them itself
+    deadline = time.monotonic() + 180  # preloaded while no job waits (zygote.serve)
+    while not set(wanted) <= set(compiled.preloaded) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert compiled.preloaded == wanted  # in OPTIONAL_PRELOAD's order; json.tool is not one of them
+    # a later worker finds torch._dynamo imported and Triton's cache key computed (zygote.AFTER_PRELOAD)
+    exit_ = run_worker("fakeworker", tmp_path / "job2", SPEC, budgets=60.0, env=env, start="fork")
     assert exit_.returncode == 0 and "dynamo" in exit_.log_tail, exit_.log_tail
     assert "key 1" in exit_.log_tail, exit_.log_tail
     assert "cpp_extension True" in exit_.log_tail, exit_.log_tail  # the runners' build hooks
+    assert "json.tool False" in exit_.log_tail, exit_.log_tail
+    assert interpreted.preloaded == []  # no request came to the other mode's starter
 
 
 def test_a_one_shot_starter_preloads_nothing_more_and_forks_at_once(tmp_path: Path) -> None:

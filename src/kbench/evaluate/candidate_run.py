@@ -11,7 +11,7 @@ from kbench.checks import kernel_names
 from kbench.config import RunConfig
 from kbench.evaluate.device_outputs import Receiver, layouts
 from kbench.evaluate.judge import WorkerOutcome, read_worker
-from kbench.evaluate.plan import Plan, job_spec
+from kbench.evaluate.plan import Plan, job_spec, worker_preloads
 from kbench.evaluate.prebuild import candidate_env
 from kbench.evaluate.reference_cache import ReferenceData
 from kbench.sandbox.host import REFEREE, run_worker
@@ -58,7 +58,10 @@ def run_candidate(
         key = receiver.key
         if ref is not None:
             receiver.offer(jobdir, layouts(ref.outputs, spec.seeds))
-    exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key)
+    preload = worker_preloads(spec)
+    exit_ = run_worker(
+        REFEREE, jobdir, spec, budgets, env=env, start=start, cancel=cancel, key=key, preload=preload
+    )
     t0 = time.perf_counter()
     outcome = read_worker(exit_, jobdir)
     if outcome.result is not None:

@@ -11,6 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 
 from kbench.backends import get_backend
+from kbench.baselines.modes import get_mode
 from kbench.config import FIXED_SEED_BASE, RunConfig
 from kbench.sandbox import isolate
 from kbench.sandbox.protocol import JobSpec
@@ -101,3 +102,18 @@ def job_spec(problem: Problem, cfg: RunConfig, plan: Plan, role: JobRole, **kw: 
         confine=cfg.confine,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def worker_preloads(spec: JobSpec) -> list[str]:
+    """What the worker of `spec` imports beyond every worker's modules, for the warm starter to preload for
+    the workers like it that follow (sandbox/zygote.OPTIONAL_PRELOAD picks those it may): a candidate's or
+    build's runner torch.utils.cpp_extension (its build hooks) and its backend's runner imports, a
+    reference that times a torch.compile baseline torch._dynamo."""
+    if spec.role in ("candidate", "build"):
+        return [
+            "torch.utils.cpp_extension",
+            *(get_backend(spec.backend).runner_imports if spec.backend else ()),
+        ]
+    if spec.role == "reference" and spec.measure and any(get_mode(b).compile_mode for b in spec.baselines):
+        return ["torch._dynamo"]
+    return []

@@ -15,6 +15,7 @@ from kbench.backends import get_backend
 from kbench.checks import kernel_names
 from kbench.config import RunConfig
 from kbench.evaluate.judge import read_worker
+from kbench.evaluate.plan import worker_preloads
 from kbench.sandbox import isolate
 from kbench.sandbox.host import REFEREE, run_worker
 from kbench.sandbox.protocol import JobSpec
@@ -142,7 +143,9 @@ def prebuild(candidate: Candidate, cfg: RunConfig, device: str, batch: int = 1) 
         )
         env = candidate_env(candidate.backend, cfg, device, make_pch) | {"CUDA_VISIBLE_DEVICES": ""}
         budgets = cfg.budgets("build")
-        exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start)
+        exit_ = run_worker(
+            REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start, preload=worker_preloads(spec)
+        )
         outcome = read_worker(exit_, jobdir)
     result = outcome.result
     failed = outcome.status is not Status.OK or result is None

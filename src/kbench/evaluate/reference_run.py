@@ -16,7 +16,7 @@ from kbench.config import RunConfig
 from kbench.errors import ProblemError, WorkerError
 from kbench.evaluate.device_outputs import LayoutWatch, Receiver, layouts
 from kbench.evaluate.judge import crash_message
-from kbench.evaluate.plan import Plan, job_spec
+from kbench.evaluate.plan import Plan, job_spec, worker_preloads
 from kbench.evaluate.prebuild import reference_env
 from kbench.evaluate.reference_cache import (
     ReferenceData,
@@ -146,7 +146,10 @@ def _run(
         deliver = _offer_first(receiver, jobdir, run_seeds, on_layouts)
     watch = LayoutWatch(jobdir, key, known, deliver) if deliver is not None else None
     try:
-        exit_ = run_worker(REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key)
+        preload = worker_preloads(spec)
+        exit_ = run_worker(
+            REFEREE, jobdir, spec, budgets, env=env, start=cfg.worker_start, key=key, preload=preload
+        )
     finally:
         if watch is not None:
             watch.stop()  # layouts not delivered yet come from the signed result below

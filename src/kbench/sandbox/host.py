@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,6 +264,7 @@ def run_worker(
     start: str = "auto",
     cancel: threading.Event | None = None,
     key: bytes | None = None,
+    preload: Sequence[str] = (),
 ) -> WorkerExit:
     """Run `python -m module jobdir` for `spec` under the limits; returns for every outcome of the job,
     raises `Interrupted` when this process is being stopped (its worker is killed, no verdict is due).
@@ -272,7 +273,8 @@ def run_worker(
     starter (sandbox/starter.py: no torch import per job), `spawn` starts a new interpreter, `auto` forks
     when a starter runs here and spawns otherwise. Setting `cancel` kills the worker and raises
     `Cancelled` (its caller no longer needs the job). `key`: the job's HMAC key when the caller has used
-    it already (evaluate/device_outputs.Receiver seals with it), else a new one.
+    it already (evaluate/device_outputs.Receiver seals with it), else a new one. `preload`: the optional
+    modules this worker imports, which the starter then preloads for the next ones (ForkRequest.preload).
     """
     _check_stop()
     asked = time.monotonic()
@@ -287,7 +289,7 @@ def run_worker(
     with tempfile.TemporaryDirectory(prefix="kbench-cwd-") as cwd:
         proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         if start != "spawn":
-            proc = _fork(module, jobdir, cwd, env, spec, key)
+            proc = _fork(module, jobdir, cwd, env, spec, key, list(preload))
             if proc is None and start == "fork":
                 from kbench.errors import ConfigError
                 from kbench.sandbox.starter import failure_reason
@@ -359,7 +361,7 @@ def _spawn(
 
 
 def _fork(
-    module: str, jobdir: Path, cwd: str, env: dict[str, str], spec: JobSpec, key: bytes
+    module: str, jobdir: Path, cwd: str, env: dict[str, str], spec: JobSpec, key: bytes, preload: list[str]
 ) -> ForkedProcess | None:
     """The worker forked by the warm starter, its key on the way through a FIFO; None without a starter."""
     from kbench.sandbox import starter
@@ -369,7 +371,9 @@ def _fork(
     fifo.unlink(missing_ok=True)
     os.mkfifo(fifo, 0o600)
     full[KEY_FIFO_ENV] = str(fifo.resolve())
-    proc = starter.start_worker(module, jobdir, cwd, full, jobdir / LOG_FILE, None, [spec.role], [cwd])
+    proc = starter.start_worker(
+        module, jobdir, cwd, full, jobdir / LOG_FILE, None, [spec.role], [cwd], preload
+    )
     if proc is None:
         fifo.unlink(missing_ok=True)
         return None

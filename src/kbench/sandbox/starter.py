@@ -332,6 +332,7 @@ def start_worker(
     limit: tuple[str, int] | None,
     args: list[str] | None = None,
     scratch: list[str] | None = None,
+    preload: list[str] | None = None,
 ) -> ForkedProcess | None:
     t0 = time.monotonic()
     starter = starter_for(env)
@@ -339,7 +340,7 @@ def start_worker(
         return None
     waited = time.monotonic() - t0
     request = ForkRequest(id=0, module=module, jobdir=str(jobdir.resolve()), cwd=cwd, env=env, log=str(log),
-                          limit=limit, args=args or [], scratch=scratch or [])  # fmt: skip
+                          limit=limit, args=args or [], scratch=scratch or [], preload=preload or [])  # fmt: skip
     return starter.start(request, waited)
 
 

@@ -22,6 +22,9 @@ class ForkRequest(TypedDict):
     args: list[str]
     # the host's scratch folders for this worker: the starter removes them when it ends (a killed host cannot)
     scratch: NotRequired[list[str]]
+    # optional modules workers like this one import (zygote.OPTIONAL_PRELOAD names the allowed ones): the
+    # starter imports them after forking it, for the workers that follow
+    preload: NotRequired[list[str]]
     starter: NotRequired[int]  # added by the starter: its pid, which the child dies with
 
 

@@ -1,26 +1,21 @@
 """The warm starter (`python -m kbench.sandbox.zygote`): forks workers from a process that imported torch.
 
 A worker started with `python -m` spends seconds importing torch before it does anything (2.3 s on a
-quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and what
-kbench's worker modules import once, never touches CUDA, and forks a child per job; the child becomes a worker in a new
-session exactly as a spawned one would: its own process group, the job's environment (set before any
-CUDA use, so CUDA_VISIBLE_DEVICES still picks its GPU), working folder, log file, core dumps off and its
-memory limit, and every descriptor of this process closed. The HMAC key never passes through here: the
-host hands it to the child through a FIFO in the job folder, so a later child cannot find an earlier
-job's key in memory inherited from this process.
+quiet CPU core, 7-12 s on a GPU host while builders compile). This process imports torch and what kbench's
+worker modules import once, never touches CUDA, and forks a child per job, which becomes a worker in a new
+session exactly as a spawned one would: its own process group, the job's environment (set before any CUDA
+use, so CUDA_VISIBLE_DEVICES still picks its GPU), working folder, log file, core dumps off, its memory
+limit, every descriptor of this process closed. The HMAC key never passes through here: the host hands it
+to the child through a FIFO in the job folder, so no later child finds an earlier job's key in memory.
 
-Protocol (one JSON object per line): this process writes {"ready": bool, "reason": str, "imports":
-{module: seconds}, "age": seconds since it started} once, then reads requests {"id", "module", "jobdir", "cwd", "env", "log", "core": 0,
-"limit": [name, bytes] | null, "scratch": [folder, ...]} and answers {"started": id, "pid": pid} (or {"refused": id} once
-retired); when a child ends it writes {"exit": pid, "code": code} (negative: killed by that signal, like
-subprocess); {"preloaded": module} when an optional module is imported, {"retired": reason} when one
-proved unsafe. It stays single-threaded, so forking is safe. When the host closes its stdin -- or dies,
-whatever the signal: the kernel closes the pipe -- it kills the sessions of the children still running
-and exits; each child also asked for SIGKILL when this process dies. A host that was killed removes nothing
-itself, so this process then removes the folders each request named as the host's scratch for it (the
-worker's working folder) and, started with REMOVE_CWD, its own working folder. If importing torch initialised the
-CUDA driver (fork would then break CUDA in the children), it answers ready=false and exits: the host
-spawns workers instead.
+Protocol: one JSON object per line, typed in sandbox/starterwire.py (Ready once, then a ForkRequest per
+worker, answered Started or Refused; Exited, Preloaded and Retired as they happen). It stays
+single-threaded, so forking is safe. When the host closes its stdin -- or dies, whatever the signal: the
+kernel closes the pipe -- it kills the sessions of the children still running and exits; each child also
+asked for SIGKILL when this process dies. A killed host removes nothing itself, so this process then
+removes the folders each request named as the host's scratch for its worker and, started with REMOVE_CWD,
+its own working folder. If importing torch initialised the CUDA driver (fork would then break CUDA in the
+children), it answers ready=false and exits: the host spawns workers instead.
 """
 
 from __future__ import annotations
@@ -55,11 +50,12 @@ REFEREE = (
     "kbench.problems", "kbench.problems.compare", "kbench.backends.cpp", "kbench.backends.cuda",
 )  # fmt: skip
 PRELOAD = ("torch", *ENTRIES, *REFEREE)
-# What GPU workers import next (2-6 s on a busy GPU host): preloaded only after a forked probe showed that
-# importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is left
-# to the workers instead of ruining the starter.
-# torch.utils.cpp_extension comes first: every candidate runner imports it when it installs its backend's
-# build hooks (backends/buildcache.py), which cost a runner's setup ~0.6 s on a GPU host.
+# What some workers import next (2-6 s on a busy GPU host), preloaded once a request says its worker
+# imports it (ForkRequest.preload: a candidate runner torch.utils.cpp_extension for its build hooks and its
+# backend's runner imports, a reference timing a torch.compile baseline torch._dynamo) and only after a
+# forked probe showed that importing it initialises no CUDA and starts no thread, so a module that would
+# make forking unsafe is left to the workers instead of ruining the starter. Preloaded on every start, an
+# evaluation without a compile baseline paid torch._dynamo's import (1.5 s of a core) in each starter.
 OPTIONAL_PRELOAD = ("torch.utils.cpp_extension", "torch._dynamo", "triton.testing")
 # What runs once a module is preloaded, for every worker forked after it: Triton's cache key (its digest of
 # its own sources and library), which each worker would otherwise compute at its first launch (0.4 s).
@@ -296,17 +292,16 @@ def _end_children() -> None:
 
 
 def serve(optional: bool = True) -> None:
-    """Fork a worker per request; while no request waits, preload the next OPTIONAL_PRELOAD module (none
-    with `optional` off: a one-shot `kbench eval` asks for its two workers at once and never again, and a
-    preload begun before its requests arrive would only delay them).
+    """Fork a worker per request; while no request waits, preload the next OPTIONAL_PRELOAD module a
+    request named (none with `optional` off: a one-shot `kbench eval` asks for its workers once).
 
-    The optional modules come after "ready": with them before it, a cold `kbench eval` on an H200 host
-    waited 6 s for its first fork (9.5 s after the command started), and a worker that needs one before
-    it is preloaded imports it itself. A request that
-    arrives during such an import waits for it. Once a preload proves unsafe, requests are refused (the
-    host spawns instead) and this process only reaps the workers it started."""
+    An optional module comes after "ready" and after the first worker that needs it, which imports it
+    itself: before "ready", a cold `kbench eval` on an H200 host waited 6 s for its first fork. A request
+    that arrives during such an import waits for it. Once a preload proves unsafe, requests are refused
+    (the host spawns instead) and this process only reaps the workers it started."""
     buf = b""
-    pending = list(OPTIONAL_PRELOAD) if optional else []
+    pending: list[str] = []
+    asked: set[str] = set()  # every optional module a request named, preloaded or pending
     path, known = _probes()
     retired = False
     while True:
@@ -339,6 +334,16 @@ def serve(optional: bool = True) -> None:
                 _child(req)
             _children[pid] = list(req.get("scratch", []))
             _send({"started": req["id"], "pid": pid})
+            if optional:
+                _ask(req.get("preload", []), asked, pending)
+
+
+def _ask(names: list[str], asked: set[str], pending: list[str]) -> None:
+    """Queue the optional modules of `names` that no request named before, in OPTIONAL_PRELOAD's order
+    (a name outside it is ignored: only those are probed before they are imported here)."""
+    new = [name for name in OPTIONAL_PRELOAD if name in names and name not in asked]
+    asked.update(new)
+    pending[:] = [name for name in OPTIONAL_PRELOAD if name in pending or name in new]
 
 
 def _watch_parent() -> None:
