@@ -21,8 +21,11 @@ WARPS = THREADS // 32
 @cute.jit
 def block_sum(val: cutlass.Float32, red: cute.Tensor) -> cutlass.Float32:
     val = cute.arch.warp_reduction_sum(val)
+    # warp_idx() is a full-warp shuffle (it makes the index warp-uniform): every lane must run it, so it
+    # comes before the lane-0 branch; run by lane 0 alone, the warp waited for the other 31 forever
+    warp = cute.arch.warp_idx()
     if cute.arch.lane_idx() == 0:
-        red[cute.arch.warp_idx()] = val
+        red[warp] = val
     cute.arch.barrier()
     total = red[0]
     for w in cutlass.range_constexpr(1, WARPS):
