@@ -131,6 +131,22 @@ def test_a_plugin_registers_through_its_entry_point(monkeypatch: pytest.MonkeyPa
         get_backend("toy2")
 
 
+def test_the_shipped_plugins_register_without_installed_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kbench run from a source tree on PYTHONPATH has no entry points: its own plugin backends (cute,
+    helion, tilelang) still register, by name (GPU machines without a package index run it so)."""
+    import importlib.metadata
+    import sys
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    monkeypatch.setattr(registry, "_loaded", {"builtin"})
+    for name in registry.SHIPPED_PLUGINS:
+        monkeypatch.delitem(registry._REGISTRY, name)
+        monkeypatch.delitem(sys.modules, f"kbench.backends.{name}")
+        monkeypatch.setattr(registry, name, getattr(registry, name))  # the package's attribute comes back too
+    assert get_backend("cute").name == "cute"
+    assert set(registry.SHIPPED_PLUGINS) <= set(backend_names())
+
+
 def test_its_prompt_text_comes_from_its_own_package(
     toy: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

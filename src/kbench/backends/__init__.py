@@ -244,6 +244,9 @@ def startup_env(backend: str, device: str) -> dict[str, str]:
 
 BUILTIN = ("cpp", "cuda", "triton")  # this package's modules that each register a backend
 ENTRY_POINTS = "kbench.backends"  # the entry point group through which other packages add one
+# this package's own plugins (their entry points in pyproject.toml): imported by name where no installed
+# metadata lists them, as when kbench runs from a source tree on PYTHONPATH, which lost them silently
+SHIPPED_PLUGINS = ("helion", "tilelang", "cute")
 _loaded: set[str] = set()
 
 
@@ -269,3 +272,6 @@ def _load(plugins: bool) -> None:
                 warnings.warn(
                     f"backend plugin {point.name!r} ({point.value}) failed to load: {exc}", stacklevel=2
                 )
+        for module in SHIPPED_PLUGINS:
+            if module not in _REGISTRY:
+                importlib.import_module(f"{__name__}.{module}")
