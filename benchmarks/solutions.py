@@ -37,7 +37,7 @@ from typing import Any
 
 import common
 from solutions_report import build_table, machine, markdown, summarize
-from solutions_worker import BACKENDS, CACHE, ROOT, parse_ids, solution_path
+from solutions_worker import BACKENDS, BATCHES, CACHE, ROOT, parse_ids, solution_path
 
 WORKER = Path(__file__).resolve().parent / "solutions_worker.py"
 
@@ -186,6 +186,12 @@ def main() -> None:
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
+    if unknown := [
+        b for b in args.backends if b not in BATCHES
+    ]:  # else each of its jobs exits 2 as "crashed"
+        ap.error(
+            f"--backends: {', '.join(unknown)} not a GPU backend registered here ({', '.join(BATCHES[1:])})"
+        )
     ids, out = parse_ids(args.problems), Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     if args.report_only:

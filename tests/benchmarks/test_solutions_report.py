@@ -160,3 +160,20 @@ def test_a_resumed_run_warms_only_what_is_left(tmp_path: Path, monkeypatch: pyte
     warmed = solutions.phase_warm(args, [1, 2, 3], {})
     assert sorted(started) == ["compile:3", "triton:2", "triton:3"]
     assert all(w["rc"] == 0 for w in warmed.values())
+
+
+def test_a_backend_not_registered_here_is_refused_before_any_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of its jobs would exit 2 and read as a crashed solution; the run says why instead."""
+    import solutions
+
+    monkeypatch.setattr(solutions, "_sub", lambda *a: pytest.fail("no job may start"))
+    monkeypatch.setattr(sys, "argv", ["solutions.py", "--out", str(tmp_path), "--backends", "triton,nosuch"])
+    with pytest.raises(SystemExit) as stop:
+        solutions.main()
+    assert stop.value.code == 2
+    assert (
+        "nosuch not a GPU backend registered here (cuda, cute, helion, tilelang, triton)"
+        in capsys.readouterr().err
+    )
