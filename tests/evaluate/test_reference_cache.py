@@ -354,3 +354,5 @@ def test_reference_compiles_its_baseline_in_the_trusted_caches(tmp_path: Path) -
     ref = get_reference(get_problem("kbench:2/23"), cfg, make_plan(cfg, "cpu"), tmp_path / "work")
     assert "compile" in ref.timings
     assert any((trusted / "inductor").rglob("*")), "the compile baseline wrote no Inductor cache there"
+    # nor a precompiled header in the job's own temporary folder, which would go with it
+    assert not list((tmp_path / "work").rglob("*.gch"))

@@ -88,6 +88,10 @@ def reference_env(cfg: RunConfig, device: str) -> dict[str, str]:
         # One compile thread: a pool of Inductor compile workers costs seconds to start on 2 cores and
         # compiles the same code (the baseline is unchanged); GPUs keep the pool for max-autotune.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        # No precompiled header for its C++ kernels: Inductor writes it in the temporary folder, which is
+        # this job's own and goes with it, so every cold baseline made it anew (5-8 s of a core more than
+        # it saved); the kernels compiled are the same
+        env["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] = "0"
     return env
 
 
