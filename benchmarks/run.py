@@ -154,6 +154,11 @@ MEASUREMENTS: dict[str, Measurement] = {
         "a worker spawned against one forked by the starter, and Evaluators reopened in one process",
         records=True,
     ),
+    "starter-preloads": Measurement(
+        "benchmarks/starter_preloads.py --out {out}/starter-preloads.md",
+        "what a long-lived warm starter preloads and its CPU, with and without a compile baseline",
+        records=True,
+    ),
     "batch-together": Measurement(
         "benchmarks/batch_together.py --device cuda --repeats 2 --survey 36 --out {out}/batch_together.jsonl",
         "the batch-together attack against its honest twin, and honest solutions' call alone (GPU)",
