@@ -147,6 +147,30 @@ def test_the_shipped_plugins_register_without_installed_metadata(monkeypatch: py
     assert set(registry.SHIPPED_PLUGINS) <= set(backend_names())
 
 
+def test_a_shipped_plugin_whose_entry_point_fails_is_not_imported_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Installed metadata that names a shipped plugin decides: its failure is a warning, as for any plugin,
+    and the by-name fallback does not import it a second time (which would raise where it warned)."""
+    import importlib.metadata
+    import sys
+
+    class Broken:
+        name, value = "cute", "kbench.backends.cute"
+
+        def load(self) -> None:
+            raise ImportError("broken on this machine")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [Broken()])
+    monkeypatch.setattr(registry, "_loaded", {"builtin"})
+    monkeypatch.delitem(registry._REGISTRY, "cute")
+    monkeypatch.delitem(sys.modules, "kbench.backends.cute")
+    monkeypatch.setattr(registry, "cute", registry.cute)
+    with pytest.warns(UserWarning, match="backend plugin 'cute'.*broken on this machine"):
+        names = backend_names()
+    assert "cute" not in names and {"helion", "tilelang"} <= set(names)
+
+
 def test_its_prompt_text_comes_from_its_own_package(
     toy: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -261,17 +261,20 @@ def _load(plugins: bool) -> None:
             importlib.import_module(f"{__name__}.{module}")
     if plugins and "plugins" not in _loaded:
         _loaded.add("plugins")
+        from functools import partial
         from importlib.metadata import entry_points
 
-        for point in entry_points(group=ENTRY_POINTS):
+        points: list[tuple[str, str, Callable[[], object]]] = [
+            (p.name, p.value, p.load) for p in entry_points(group=ENTRY_POINTS)
+        ]
+        named = {name for name, _, _ in points}
+        for module in (m for m in SHIPPED_PLUGINS if m not in named):  # no installed metadata names it
+            path = f"{__name__}.{module}"
+            points.append((module, path, partial(importlib.import_module, path)))
+        for name, value, load in points:
             try:
-                point.load()
+                load()
             except Exception as exc:  # a broken plugin must not take the built-in backends down
                 import warnings
 
-                warnings.warn(
-                    f"backend plugin {point.name!r} ({point.value}) failed to load: {exc}", stacklevel=2
-                )
-        for module in SHIPPED_PLUGINS:
-            if module not in _REGISTRY:
-                importlib.import_module(f"{__name__}.{module}")
+                warnings.warn(f"backend plugin {name!r} ({value}) failed to load: {exc}", stacklevel=2)
