@@ -186,9 +186,8 @@ def main() -> None:
     common.add_record_argument(ap)
     args = ap.parse_args()
     args.backends = [b for b in args.backends.split(",") if b]
-    if unknown := [
-        b for b in args.backends if b not in BATCHES
-    ]:  # else each of its jobs exits 2 as "crashed"
+    unknown = [b for b in args.backends if b not in BATCHES]  # its jobs would exit 2, read as "crashed"
+    if unknown:
         ap.error(
             f"--backends: {', '.join(unknown)} not a GPU backend registered here ({', '.join(BATCHES[1:])})"
         )

@@ -279,7 +279,7 @@ def test_starter_preloads_what_its_requests_name_per_triton_mode(tmp_path: Path)
     first = run_worker(
         "fakeworker", tmp_path / "job1", SPEC, 60.0, env=env, start="fork", preload=[*wanted, "json.tool"]
     )
-    assert first.returncode == 0 and "cold" in first.log_tail, first.log_tail  # it imported them itself
+    assert first.returncode == 0 and "cold" in first.log_tail, first.log_tail  # forked before any preload
     deadline = time.monotonic() + 180  # preloaded while no job waits (zygote.serve)
     while not set(wanted) <= set(compiled.preloaded) and time.monotonic() < deadline:
         time.sleep(0.1)
