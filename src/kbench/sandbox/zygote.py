@@ -51,11 +51,9 @@ REFEREE = (
 )  # fmt: skip
 PRELOAD = ("torch", *ENTRIES, *REFEREE)
 # What some workers import next (2-6 s on a busy GPU host), preloaded once a request says its worker
-# imports it (ForkRequest.preload: a candidate runner torch.utils.cpp_extension for its build hooks and its
-# backend's runner imports, a reference timing a torch.compile baseline torch._dynamo) and only after a
-# forked probe showed that importing it initialises no CUDA and starts no thread, so a module that would
-# make forking unsafe is left to the workers instead of ruining the starter. Preloaded on every start, an
-# evaluation without a compile baseline paid torch._dynamo's import (1.5 s of a core) in each starter.
+# imports it (ForkRequest.preload, from evaluate/plan.worker_preloads) and only after a forked probe showed
+# that importing it initialises no CUDA and starts no thread, so a module that would make forking unsafe is
+# left to the workers instead of ruining the starter.
 OPTIONAL_PRELOAD = ("torch.utils.cpp_extension", "torch._dynamo", "triton.testing")
 # What runs once a module is preloaded, for every worker forked after it: Triton's cache key (its digest of
 # its own sources and library), which each worker would otherwise compute at its first launch (0.4 s).
